@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Set up (virtualenv, packages) and run the whole test suite, soak tests excepted.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh
+exec .venv/bin/python -m pytest -m "not slow" "$@"
