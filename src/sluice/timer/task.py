@@ -30,16 +30,19 @@ class TimerTask:
     def cancel(self) -> None:
         """Cancel the task: it will not run unless it is added again."""
         entry = self._entry
-        self._entry = None
         if entry is not None:
-            entry.remove()
-
-    def _set_entry(self, entry: TimerTaskEntry) -> None:
-        # Caller holds the timer lock. A task lives in one entry at a time.
-        old = self._entry
-        if old is not None and old is not entry:
-            old.remove()
-        self._entry = entry
+            self._entry = None
+            lst = entry.list
+            if lst is not None:
+                lock = lst.lock
+                lock.acquire()
+                try:
+                    if entry.list is lst:
+                        lst._remove(entry)
+                        return
+                finally:
+                    lock.release()
+                entry.remove()
 
 
 class FunctionTask(TimerTask):
@@ -48,7 +51,8 @@ class FunctionTask(TimerTask):
     __slots__ = ("fn",)
 
     def __init__(self, delay_ms: int, fn: Callable[[], object]) -> None:
-        super().__init__(delay_ms)
+        self.delay_ms = delay_ms
+        self._entry = None
         self.fn = fn
 
     def run(self) -> None:
@@ -73,10 +77,16 @@ class TimerTaskEntry:
         self.timer_task = timer_task
         self.expiration_ms = expiration_ms
         self.list: TimerTaskList | None = None
-        self.next: TimerTaskEntry = self
-        self.prev: TimerTaskEntry = self
-        if timer_task is not None:
-            timer_task._set_entry(self)
+        # next/prev are set when the entry is linked into a list (or below, for a root).
+        if timer_task is None:
+            self.next: TimerTaskEntry = self
+            self.prev: TimerTaskEntry = self
+        else:
+            # A task lives in one entry at a time: re-adding moves it.
+            old = timer_task._entry
+            if old is not None:
+                old.remove()
+            timer_task._entry = self
 
     @property
     def cancelled(self) -> bool:

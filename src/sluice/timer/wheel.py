@@ -83,28 +83,41 @@ class TimingWheel:
         """Place ``entry`` in this wheel or an overflow wheel.
 
         Returns False when the entry is cancelled or already expired (the caller
-        then runs it, unless cancelled).
+        then runs it, unless cancelled). This is the timer's hot path: the walk
+        up the overflow wheels is a loop and the bucket insert is inlined.
         """
+        task = entry.timer_task
+        if task is None or task._entry is not entry:
+            return False  # cancelled: the task has moved on to another entry
         expiration = entry.expiration_ms
-        if entry.cancelled:
-            return False
-        tick_ms = self.tick_ms
-        current_time = self.current_time
-        if expiration < current_time + tick_ms:
-            return False
-        if expiration < current_time + self.interval:
-            virtual_id = expiration // tick_ms
-            bucket = self._buckets[virtual_id % self.wheel_size]
-            bucket._add(entry)
-            # Only a bucket whose expiration changed needs queuing: a bucket
-            # is reused for a later round only after it has been flushed.
-            if bucket.set_expiration(virtual_id * tick_ms):
-                self._queue.offer(bucket)
-            return True
-        overflow = self._overflow_wheel
-        if overflow is None:
-            overflow = self._add_overflow_wheel()
-        return overflow.add(entry)
+        wheel = self
+        while True:
+            tick_ms = wheel.tick_ms
+            current_time = wheel.current_time
+            if expiration < current_time + tick_ms:
+                return False
+            if expiration < current_time + wheel.interval:
+                virtual_id = expiration // tick_ms
+                bucket = wheel._buckets[virtual_id % wheel.wheel_size]
+                if entry.list is not None:
+                    entry.remove()
+                root = bucket._root
+                tail = root.prev
+                entry.next = root
+                entry.prev = tail
+                entry.list = bucket
+                tail.next = entry
+                root.prev = entry
+                wheel._task_counter.value += 1
+                # Only a bucket whose expiration changed needs queuing: a bucket
+                # is reused for a later round only after it has been flushed.
+                bucket_expiration = virtual_id * tick_ms
+                if bucket._expiration_ms != bucket_expiration:
+                    bucket._expiration_ms = bucket_expiration
+                    wheel._queue.offer(bucket)
+                return True
+            overflow = wheel._overflow_wheel
+            wheel = overflow if overflow is not None else wheel._add_overflow_wheel()
 
     def advance_clock(self, time_ms: int) -> None:
         """Move this wheel (and the overflow wheels above it) forward to ``time_ms``."""
