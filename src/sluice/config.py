@@ -1,0 +1,372 @@
+"""Broker and topic configuration with Kafka's own property names.
+
+``BrokerConfig.from_properties`` reads ``server.properties``-style text plus
+``--override key=value`` pairs; unknown keys are rejected and bad values name
+their key. Topic-level configs (``retention.ms``, ``cleanup.policy``, ...) take
+their defaults from the broker's ``log.*`` synonyms, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BROKER_CONFIGS",
+    "TOPIC_CONFIGS",
+    "BrokerConfig",
+    "ConfigDef",
+    "ConfigError",
+    "parse_properties",
+    "topic_config_defaults",
+]
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value is invalid; the message names the key."""
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise ConfigError(f"invalid value {raw!r} for {key}: expected true or false")
+
+
+def _parse_int(key: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"invalid value {raw!r} for {key}: expected an integer") from None
+
+
+def _parse_float(key: str, raw: str) -> float:
+    try:
+        return float(raw.strip())
+    except ValueError:
+        raise ConfigError(f"invalid value {raw!r} for {key}: expected a number") from None
+
+
+def _parse_list(key: str, raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+_PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "bool": _parse_bool,
+    "int": _parse_int,
+    "long": _parse_int,
+    "double": _parse_float,
+    "string": lambda key, raw: raw.strip(),
+    "list": _parse_list,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigDef:
+    """One property: its Kafka name, type, default, allowed range or values, and meaning."""
+
+    name: str
+    type: str
+    default: Any
+    doc: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+
+    def parse(self, raw: str | Any) -> Any:
+        value = _PARSERS[self.type](self.name, raw) if isinstance(raw, str) else raw
+        return self.validate(value)
+
+    def validate(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if self.min is not None and value < self.min:
+            raise ConfigError(f"invalid value {value} for {self.name}: must be at least {self.min}")
+        if self.max is not None and value > self.max:
+            raise ConfigError(f"invalid value {value} for {self.name}: must be at most {self.max}")
+        if self.choices is not None:
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                if item not in self.choices:
+                    allowed = ", ".join(self.choices)
+                    raise ConfigError(f"invalid value {item!r} for {self.name}: one of {allowed}")
+        return value
+
+
+def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in defs}
+
+
+_TS_TYPES = ("CreateTime", "LogAppendTime")
+_CLEANUP = ("delete", "compact")
+_COMPRESSION = ("uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")
+
+BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("broker.id", "int", 0, "This broker's id.", min=0),
+    ConfigDef("cluster.id", "string", None, "Cluster id; generated and stored in log.dirs."),
+    ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on."),
+    ConfigDef("advertised.listeners", "list", None, "Addresses clients are told to use."),
+    ConfigDef("log.dirs", "string", "./sluice-data", "Directory holding the partition logs."),
+    ConfigDef("log.dir", "string", None, "Synonym of log.dirs (used when log.dirs is unset)."),
+    ConfigDef("num.partitions", "int", 1, "Partitions of auto-created topics.", min=1),
+    ConfigDef("default.replication.factor", "int", 1, "Replication of auto-created topics.", min=1),
+    ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
+    ConfigDef("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    ConfigDef("log.segment.bytes", "int", 1 << 30, "Segment size before a roll.", min=14),
+    ConfigDef("log.roll.ms", "long", None, "Segment age before a roll (ms)."),
+    ConfigDef("log.roll.hours", "int", 168, "Segment age before a roll (hours).", min=1),
+    ConfigDef("log.retention.ms", "long", None, "Keep segments this long; -1: forever."),
+    ConfigDef("log.retention.minutes", "int", None, "Retention in minutes."),
+    ConfigDef("log.retention.hours", "int", 168, "Retention in hours."),
+    ConfigDef("log.retention.bytes", "long", -1, "Per-partition size limit; -1: none."),
+    ConfigDef("log.retention.check.interval.ms", "long", 300_000, "Retention check period.", min=1),
+    ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "fsync after N records.", min=1),
+    ConfigDef("log.flush.interval.ms", "long", None, "fsync after this many ms.", min=0),
+    ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes between index entries.", min=0),
+    ConfigDef("log.index.size.max.bytes", "int", 10 * 1024 * 1024, "Index size.", min=4),
+    ConfigDef("log.cleanup.policy", "list", ["delete"], "delete, compact.", choices=_CLEANUP),
+    ConfigDef(
+        "log.message.timestamp.type", "string", "CreateTime", "Timestamp kind.", choices=_TS_TYPES
+    ),
+    ConfigDef("log.cleaner.enable", "bool", True, "Run the log cleaner for compacted topics."),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86_400_000, "Tombstone retention."),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio.", min=0, max=1),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age to compact.", min=0),
+    ConfigDef("log.cleaner.backoff.ms", "long", 15_000, "Cleaner idle sleep.", min=0),
+    ConfigDef("compression.type", "string", "producer", "Topic compression.", choices=_COMPRESSION),
+    ConfigDef("message.max.bytes", "int", 1_048_588, "Largest record batch.", min=0),
+    ConfigDef("socket.request.max.bytes", "int", 104_857_600, "Largest request.", min=1),
+    ConfigDef("connections.max.idle.ms", "long", 600_000, "Close idle connections after."),
+    ConfigDef("min.insync.replicas", "int", 1, "Replicas an acks=all write needs.", min=1),
+    ConfigDef("unclean.leader.election.enable", "bool", False, "Elect out-of-ISR leaders."),
+    ConfigDef("replica.lag.time.max.ms", "long", 30_000, "Follower lag before ISR removal."),
+    ConfigDef("replica.fetch.wait.max.ms", "int", 500, "Follower fetch max wait.", min=0),
+    ConfigDef("replica.fetch.min.bytes", "int", 1, "Follower fetch min bytes.", min=1),
+    ConfigDef("replica.fetch.max.bytes", "int", 1_048_576, "Follower fetch max bytes.", min=0),
+    ConfigDef("replica.socket.timeout.ms", "int", 30_000, "Follower request timeout."),
+    ConfigDef("fetch.max.bytes", "int", 57_671_680, "Largest fetch response.", min=1024),
+    ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions.", min=0),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "First rebalance delay.", min=0),
+    ConfigDef("group.min.session.timeout.ms", "int", 6000, "Minimum session timeout."),
+    ConfigDef("group.max.session.timeout.ms", "int", 1_800_000, "Maximum session timeout."),
+    ConfigDef("group.max.size", "int", INT_MAX, "Members per group.", min=1),
+    ConfigDef("offsets.topic.num.partitions", "int", 50, "__consumer_offsets partitions.", min=1),
+    ConfigDef("offsets.topic.replication.factor", "int", 3, "__consumer_offsets replicas.", min=1),
+    ConfigDef("offsets.retention.minutes", "int", 10_080, "Committed offset retention.", min=1),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600_000, "Offset expiry check."),
+    ConfigDef("offset.metadata.max.bytes", "int", 4096, "Commit metadata size."),
+    ConfigDef("producer.id.expiration.ms", "int", 86_400_000, "Idle producer id expiry."),
+    ConfigDef("transaction.state.log.num.partitions", "int", 50, "__transaction_state parts."),
+    ConfigDef("transaction.state.log.replication.factor", "int", 3, "Its replication.", min=1),
+    ConfigDef("transaction.state.log.min.isr", "int", 2, "Its min ISR.", min=1),
+    ConfigDef("transaction.max.timeout.ms", "int", 900_000, "Longest transaction.", min=1),
+    ConfigDef("transactional.id.expiration.ms", "int", 604_800_000, "Idle txn id expiry."),
+    ConfigDef("controlled.shutdown.enable", "bool", True, "Move leaders away on shutdown."),
+    ConfigDef("controlled.shutdown.max.retries", "int", 3, "ControlledShutdown retries."),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", "long", 5000, "Backoff between them."),
+    ConfigDef("zookeeper.connect", "string", None, "ZooKeeper for a cluster; none: one node."),
+    ConfigDef("zookeeper.session.timeout.ms", "int", 18_000, "ZooKeeper session timeout."),
+    ConfigDef("zookeeper.connection.timeout.ms", "int", None, "ZooKeeper connect timeout."),
+    ConfigDef("auto.leader.rebalance.enable", "bool", True, "Restore preferred leaders."),
+    ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, "Rebalance check."),
+    ConfigDef("leader.imbalance.per.broker.percentage", "int", 10, "Allowed imbalance."),
+    ConfigDef("request.timeout.ms", "int", 30_000, "Inter-broker request timeout."),
+    ConfigDef("metrics.port", "int", None, "Serve Prometheus metrics on this port."),
+)
+
+# Topic config -> (broker synonym, definition). Kafka's topic-level names.
+TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
+    d.name: (syn, d)
+    for syn, d in (
+        ("log.cleanup.policy", ConfigDef("cleanup.policy", "list", None, "", choices=_CLEANUP)),
+        (
+            "compression.type",
+            ConfigDef("compression.type", "string", None, "", choices=_COMPRESSION),
+        ),
+        (
+            "log.cleaner.delete.retention.ms",
+            ConfigDef("delete.retention.ms", "long", None, "", min=0),
+        ),
+        (None, ConfigDef("file.delete.delay.ms", "long", 60_000, "", min=0)),
+        ("log.flush.interval.messages", ConfigDef("flush.messages", "long", None, "", min=1)),
+        ("log.flush.interval.ms", ConfigDef("flush.ms", "long", None, "", min=0)),
+        ("log.index.interval.bytes", ConfigDef("index.interval.bytes", "int", None, "", min=0)),
+        ("message.max.bytes", ConfigDef("max.message.bytes", "int", None, "", min=0)),
+        (None, ConfigDef("message.timestamp.difference.max.ms", "long", LONG_MAX, "", min=0)),
+        (
+            "log.message.timestamp.type",
+            ConfigDef("message.timestamp.type", "string", None, "", choices=_TS_TYPES),
+        ),
+        (
+            "log.cleaner.min.cleanable.ratio",
+            ConfigDef("min.cleanable.dirty.ratio", "double", None, "", min=0, max=1),
+        ),
+        (
+            "log.cleaner.min.compaction.lag.ms",
+            ConfigDef("min.compaction.lag.ms", "long", None, "", min=0),
+        ),
+        (None, ConfigDef("max.compaction.lag.ms", "long", LONG_MAX, "", min=1)),
+        ("min.insync.replicas", ConfigDef("min.insync.replicas", "int", None, "", min=1)),
+        (None, ConfigDef("preallocate", "bool", False, "")),
+        ("log.retention.bytes", ConfigDef("retention.bytes", "long", None, "")),
+        ("log.retention.ms", ConfigDef("retention.ms", "long", None, "", min=-1)),
+        ("log.segment.bytes", ConfigDef("segment.bytes", "int", None, "", min=14)),
+        ("log.index.size.max.bytes", ConfigDef("segment.index.bytes", "int", None, "", min=4)),
+        ("log.roll.ms", ConfigDef("segment.ms", "long", None, "", min=1)),
+        (
+            "unclean.leader.election.enable",
+            ConfigDef("unclean.leader.election.enable", "bool", None, ""),
+        ),
+    )
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java-properties-style text: ``key=value`` or ``key: value``, # and ! comments."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = pending + raw_line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"cannot parse property line {raw_line!r}: expected key=value")
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
+    return out
+
+
+class BrokerConfig:
+    """Validated broker properties; read them with ``config["log.dirs"]`` or the helpers."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        self._explicit: dict[str, Any] = {}
+        for key, raw in (values or {}).items():
+            definition = BROKER_CONFIGS.get(key)
+            if definition is None:
+                raise ConfigError(f"unknown broker config {key!r}")
+            self._explicit[key] = definition.parse(raw)
+        self._check_consistency()
+
+    @classmethod
+    def from_properties(
+        cls, path: str | Path | None = None, overrides: Iterable[str] = ()
+    ) -> BrokerConfig:
+        """Read a properties file (optional), then apply ``key=value`` overrides in order."""
+        values: dict[str, str] = {}
+        if path is not None:
+            values.update(parse_properties(Path(path).read_text(encoding="utf-8")))
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"invalid override {item!r}: expected key=value")
+            values[key.strip()] = value.strip()
+        return cls(values)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._explicit:
+            return self._explicit[key]
+        definition = BROKER_CONFIGS.get(key)
+        if definition is None:
+            raise KeyError(key)
+        return definition.default
+
+    def is_set(self, key: str) -> bool:
+        return key in self._explicit
+
+    def explicit(self) -> dict[str, Any]:
+        return dict(self._explicit)
+
+    def _check_consistency(self) -> None:
+        for listener in self.listeners:
+            parse_listener(listener)
+        if self["advertised.listeners"] is not None:
+            for listener in self["advertised.listeners"]:
+                parse_listener(listener)
+
+    # -- derived values ----------------------------------------------------------
+    @property
+    def broker_id(self) -> int:
+        return int(self["broker.id"])
+
+    @property
+    def log_dir(self) -> Path:
+        if not self.is_set("log.dirs") and self["log.dir"] is not None:
+            return Path(self["log.dir"])
+        return Path(self["log.dirs"].split(",")[0])
+
+    @property
+    def listeners(self) -> list[str]:
+        return list(self["listeners"])
+
+    @property
+    def advertised_listeners(self) -> list[str]:
+        adv = self["advertised.listeners"]
+        return list(adv) if adv is not None else self.listeners
+
+    @property
+    def retention_ms(self) -> int:
+        if self["log.retention.ms"] is not None:
+            return int(self["log.retention.ms"])
+        if self["log.retention.minutes"] is not None:
+            return int(self["log.retention.minutes"]) * 60_000
+        return int(self["log.retention.hours"]) * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self["log.roll.ms"] is not None:
+            return int(self["log.roll.ms"])
+        return int(self["log.roll.hours"]) * 3_600_000
+
+    def broker_synonym(self, key: str) -> Any:
+        """The broker-level default for a ``log.*`` synonym of a topic config."""
+        if key == "log.retention.ms":
+            return self.retention_ms
+        if key == "log.roll.ms":
+            return self.roll_ms
+        return self[key]
+
+
+def parse_listener(listener: str) -> tuple[str, str, int]:
+    """``PLAINTEXT://host:port`` -> (security protocol, host, port)."""
+    scheme, sep, rest = listener.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if not sep or not colon:
+        raise ConfigError(f"invalid listener {listener!r}: expected PLAINTEXT://host:port")
+    if scheme.upper() != "PLAINTEXT":
+        raise ConfigError(f"listener {listener!r}: only PLAINTEXT is supported")
+    try:
+        port_number = int(port)
+    except ValueError:
+        raise ConfigError(f"invalid port in listener {listener!r}") from None
+    if not 0 <= port_number <= 65535:
+        raise ConfigError(f"invalid port in listener {listener!r}")
+    return scheme.upper(), host.strip("[]") or "0.0.0.0", port_number
+
+
+def topic_config_defaults(broker: BrokerConfig) -> dict[str, Any]:
+    """Every topic config with its default, taken from the broker's synonym where it has one."""
+    out: dict[str, Any] = {}
+    for name, (synonym, definition) in TOPIC_CONFIGS.items():
+        out[name] = broker.broker_synonym(synonym) if synonym else definition.default
+    return out
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
+    """Parse topic config overrides (CreateTopics, AlterConfigs); unknown keys raise."""
+    out: dict[str, Any] = {}
+    for key, raw in configs.items():
+        entry = TOPIC_CONFIGS.get(key)
+        if entry is None:
+            raise ConfigError(f"unknown topic config {key!r}")
+        out[key] = None if raw is None else entry[1].parse(raw)
+    return out
