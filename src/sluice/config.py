@@ -347,7 +347,7 @@ def parse_listener(listener: str) -> tuple[str, str, int]:
     try:
         port_number = int(port)
     except ValueError:
-        raise ConfigError(f"invalid port in listener {listener!r}") from None
+        raise ConfigError(f"invalid port in listeners entry {listener!r}") from None
     if not 0 <= port_number <= 65535:
         raise ConfigError(f"invalid port in listener {listener!r}")
     return scheme.upper(), host.strip("[]") or "0.0.0.0", port_number

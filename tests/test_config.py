@@ -1,0 +1,94 @@
+"""Broker configuration: Kafka property names, validation, properties files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sluice.config import (
+    BrokerConfig,
+    ConfigError,
+    parse_listener,
+    parse_properties,
+    topic_config_defaults,
+    validate_topic_configs,
+)
+
+
+def test_defaults_are_single_node_friendly() -> None:
+    config = BrokerConfig()
+    assert config.listeners == ["PLAINTEXT://127.0.0.1:9092"]
+    assert config.log_dir == Path("./sluice-data")
+    assert config["num.partitions"] == 1 and config["auto.create.topics.enable"] is True
+    assert config.retention_ms == 168 * 3_600_000
+    assert config["socket.request.max.bytes"] == 104_857_600
+
+
+def test_properties_file_then_overrides(tmp_path: Path) -> None:
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# comment\n! also a comment\nbroker.id=3\nlog.dirs = /data/a\n"
+        "num.partitions: 4\nlog.retention.minutes=5\nlisteners=PLAINTEXT://127.0.0.1:19092,\\\n"
+        "  PLAINTEXT://[::1]:19093\n"
+    )
+    config = BrokerConfig.from_properties(props, ["num.partitions=8", "min.insync.replicas=2"])
+    assert config.broker_id == 3 and config["num.partitions"] == 8
+    assert config.log_dir == Path("/data/a") and config["min.insync.replicas"] == 2
+    assert config.retention_ms == 300_000
+    assert config.listeners == ["PLAINTEXT://127.0.0.1:19092", "PLAINTEXT://[::1]:19093"]
+    assert config.advertised_listeners == config.listeners
+
+
+def test_unknown_key_is_rejected_by_name() -> None:
+    with pytest.raises(ConfigError, match="unknown broker config 'log.dir.typo'"):
+        BrokerConfig.from_properties(None, ["log.dir.typo=/x"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("num.partitions=zero", "num.partitions"),
+        ("num.partitions=0", "num.partitions"),
+        ("auto.create.topics.enable=yes", "auto.create.topics.enable"),
+        ("log.message.timestamp.type=Wallclock", "log.message.timestamp.type"),
+        ("listeners=PLAINTEXT://127.0.0.1:notaport", "listeners"),
+        ("listeners=SSL://127.0.0.1:9093", "only PLAINTEXT"),
+        ("novalue", "expected key=value"),
+    ],
+)
+def test_bad_values_name_the_key(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.from_properties(None, [override])
+
+
+def test_parse_properties_rejects_garbage() -> None:
+    with pytest.raises(ConfigError):
+        parse_properties("just words")
+
+
+def test_parse_listener() -> None:
+    assert parse_listener("PLAINTEXT://localhost:9092") == ("PLAINTEXT", "localhost", 9092)
+    assert parse_listener("PLAINTEXT://:9092") == ("PLAINTEXT", "0.0.0.0", 9092)
+
+
+def test_topic_defaults_follow_broker_synonyms() -> None:
+    config = BrokerConfig(
+        {"log.retention.hours": "1", "log.segment.bytes": "1024", "log.cleanup.policy": "compact"}
+    )
+    defaults = topic_config_defaults(config)
+    assert defaults["retention.ms"] == 3_600_000
+    assert defaults["segment.bytes"] == 1024
+    assert defaults["cleanup.policy"] == ["compact"]
+    assert defaults["max.message.bytes"] == 1_048_588
+
+
+def test_topic_config_validation() -> None:
+    assert validate_topic_configs({"retention.ms": "1000", "cleanup.policy": "compact,delete"}) == {
+        "retention.ms": 1000,
+        "cleanup.policy": ["compact", "delete"],
+    }
+    with pytest.raises(ConfigError, match="unknown topic config"):
+        validate_topic_configs({"retention.msec": "1"})
+    with pytest.raises(ConfigError, match="segment.bytes"):
+        validate_topic_configs({"segment.bytes": "1"})
