@@ -1,3 +1,20 @@
 """Sluice: a Kafka-wire-compatible streaming platform written in Python."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+__all__ = ["EmbeddedBroker", "__version__"]
+
+if TYPE_CHECKING:
+    from sluice.embedded import EmbeddedBroker
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that `import sluice.timer` stays light.
+    if name == "EmbeddedBroker":
+        from sluice.embedded import EmbeddedBroker
+
+        return EmbeddedBroker
+    raise AttributeError(name)

@@ -19,6 +19,7 @@ __all__ = [
     "BrokerConfig",
     "ConfigDef",
     "ConfigError",
+    "format_config_value",
     "parse_properties",
     "topic_config_defaults",
 ]
@@ -359,6 +360,17 @@ def topic_config_defaults(broker: BrokerConfig) -> dict[str, Any]:
     for name, (synonym, definition) in TOPIC_CONFIGS.items():
         out[name] = broker.broker_synonym(synonym) if synonym else definition.default
     return out
+
+
+def format_config_value(value: Any) -> str | None:
+    """A config value as Kafka prints it: ``true``/``false``, comma-joined lists."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:

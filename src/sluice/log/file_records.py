@@ -1,0 +1,314 @@
+"""The segment data file (``<base>.log``), slices of it for zero-copy fetches, and header scans.
+
+All reads use ``os.pread`` on a file descriptor kept open for the segment's life, so a
+:class:`FileSlice` can be handed to ``os.sendfile``. Scans read batch headers only, in small
+windows, and never decode records.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from sluice.log.batch import (
+    BATCH_HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    NO_PARTITION_LEADER_EPOCH,
+    BatchHeader,
+    batch_error,
+    read_header,
+)
+from sluice.log.errors import KafkaStorageException
+from sluice.log.record_scan import record_offsets_and_timestamps
+
+__all__ = [
+    "LOG_FILE_SUFFIX",
+    "FetchDataInfo",
+    "FileRecords",
+    "FileSlice",
+    "LogOffsetMetadata",
+    "TimestampAndOffset",
+]
+
+LOG_FILE_SUFFIX = ".log"
+HEADER_WINDOW = 8192  # bytes read per pread when hopping over small batches
+RECOVERY_WINDOW = 1024 * 1024  # bytes read per pread when validating whole batches
+_INT32_MAX = 2**31 - 1
+_LENGTH = struct.Struct(">i")
+_new_header = BatchHeader.__new__
+
+
+class LogOffsetMetadata(NamedTuple):
+    """An offset with the base offset and byte position of the segment batch holding it."""
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+
+class TimestampAndOffset(NamedTuple):
+    """A ListOffsets answer: a record's timestamp, its offset and its batch's leader epoch."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+class FileRecords:
+    """An open segment data file: appends at the end, positional reads, header scans."""
+
+    __slots__ = ("_fd", "_size", "path")
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
+        self.path = path
+        self._fd = fd
+        self._size = size
+
+    @classmethod
+    def open(cls, path: Path) -> FileRecords:
+        """Open (creating if missing) the file for reading and appending."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        return cls(path, fd, os.fstat(fd).st_size)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def fileno(self) -> int:
+        if self._fd < 0:
+            raise KafkaStorageException(f"{self.path} is closed")
+        return self._fd
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` at the end of the file; returns the number of bytes written."""
+        view = memoryview(data)
+        total = len(view)
+        written = 0
+        fd = self.fileno()
+        while written < total:
+            written += os.pwrite(fd, view[written:], self._size + written)
+        self._size += total
+        return total
+
+    def read(self, position: int, size: int) -> bytes:
+        """Read up to ``size`` bytes at ``position`` (short only at end of file)."""
+        fd = self.fileno()
+        data = os.pread(fd, size, position)
+        if len(data) == size or not data:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < size:
+            chunk = os.pread(fd, size - got, position + got)
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    def truncate_to(self, size: int) -> int:
+        """Cut the file to ``size`` bytes; returns the number of bytes removed."""
+        if size > self._size or size < 0:
+            raise KafkaStorageException(f"Cannot truncate {self.path} of {self._size} to {size}")
+        removed = self._size - size
+        if removed:
+            os.ftruncate(self.fileno(), size)
+            self._size = size
+        return removed
+
+    def flush(self) -> None:
+        os.fsync(self.fileno())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def slice(self, position: int, size: int) -> FileSlice:
+        return FileSlice(self, position, size)
+
+    # -- header scans ------------------------------------------------------------------
+    def batch_headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        """Yield the headers of the complete batches between ``start`` and ``end``.
+
+        Stops at the first incomplete or implausible batch. Small batches are read in
+        windows of ``HEADER_WINDOW`` bytes; after a large batch only its 61-byte header is read.
+        """
+        limit = self._size if end is None else min(end, self._size)
+        fd = self.fileno()
+        unpack = HEADER_STRUCT.unpack_from
+        position = start
+        window = b""
+        window_start = 0
+        read_size = HEADER_WINDOW
+        while limit - position >= BATCH_HEADER_SIZE:
+            at = position - window_start
+            if at < 0 or at + BATCH_HEADER_SIZE > len(window):
+                window = os.pread(fd, min(read_size, limit - position), position)
+                window_start = position
+                at = 0
+                if len(window) < BATCH_HEADER_SIZE:
+                    return
+            fields = unpack(window, at)
+            length = fields[1]
+            if length < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + length > limit:
+                return
+            yield _new_header(BatchHeader, position, *fields)
+            read_size = BATCH_HEADER_SIZE if length > HEADER_WINDOW else HEADER_WINDOW
+            position += LOG_OVERHEAD + length
+
+    def search_for_offset(self, target_offset: int, start_position: int) -> BatchHeader | None:
+        """The first batch at or after ``start_position`` whose last offset >= target."""
+        for header in self.batch_headers(start_position):
+            if header.base_offset + header.last_offset_delta >= target_offset:
+                return header
+        return None
+
+    def last_whole_batch_end(self, start: int, limit: int) -> int:
+        """The largest batch boundary <= ``limit``, hopping batch lengths from ``start``."""
+        fd = self.fileno()
+        unpack = _LENGTH.unpack_from
+        position = start
+        window = b""
+        window_start = 0
+        limit = min(limit, self._size)
+        while limit - position >= LOG_OVERHEAD:
+            at = position - window_start
+            if at < 0 or at + LOG_OVERHEAD > len(window):
+                window = os.pread(fd, min(HEADER_WINDOW, limit - position), position)
+                window_start = position
+                at = 0
+                if len(window) < LOG_OVERHEAD:
+                    break
+            length = unpack(window, at + 8)[0]
+            if length < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + length > limit:
+                break
+            position += LOG_OVERHEAD + length
+        return position
+
+    def search_for_timestamp(
+        self, target: int, start_position: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record with timestamp >= ``target`` and offset >= ``starting_offset``,
+        scanning batch headers from ``start_position`` and decoding only the matching batch."""
+        for header in self.batch_headers(start_position):
+            if header.max_timestamp < target or header.last_offset < starting_offset:
+                continue
+            epoch = header.partition_leader_epoch
+            leader_epoch = None if epoch == NO_PARTITION_LEADER_EPOCH else epoch
+            batch = self.read(header.position, header.batch_length + LOG_OVERHEAD)
+            records = record_offsets_and_timestamps(batch)
+            if records is None:  # undecodable payload: answer at batch granularity
+                offset = max(header.base_offset, starting_offset)
+                return TimestampAndOffset(header.max_timestamp, offset, leader_epoch)
+            for offset, timestamp in records:
+                if timestamp >= target and offset >= starting_offset:
+                    return TimestampAndOffset(timestamp, offset, leader_epoch)
+        return None
+
+    def valid_batches(self, base_offset: int, max_batch_size: int) -> Iterator[BatchHeader]:
+        """Yield batches from position 0 while each is whole, CRC-valid, in offset order and
+        within ``[base_offset, base_offset + 2**31)``: the prefix that recovery keeps."""
+        size = self._size
+        position = 0
+        window = b""
+        window_start = 0
+        min_offset = base_offset
+        while position < size:
+            at = position - window_start
+            if at < 0 or at + LOG_OVERHEAD > len(window):
+                window = self.read(position, min(RECOVERY_WINDOW, size - position))
+                window_start, at = position, 0
+                if len(window) < LOG_OVERHEAD:
+                    return
+            batch_size = _LENGTH.unpack_from(window, at + 8)[0] + LOG_OVERHEAD
+            if not BATCH_HEADER_SIZE <= batch_size <= max_batch_size:
+                return
+            if position + batch_size > size:
+                return
+            if at + batch_size > len(window):
+                window = self.read(position, max(batch_size, min(RECOVERY_WINDOW, size - position)))
+                window_start, at = position, 0
+            if batch_error(window, at, max_batch_size, at + batch_size) is not None:
+                return
+            header = read_header(window, at)._replace(position=position)
+            if header.base_offset < min_offset or header.last_offset - base_offset > _INT32_MAX:
+                return
+            yield header
+            min_offset = header.last_offset + 1
+            position += batch_size
+
+
+class FileSlice:
+    """A byte range of a segment file holding whole batches; ``fileno``/``position``/``size``
+    are what ``os.sendfile`` needs, :meth:`read` copies the bytes instead."""
+
+    __slots__ = ("file", "position", "size")
+
+    def __init__(self, file: FileRecords, position: int, size: int) -> None:
+        self.file = file
+        self.position = position
+        self.size = size
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def read(self) -> bytes:
+        """The slice's bytes (one ``pread``)."""
+        if self.size == 0:
+            return b""
+        return self.file.read(self.position, self.size)
+
+    def batches(self) -> Iterator[BatchHeader]:
+        """Headers of the batches in the slice; positions are relative to the file."""
+        return self.file.batch_headers(self.position, self.position + self.size)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"FileSlice({self.file.path.name}, position={self.position}, size={self.size})"
+
+
+class FetchDataInfo:
+    """The result of a log read: where the fetch started and the slice of whole batches to
+    send (empty when there is nothing to return)."""
+
+    __slots__ = ("fetch_offset_metadata", "first_entry_incomplete", "records")
+
+    def __init__(
+        self,
+        fetch_offset_metadata: LogOffsetMetadata,
+        records: FileSlice,
+        first_entry_incomplete: bool = False,
+    ) -> None:
+        self.fetch_offset_metadata = fetch_offset_metadata
+        self.records = records
+        self.first_entry_incomplete = first_entry_incomplete
+
+    @property
+    def size(self) -> int:
+        return self.records.size
+
+    def read(self) -> bytes:
+        return self.records.read()
+
+    def __repr__(self) -> str:
+        return f"FetchDataInfo({self.fetch_offset_metadata}, {self.records!r})"

@@ -1,0 +1,159 @@
+"""Opening a partition directory: find segments, check or rebuild indexes, recover after a crash.
+
+Mirrors Kafka's ``LogLoader``: leftover ``.deleted``/``.cleaned``/``.tmp`` files are removed,
+index files without a ``.log`` are dropped, a segment whose index is missing or fails the
+sanity check is rebuilt, and, when the previous shutdown was not clean, every segment holding
+offsets at or above the recovery point is recovered; the first one that needed truncation
+makes every later segment suspect, so those are deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from sluice.log.config import Clock, LogConfig
+from sluice.log.errors import CorruptIndexException
+from sluice.log.file_records import LOG_FILE_SUFFIX
+from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
+from sluice.log.segment import LogSegment
+
+__all__ = [
+    "CLEANED_FILE_SUFFIX",
+    "DELETED_FILE_SUFFIX",
+    "RECOVERY_MAX_BATCH_SIZE",
+    "LoadedLog",
+    "load_log",
+]
+
+log = logging.getLogger(__name__)
+
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+TEMP_FILE_SUFFIX = ".tmp"
+# The batch length is already bounded by the file size, so recovery does not re-apply
+# max.message.bytes (lowering it must not turn stored batches into "corruption").
+RECOVERY_MAX_BATCH_SIZE = 2**31 - 1
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
+
+
+class LoadedLog(NamedTuple):
+    """The state of a partition log once loaded (and recovered if needed)."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+
+
+def open_segment(directory: Path, base_offset: int, config: LogConfig, clock: Clock) -> LogSegment:
+    return LogSegment.open(
+        directory,
+        base_offset,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.max_index_size,
+        clock=clock,
+    )
+
+
+def _remove_temp_files(directory: Path) -> list[int]:
+    """Delete leftovers of interrupted operations; return the base offsets of .log files."""
+    bases: set[int] = set()
+    indexes: dict[int, list[Path]] = {}
+    for path in directory.iterdir():
+        name = path.name
+        if name.endswith((DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, TEMP_FILE_SUFFIX)):
+            path.unlink(missing_ok=True)
+            continue
+        match = _SEGMENT_FILE.match(name)
+        if match is None:
+            continue
+        base = int(match.group(1))
+        if match.group(2) == LOG_FILE_SUFFIX:
+            bases.add(base)
+        else:
+            indexes.setdefault(base, []).append(path)
+    for base, paths in indexes.items():
+        if base not in bases:
+            for path in paths:  # orphan index: its data file is gone
+                path.unlink(missing_ok=True)
+    return sorted(bases)
+
+
+def load_log(
+    directory: Path,
+    config: LogConfig,
+    clock: Clock,
+    *,
+    had_clean_shutdown: bool,
+    recovery_point: int,
+    log_start_offset: int,
+) -> LoadedLog:
+    """Load every segment of ``directory``; see the module docstring for what is checked."""
+    segments: list[LogSegment] = []
+    recovered: dict[int, int] = {}  # base offset -> bytes truncated
+    for base in _remove_temp_files(directory):
+        stem = f"{base:020d}"
+        indexes_exist = (directory / f"{stem}{INDEX_FILE_SUFFIX}").exists() and (
+            directory / f"{stem}{TIME_INDEX_FILE_SUFFIX}"
+        ).exists()
+        segment = open_segment(directory, base, config, clock)
+        try:
+            if not indexes_exist:
+                raise CorruptIndexException(f"Missing index files for segment {base}")
+            segment.sanity_check()
+        except CorruptIndexException as exc:
+            log.warning("%s: rebuilding indexes of segment %d: %s", directory.name, base, exc)
+            recovered[base] = segment.recover(RECOVERY_MAX_BATCH_SIZE)
+        segments.append(segment)
+
+    if not had_clean_shutdown:
+        segments = _recover_unflushed(directory, segments, recovery_point, recovered)
+    if not segments:
+        segments.append(open_segment(directory, max(log_start_offset, 0), config, clock))
+
+    next_offset = max(segments[-1].read_next_offset(), segments[-1].base_offset)
+    start = max(log_start_offset, segments[0].base_offset)
+    if start > next_offset:
+        log.warning(
+            "%s: log start offset %d is beyond the log end offset %d; starting empty at %d",
+            directory.name,
+            start,
+            next_offset,
+            start,
+        )
+        for segment in segments:
+            segment.delete()
+        segments = [open_segment(directory, start, config, clock)]
+        next_offset = start
+    while len(segments) > 1 and segments[1].base_offset <= start:
+        segments.pop(0).delete()
+    return LoadedLog(segments, start, next_offset, next_offset)
+
+
+def _recover_unflushed(
+    directory: Path, segments: list[LogSegment], recovery_point: int, recovered: dict[int, int]
+) -> list[LogSegment]:
+    for i, segment in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if upper is not None and upper <= recovery_point:
+            continue  # wholly flushed before the crash
+        truncated = recovered.get(segment.base_offset)
+        if truncated is None:
+            truncated = segment.recover(RECOVERY_MAX_BATCH_SIZE)
+        segment.flush()
+        if truncated:
+            log.warning(
+                "%s: corruption in segment %d: truncated %d bytes, deleting %d later segments",
+                directory.name,
+                segment.base_offset,
+                truncated,
+                len(segments) - i - 1,
+            )
+            for later in segments[i + 1 :]:
+                later.delete()
+            return segments[: i + 1]
+    return segments

@@ -1,0 +1,327 @@
+"""``LocalLog``: the segment list of one partition directory (Kafka's LocalLog)."""
+
+from __future__ import annotations
+
+import shutil
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from sluice.log.batch import BatchHeader
+from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+from sluice.log.config import Clock, LogConfig
+from sluice.log.errors import KafkaStorageException
+from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from sluice.log.loader import DELETED_FILE_SUFFIX, open_segment
+from sluice.log.segment import LogSegment
+
+__all__ = ["LocalLog"]
+
+
+class LocalLog:
+    """The ordered segments of one partition directory with the log end offset and recovery
+    point: appends to the active segment, rolls, reads, truncates, flushes and deletes
+    segments, knowing nothing of the log start offset or retention."""
+
+    __slots__ = (
+        "_bases",
+        "_clock",
+        "_closed",
+        "_config",
+        "_last_flush_ms",
+        "_log_end_offset",
+        "_pending_deletes",
+        "_recovery_point",
+        "_rp_checkpoint",
+        "_segments",
+        "dir",
+        "partition",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock: Clock,
+        segments: list[LogSegment],
+        log_end_offset: int,
+        recovery_point: int,
+    ) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self._config = config
+        self._clock = clock
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+        self._log_end_offset = log_end_offset
+        self._recovery_point = recovery_point
+        self._last_flush_ms = clock()
+        self._closed = False
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
+        self.write_recovery_point_checkpoint()
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+
+    @property
+    def segments(self) -> Sequence[LogSegment]:
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        active = self._segments[-1]
+        return LogOffsetMetadata(self._log_end_offset, active.base_offset, active.size)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_time(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageException(f"Log {self.dir.name} is closed")
+
+    def segment_index_for(self, offset: int) -> int:
+        """Index of the segment whose range holds ``offset`` (the floor by base offset)."""
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def upper_bound(self, index: int) -> int:
+        """One past the last offset that segment ``index`` may hold."""
+        bases = self._bases
+        return bases[index + 1] if index + 1 < len(bases) else self._log_end_offset
+
+    # -- append and roll -----------------------------------------------------------------
+    def append(
+        self,
+        buf: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        first: int,
+        last: int,
+        max_timestamp: int,
+    ) -> None:
+        """Append batches holding offsets ``first..last``, rolling first if needed."""
+        segment = self._maybe_roll(len(buf), first, last, max_timestamp)
+        segment.append(last, max_timestamp, buf, headers)
+        self._log_end_offset = last + 1
+        if self._log_end_offset - self._recovery_point >= self._config.flush_messages:
+            self.flush()
+
+    def _maybe_roll(self, size: int, first: int, last: int, max_timestamp: int) -> LogSegment:
+        config = self._config
+        segment = self._segments[-1]
+        jitter = 0
+        if config.segment_jitter_ms > 0:  # deterministic per segment instead of random
+            jitter = (segment.base_offset * 2654435761) % min(
+                config.segment_jitter_ms, config.segment_ms
+            )
+        if segment.should_roll(
+            max_segment_bytes=config.segment_bytes,
+            max_segment_ms=config.segment_ms,
+            roll_jitter_ms=jitter,
+            max_timestamp_in_messages=max_timestamp,
+            max_offset_in_messages=last,
+            messages_size=size,
+            now_ms=self._clock(),
+        ):
+            return self.roll(first)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (or ``expected_next_offset``)."""
+        self.check_open()
+        new_offset = max(expected_next_offset or 0, self._log_end_offset)
+        active = self._segments[-1]
+        if active.base_offset == new_offset and active.size == 0:
+            return active  # nothing to roll away from
+        active.on_become_inactive_segment()
+        segment = open_segment(self.dir, new_offset, self._config, self._clock)
+        self._segments.append(segment)
+        self._bases.append(new_offset)
+        return segment
+
+    # -- read ----------------------------------------------------------------------------
+    def read(
+        self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_message: bool
+    ) -> FetchDataInfo:
+        """Whole batches below ``max_offset`` from the first segment that has any."""
+        leo = self._log_end_offset
+        limit = min(max_offset, leo)
+        if fetch_offset < limit:
+            segments = self._segments
+            for i in range(self.segment_index_for(fetch_offset), len(segments)):
+                bound = limit if limit < self.upper_bound(i) else None
+                info = segments[i].read(fetch_offset, max_bytes, None, bound, min_one_message)
+                if info is not None:
+                    return info
+                if bound is not None:
+                    break
+        return self.empty_fetch(fetch_offset)
+
+    def empty_fetch(self, fetch_offset: int) -> FetchDataInfo:
+        active = self._segments[-1]
+        metadata = LogOffsetMetadata(fetch_offset, active.base_offset, active.size)
+        return FetchDataInfo(metadata, active.log.slice(active.size, 0))
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, start_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``start_offset`` with timestamp >= ``timestamp``,
+        searching the first segments whose max timestamp reaches it."""
+        for i, segment in enumerate(self._segments):
+            if self.upper_bound(i) <= start_offset or segment.max_timestamp_so_far < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(
+                timestamp, max(start_offset, segment.base_offset)
+            )
+            if found is not None:
+                return found
+        return None
+
+    def leader_epoch_of(self, offset: int) -> int | None:
+        """The partitionLeaderEpoch of the batch holding ``offset`` (None if absent/unset)."""
+        segment = self._segments[self.segment_index_for(offset)]
+        header = segment.translate_offset(offset)
+        if header is None or header.partition_leader_epoch < 0:
+            return None
+        return header.partition_leader_epoch
+
+    # -- deletion ------------------------------------------------------------------------
+    def remove_and_delete_segments(self, segments: Sequence[LogSegment]) -> None:
+        """Drop ``segments`` from the log; their files are renamed ``*.deleted`` and removed
+        after ``file.delete.delay.ms`` so in-flight ``sendfile`` slices stay valid."""
+        doomed = {id(segment) for segment in segments}
+        self._segments = [s for s in self._segments if id(s) not in doomed]
+        self._bases = [segment.base_offset for segment in self._segments]
+        delay = self._config.file_delete_delay_ms
+        for segment in segments:
+            if delay == 0:
+                segment.delete()
+            else:
+                segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
+                self._pending_deletes.append((self._clock() + delay, segment))
+
+    def delete_segments_while(
+        self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
+    ) -> int:
+        """Delete the oldest segments while ``predicate(segment, upper_bound)`` holds; never
+        the active segment nor one holding offsets >= ``high_watermark``."""
+        segments = self._segments
+        doomed: list[LogSegment] = []
+        for i in range(len(segments) - 1):
+            upper = self.upper_bound(i)
+            if high_watermark is not None and upper > high_watermark:
+                break
+            if not predicate(segments[i], upper):
+                break
+            doomed.append(segments[i])
+        if doomed:
+            self.remove_and_delete_segments(doomed)
+        return len(doomed)
+
+    def delete_pending_files(self, force: bool = False) -> int:
+        """Remove the ``*.deleted`` files whose delay expired (all with ``force``)."""
+        now = self._clock()
+        due = [s for deadline, s in self._pending_deletes if force or deadline <= now]
+        self._pending_deletes = [
+            (d, s) for d, s in self._pending_deletes if not (force or d <= now)
+        ]
+        for segment in due:
+            segment.delete()
+        return len(due)
+
+    def truncate_to(self, target: int) -> int:
+        """Remove every batch holding offsets >= ``target``; returns the new log end offset
+        (``target``, or the base offset of a batch that straddled it)."""
+        index = self.segment_index_for(target)
+        later = self._segments[index + 1 :]
+        if later:
+            self.remove_and_delete_segments(later)
+        segment = self._segments[-1]
+        straddling = segment.translate_offset(target)
+        segment.truncate_to(target)
+        new_end = target if straddling is None else min(target, straddling.base_offset)
+        self._log_end_offset = max(new_end, segment.base_offset)
+        self._set_recovery_point(min(self._recovery_point, self._log_end_offset))
+        return self._log_end_offset
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start empty at ``new_offset``."""
+        self.remove_and_delete_segments(list(self._segments))
+        self._segments = [open_segment(self.dir, new_offset, self._config, self._clock)]
+        self._bases = [new_offset]
+        self._log_end_offset = new_offset
+        self._set_recovery_point(new_offset)
+
+    # -- flush, checkpoint, close --------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets in ``[recovery_point, offset)`` (default: the
+        log end offset) and advance the recovery point."""
+        self.check_open()
+        target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
+        if target <= self._recovery_point:
+            return
+        first = self.segment_index_for(self._recovery_point)
+        for i in range(first, len(self._segments)):
+            if self._bases[i] >= target:
+                break
+            self._segments[i].flush()
+        self._last_flush_ms = self._clock()
+        self._set_recovery_point(target)
+
+    def _set_recovery_point(self, offset: int) -> None:
+        # Recovery works per segment, so the checkpoint only changes when the recovery
+        # point moves into another segment; this keeps flushes at one fsync per file.
+        changed = self.segment_index_for(offset) != self.segment_index_for(self._recovery_point)
+        moved_back = offset < self._recovery_point
+        self._recovery_point = offset
+        if changed or moved_back:
+            self.write_recovery_point_checkpoint()
+
+    def write_recovery_point_checkpoint(self) -> None:
+        key = (self.topic, self.partition)
+        self._rp_checkpoint.write({key: self._recovery_point})
+
+    def close(self) -> None:
+        """Close every segment (writing final time index entries) and the checkpoint."""
+        if self._closed:
+            return
+        self.delete_pending_files(force=True)
+        self.write_recovery_point_checkpoint()
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def size(self) -> int:
+        return sum(segment.size for segment in self._segments)

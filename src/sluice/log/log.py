@@ -1,0 +1,393 @@
+"""``Log``: one partition's segmented log directory (the local part of Kafka's UnifiedLog)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from sluice.log.append import (
+    AppendOrigin,
+    LogAppendInfo,
+    prepare_follower_append,
+    prepare_leader_append,
+)
+from sluice.log.batch import NO_TIMESTAMP
+from sluice.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    OffsetCheckpointFile,
+)
+from sluice.log.config import Clock, LogConfig, system_clock
+from sluice.log.errors import (
+    OffsetOutOfRangeException,
+)
+from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from sluice.log.loader import load_log
+from sluice.log.local_log import LocalLog
+from sluice.log.segment import LogSegment
+
+__all__ = [
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "Log",
+    "parse_topic_partition",
+]
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+
+def parse_topic_partition(name: str) -> tuple[str, int]:
+    """``"orders-3"`` -> ``("orders", 3)``; names without a partition suffix give -1."""
+    topic, _, partition = name.rpartition("-")
+    if topic and partition.isdigit():
+        return topic, int(partition)
+    return name, -1
+
+
+class Log:
+    """The append-only log of one topic partition, stored as segments in ``<topic>-<partition>/``:
+    validates and assigns offsets, serves reads as zero-copy file slices, rolls segments,
+    enforces retention and DeleteRecords, answers ListOffsets, and recovers after a crash."""
+
+    __slots__ = (
+        "_clock",
+        "_local",
+        "_log_start_offset",
+        "_lso_checkpoint",
+        "dir",
+        "partition",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        directory: Path | str,
+        config: LogConfig | None = None,
+        *,
+        clock: Clock = system_clock,
+        had_clean_shutdown: bool = False,
+    ) -> None:
+        """Open (creating if needed) the log in ``directory``; without ``had_clean_shutdown``
+        every segment at or after the recovery point is validated and torn tails are cut."""
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.topic, self.partition = parse_topic_partition(self.dir.name)
+        config = config if config is not None else LogConfig()
+        self._clock = clock
+        self._lso_checkpoint = OffsetCheckpointFile(self.dir / LOG_START_OFFSET_CHECKPOINT)
+        rp_checkpoint = OffsetCheckpointFile(self.dir / RECOVERY_POINT_CHECKPOINT)
+        loaded = load_log(
+            self.dir,
+            config,
+            clock,
+            had_clean_shutdown=had_clean_shutdown,
+            recovery_point=_single_value(rp_checkpoint.read()),
+            log_start_offset=_single_value(self._lso_checkpoint.read()),
+        )
+        self._log_start_offset = loaded.log_start_offset
+        self._local = LocalLog(
+            self.dir,
+            self.topic,
+            self.partition,
+            config,
+            clock,
+            loaded.segments,
+            loaded.log_end_offset,
+            loaded.recovery_point,
+        )
+
+    # -- state ---------------------------------------------------------------------------
+    @property
+    def config(self) -> LogConfig:
+        return self._local.config
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a topic config change; it takes effect on the next append/roll/retention."""
+        self._local.config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._local.log_end_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._local.log_end_offset_metadata
+
+    @property
+    def recovery_point(self) -> int:
+        return self._local.recovery_point
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._local.log_end_offset - self._local.recovery_point
+
+    @property
+    def last_flush_time(self) -> int:
+        return self._local.last_flush_time
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._local.segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._local.active_segment
+
+    @property
+    def number_of_segments(self) -> int:
+        return len(self._local.segments)
+
+    @property
+    def size(self) -> int:
+        """Total bytes of all segment data files."""
+        return self._local.size
+
+    @property
+    def is_closed(self) -> bool:
+        return self._local.is_closed
+
+    # -- append --------------------------------------------------------------------------
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        """Validate the v2 batches, give them consecutive offsets from the log end offset and
+        the leader epoch (and the append time for LogAppendTime topics), and append them.
+
+        A writable buffer (bytearray, writable memoryview) is rewritten in place; bytes are
+        copied once. Raises CorruptRecordException, RecordTooLargeException,
+        RecordBatchTooLargeException, InvalidRecordException, ...
+        """
+        local = self._local
+        local.check_open()
+        config = local.config
+        append_time = self._clock() if config.log_append_time else NO_TIMESTAMP
+        buf, headers, info = prepare_leader_append(
+            records, config, local.log_end_offset, leader_epoch, origin, append_time,
+            self._log_start_offset, self.dir.name,
+        )  # fmt: skip
+        if headers:
+            local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp)
+        return info
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches replicated from the leader, keeping their offsets and epochs.
+
+        The first batch must start at or after the log end offset and offsets must strictly
+        increase (gaps left by compaction are allowed); a partial trailing batch, as fetch
+        responses may carry, is dropped.
+        """
+        local = self._local
+        local.check_open()
+        buf, headers, info = prepare_follower_append(
+            records, local.config, local.log_end_offset, self._log_start_offset, self.dir.name
+        )
+        if headers:
+            local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp)
+        return info
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (or ``expected_next_offset``)."""
+        return self._local.roll(expected_next_offset)
+
+    # -- read ----------------------------------------------------------------------------
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset_exclusive: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding ``fetch_offset``, from a single segment.
+
+        Only batches entirely below ``max_offset_exclusive`` (the high watermark for
+        consumers) are returned. Raises OffsetOutOfRangeException outside
+        ``[log_start_offset, log_end_offset]``.
+        """
+        local = self._local
+        local.check_open()
+        leo = local.log_end_offset
+        if fetch_offset > leo or fetch_offset < self._log_start_offset:
+            raise OffsetOutOfRangeException(
+                f"Received request for offset {fetch_offset} for partition {self.dir.name}, "
+                f"but we only have log segments in the range {self._log_start_offset} to {leo}."
+            )
+        limit = leo if max_offset_exclusive is None else max_offset_exclusive
+        return local.read(fetch_offset, max_bytes, limit, min_one_message)
+
+    # -- retention and DeleteRecords -----------------------------------------------------
+    def delete_old_segments(self, high_watermark: int | None = None) -> int:
+        """Delete segments below the log start offset and, if ``cleanup.policy`` has
+        ``delete``, those past ``retention.ms`` (by their largest timestamp) or beyond
+        ``retention.bytes``, oldest first. The active segment is never deleted, nor any
+        segment holding offsets at or above ``high_watermark``. Returns the count deleted."""
+        local = self._local
+        local.check_open()
+        local.delete_pending_files()
+        deleted = self._delete_log_start_offset_breached(high_watermark)
+        config = local.config
+        if config.delete_enabled and config.retention_ms >= 0:
+            now = self._clock()
+            retention_ms = config.retention_ms
+            deleted += self._delete_segments(
+                lambda segment, _: now - segment.largest_timestamp > retention_ms, high_watermark
+            )
+        if config.delete_enabled and config.retention_bytes >= 0:
+            excess = local.size - config.retention_bytes
+
+            def beyond_retention_size(segment: LogSegment, _: int) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_segments(beyond_retention_size, high_watermark)
+        return deleted
+
+    def _delete_log_start_offset_breached(self, high_watermark: int | None = None) -> int:
+        start = self._log_start_offset
+        return self._delete_segments(lambda _, upper: upper <= start, high_watermark)
+
+    def _delete_segments(
+        self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
+    ) -> int:
+        local = self._local
+        deleted = local.delete_segments_while(predicate, high_watermark)
+        if deleted:
+            self._log_start_offset = max(self._log_start_offset, local.segments[0].base_offset)
+        return deleted
+
+    def maybe_increment_log_start_offset(
+        self, new_log_start_offset: int, high_watermark: int | None = None
+    ) -> bool:
+        """Raise the log start offset (DeleteRecords), persist it, and delete the segments
+        wholly below it. Raises OffsetOutOfRangeException beyond the high watermark (or the
+        log end offset). Returns whether it moved."""
+        local = self._local
+        local.check_open()
+        limit = local.log_end_offset
+        if high_watermark is not None:
+            limit = min(limit, high_watermark)
+        if new_log_start_offset > limit:
+            raise OffsetOutOfRangeException(
+                f"Cannot increment the log start offset to {new_log_start_offset} of partition "
+                f"{self.dir.name} since it is larger than the high watermark {limit}"
+            )
+        if new_log_start_offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = new_log_start_offset
+        self._write_log_start_offset_checkpoint()
+        self._delete_log_start_offset_breached()
+        return True
+
+    def delete_records_before(self, offset: int, high_watermark: int | None = None) -> int:
+        """DeleteRecords: make ``offset`` the log start offset; returns the new log start
+        offset (the response's low watermark)."""
+        self.maybe_increment_log_start_offset(offset, high_watermark)
+        return self._log_start_offset
+
+    def delete_pending_files(self, force: bool = False) -> int:
+        """Remove ``*.deleted`` segment files whose ``file.delete.delay.ms`` has passed."""
+        return self._local.delete_pending_files(force)
+
+    def _write_log_start_offset_checkpoint(self) -> None:
+        self._lso_checkpoint.write({(self.topic, self.partition): self._log_start_offset})
+
+    # -- ListOffsets ---------------------------------------------------------------------
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: the earliest offset whose record timestamp >= ``timestamp``, or for
+        -1 (latest) the log end offset, -2 (earliest) / -4 (earliest local) the log start
+        offset, -3 the earliest record with the largest timestamp. None means not found
+        (answer timestamp -1, offset -1)."""
+        local = self._local
+        local.check_open()
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            start = self._log_start_offset
+            return TimestampAndOffset(NO_TIMESTAMP, start, self._epoch_of(start))
+        if timestamp == LATEST_TIMESTAMP:
+            leo = local.log_end_offset
+            return TimestampAndOffset(NO_TIMESTAMP, leo, self._epoch_of(leo - 1))
+        if timestamp == MAX_TIMESTAMP:
+            segments = local.segments
+            best = max(segments, key=lambda segment: segment.max_timestamp_so_far)
+            return best.find_max_timestamp()
+        if timestamp < 0:
+            raise ValueError(f"Unsupported ListOffsets timestamp {timestamp}")
+        return local.find_offset_by_timestamp(timestamp, self._log_start_offset)
+
+    def _epoch_of(self, offset: int) -> int | None:
+        if not self._log_start_offset <= offset < self._local.log_end_offset:
+            return None
+        return self._local.leader_epoch_of(offset)
+
+    # -- truncation (replication) --------------------------------------------------------
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every offset >= ``target_offset`` (whole batches); returns False when the
+        log already ends at or before it."""
+        local = self._local
+        local.check_open()
+        if target_offset < 0:
+            raise ValueError(f"Cannot truncate to a negative offset ({target_offset})")
+        if target_offset >= local.log_end_offset:
+            return False
+        if target_offset <= local.segments[0].base_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        new_end = local.truncate_to(target_offset)
+        if self._log_start_offset > new_end:
+            self._log_start_offset = new_end
+            self._write_log_start_offset_checkpoint()
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete all data and restart the log empty at ``new_offset`` (its new start)."""
+        self._local.check_open()
+        self._local.truncate_fully_and_start_at(new_offset)
+        self._log_start_offset = new_offset
+        self._write_log_start_offset_checkpoint()
+
+    # -- flush and lifecycle -------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsync data up to ``offset`` (default everything) and advance the recovery point."""
+        self._local.flush(offset)
+
+    def flush_if_due(self) -> bool:
+        """Flush if ``flush.ms`` has passed since the last flush with data unflushed."""
+        local = self._local
+        if local.is_closed or self.unflushed_messages == 0:
+            return False
+        if self._clock() - local.last_flush_time < local.config.flush_ms:
+            return False
+        local.flush()
+        return True
+
+    def close(self) -> None:
+        """Close every file; the log object is unusable afterwards."""
+        self._local.close()
+
+    def delete(self) -> None:
+        """Close the log and remove its directory."""
+        self._local.delete()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.dir.name}, start={self._log_start_offset}, "
+            f"end={self._local.log_end_offset}, segments={len(self._local.segments)})"
+        )
+
+
+def _single_value(offsets: dict[tuple[str, int], int]) -> int:
+    """The offset of a one-partition checkpoint file (0 when absent)."""
+    return next(iter(offsets.values()), 0)

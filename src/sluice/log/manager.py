@@ -1,0 +1,230 @@
+"""``LogManager``: the broker's ``log.dirs`` and every partition log in them."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import NamedTuple
+
+from sluice.log.checkpoint import fsync_directory
+from sluice.log.config import Clock, LogConfig, system_clock
+from sluice.log.errors import InvalidTopicException, KafkaStorageException
+from sluice.log.log import Log, parse_topic_partition
+
+__all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager", "TopicPartition"]
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class TopicPartition(NamedTuple):
+    """A (topic, partition) pair, the key of a partition log."""
+
+    topic: str
+    partition: int
+
+
+class LogManager:
+    """Owns the ``log.dirs``: on construction it locks each directory and opens every
+    partition log in it (recovering them unless the clean-shutdown marker is present, which it
+    then removes); :meth:`shutdown` flushes and closes all logs and writes the marker."""
+
+    def __init__(
+        self,
+        log_dirs: Path | str | Sequence[Path | str],
+        default_config: LogConfig | None = None,
+        *,
+        clock: Clock = system_clock,
+        topic_config: Callable[[str], LogConfig | None] | None = None,
+    ) -> None:
+        """``topic_config(topic)`` supplies per-topic overrides for logs found on disk."""
+        dirs = [log_dirs] if isinstance(log_dirs, str | Path) else list(log_dirs)
+        if not dirs:
+            raise ValueError("log.dirs must name at least one directory")
+        self.log_dirs = [Path(d) for d in dirs]
+        self.default_config = default_config if default_config is not None else LogConfig()
+        self._clock = clock
+        self._topic_config = topic_config
+        self._logs: dict[TopicPartition, Log] = {}
+        self._lock_fds: list[int] = []
+        self._had_clean_shutdown: dict[Path, bool] = {}
+        self._running = True
+        try:
+            for directory in self.log_dirs:
+                self._load_dir(directory)
+        except BaseException:
+            self._release_locks()
+            raise
+
+    # -- startup -------------------------------------------------------------------------
+    def _load_dir(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise KafkaStorageException(
+                f"Failed to acquire lock on {directory}: another process is using it"
+            ) from exc
+        self._lock_fds.append(fd)
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self._had_clean_shutdown[directory] = clean
+        if not clean:
+            logger.info("%s: no clean shutdown marker; logs will be recovered", directory)
+        for child in sorted(directory.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(child, ignore_errors=True)  # a deletion cut short
+                continue
+            topic, partition = parse_topic_partition(child.name)
+            if partition < 0:
+                continue
+            key = TopicPartition(topic, partition)
+            if key in self._logs:
+                raise KafkaStorageException(f"Duplicate log directories for {key}: {child}")
+            self._logs[key] = Log(
+                child, self._config_for(topic), clock=self._clock, had_clean_shutdown=clean
+            )
+        if clean:
+            marker.unlink()
+            fsync_directory(directory)
+
+    def _config_for(self, topic: str) -> LogConfig:
+        if self._topic_config is not None:
+            config = self._topic_config(topic)
+            if config is not None:
+                return config
+        return self.default_config
+
+    def had_clean_shutdown(self, directory: Path | str) -> bool:
+        """Whether ``directory`` held the clean-shutdown marker at startup."""
+        return self._had_clean_shutdown[Path(directory)]
+
+    # -- partition logs ------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get(TopicPartition(topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The log of ``topic``/``partition``, created in the least-used directory if absent."""
+        self._check_running()
+        key = TopicPartition(topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            return existing
+        if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+            raise InvalidTopicException(f"Illegal topic name {topic!r}")
+        if partition < 0:
+            raise ValueError(f"Invalid partition {partition}")
+        directory = min(self.log_dirs, key=self._log_count)
+        log_dir = directory / f"{topic}-{partition}"
+        log = Log(log_dir, config or self._config_for(topic), clock=self._clock)
+        fsync_directory(directory)
+        self._logs[key] = log
+        return log
+
+    def _log_count(self, directory: Path) -> int:
+        return sum(1 for log in self._logs.values() if log.dir.parent == directory)
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close and remove a partition's log; returns False if there was none."""
+        log = self._logs.pop(TopicPartition(topic, partition), None)
+        if log is None:
+            return False
+        log.close()
+        # Rename first so a crash mid-removal leaves a directory that startup deletes.
+        doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(log.dir, doomed)
+        fsync_directory(doomed.parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a topic's new config to all of its partition logs."""
+        for key, log in self._logs.items():
+            if key.topic == topic:
+                log.update_config(config)
+
+    @property
+    def logs(self) -> Mapping[TopicPartition, Log]:
+        return self._logs
+
+    def __iter__(self) -> Iterator[Log]:
+        return iter(list(self._logs.values()))
+
+    def __len__(self) -> int:
+        return len(self._logs)
+
+    # -- periodic work -------------------------------------------------------------------
+    def cleanup_logs(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> int:
+        """Run retention on every log (``log.retention.check.interval.ms``); returns the
+        number of segments deleted. A log's deletions stop at its high watermark if given."""
+        self._check_running()
+        deleted = 0
+        for key, log in list(self._logs.items()):
+            hw = None if high_watermarks is None else high_watermarks.get(key)
+            deleted += log.delete_old_segments(hw)
+        return deleted
+
+    def flush_dirty_logs(self) -> int:
+        """Flush the logs whose ``flush.ms`` elapsed; returns how many were flushed."""
+        self._check_running()
+        return sum(1 for log in list(self._logs.values()) if log.flush_if_due())
+
+    def flush_rolled_segments(self) -> None:
+        """fsync every inactive segment (data before each active segment) and advance the
+        recovery points, bounding what an unclean restart has to recover."""
+        self._check_running()
+        for log in list(self._logs.values()):
+            log.flush(log.active_segment.base_offset)
+
+    # -- shutdown ------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Flush and close every log, then write the clean-shutdown marker in each dir."""
+        if not self._running:
+            return
+        self._running = False
+        for log in self._logs.values():
+            log.flush()
+            log.close()
+        for directory in self.log_dirs:
+            fd = os.open(directory / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_directory(directory)
+        self._release_locks()
+
+    def _release_locks(self) -> None:
+        for fd in self._lock_fds:
+            os.close(fd)  # closing the descriptor drops the flock
+        self._lock_fds.clear()
+
+    def _check_running(self) -> None:
+        if not self._running:
+            raise KafkaStorageException("The log manager has been shut down")
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.shutdown()

@@ -1,0 +1,400 @@
+"""``LogSegment``: one ``<base>.log`` data file with its ``.index`` and ``.timeindex``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from sluice.log.batch import LOG_OVERHEAD, NO_TIMESTAMP, BatchHeader, iter_batches
+from sluice.log.config import Clock, system_clock
+from sluice.log.file_records import (
+    LOG_FILE_SUFFIX,
+    FetchDataInfo,
+    FileRecords,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
+from sluice.log.index import (
+    INDEX_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    OffsetIndex,
+    TimeIndex,
+)
+
+__all__ = ["LogSegment", "TimestampAndOffset", "filename_prefix_from_offset"]
+
+_INT32_MAX = 2**31 - 1
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """Kafka's file name stem: the base offset zero-padded to 20 digits."""
+    return f"{offset:020d}"
+
+
+class LogSegment:
+    """A contiguous range of a partition's batches stored in one ``.log`` file, indexed
+    sparsely by offset and by timestamp; only the last segment of a log receives appends."""
+
+    __slots__ = (
+        "_bytes_since_last_index_entry",
+        "_clock",
+        "_index_interval_bytes",
+        "_last_modified_ms",
+        "_log",
+        "_max_timestamp",
+        "_offset_index",
+        "_offset_of_max_timestamp",
+        "_rolling_based_timestamp",
+        "_time_index",
+        "base_offset",
+        "created_ms",
+    )
+
+    def __init__(
+        self,
+        log: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        base_offset: int,
+        index_interval_bytes: int,
+        clock: Clock,
+    ) -> None:
+        self._log = log
+        self._offset_index = offset_index
+        self._time_index = time_index
+        self.base_offset = base_offset
+        self._index_interval_bytes = index_interval_bytes
+        self._clock = clock
+        self.created_ms = clock()
+        self._last_modified_ms = (
+            os.stat(log.path).st_mtime_ns // 1_000_000 if log.size else self.created_ms
+        )
+        self._rolling_based_timestamp: int | None = None
+        self._max_timestamp: int | None = None  # loaded lazily from the time index
+        self._offset_of_max_timestamp = base_offset
+        last_entry = offset_index.last_entry().position if offset_index.entries else 0
+        self._bytes_since_last_index_entry = max(0, log.size - last_entry)
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        clock: Clock = system_clock,
+        file_suffix: str = "",
+    ) -> LogSegment:
+        """Open the segment files for ``base_offset`` in ``directory``, creating missing ones."""
+        stem = filename_prefix_from_offset(base_offset)
+        log = FileRecords.open(directory / f"{stem}{LOG_FILE_SUFFIX}{file_suffix}")
+        offset_index = OffsetIndex(
+            directory / f"{stem}{INDEX_FILE_SUFFIX}{file_suffix}", base_offset, max_index_size
+        )
+        time_index = TimeIndex(
+            directory / f"{stem}{TIME_INDEX_FILE_SUFFIX}{file_suffix}", base_offset, max_index_size
+        )
+        return cls(log, offset_index, time_index, base_offset, index_interval_bytes, clock)
+
+    # -- properties --------------------------------------------------------------------
+    @property
+    def log(self) -> FileRecords:
+        return self._log
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        return self._time_index
+
+    @property
+    def size(self) -> int:
+        return self._log.size
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        if self._max_timestamp is None:
+            self._load_largest_timestamp()
+        assert self._max_timestamp is not None
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        if self._max_timestamp is None:
+            self._load_largest_timestamp()
+        return self._offset_of_max_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max batch timestamp, or the last-modified time when no batch has a timestamp;
+        the age that time-based retention compares with ``retention.ms``."""
+        largest = self.max_timestamp_so_far
+        return largest if largest >= 0 else self._last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        return self._last_modified_ms
+
+    def _load_largest_timestamp(self) -> None:
+        # Every batch before the last offset index entry is covered by the time index (both
+        # get an entry at the same appends); only the tail after it needs a header scan.
+        last = self._time_index.last_entry()
+        self._max_timestamp, self._offset_of_max_timestamp = last.timestamp, last.offset
+        start = max(
+            self._offset_index.lookup(last.offset).position,
+            self._offset_index.last_entry().position,
+        )
+        for header in self._log.batch_headers(start):
+            if header.max_timestamp > self._max_timestamp:
+                self._max_timestamp = header.max_timestamp
+                self._offset_of_max_timestamp = header.last_offset
+
+    # -- roll decisions ----------------------------------------------------------------
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= _INT32_MAX
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka's rule: the new batch's timestamp minus the first batch's timestamp, or the
+        clock time since the segment was created when batches carry no timestamps."""
+        if self._rolling_based_timestamp is None and self._log.size:
+            first = next(self._log.batch_headers(0), None)
+            if first is not None:
+                self._rolling_based_timestamp = first.max_timestamp
+        rolling = self._rolling_based_timestamp
+        if rolling is not None and rolling >= 0 and message_timestamp >= 0:
+            return message_timestamp - rolling
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self,
+        *,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+        roll_jitter_ms: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        messages_size: int,
+        now_ms: int,
+    ) -> bool:
+        """Whether an append of ``messages_size`` bytes must go to a new segment."""
+        size = self._log.size
+        if size > max_segment_bytes - messages_size:
+            return True
+        if (
+            size > 0
+            and self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+            > max_segment_ms - roll_jitter_ms
+        ):
+            return True
+        return (
+            self._offset_index.is_full()
+            or self._time_index.is_full()
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+        )
+
+    # -- append ------------------------------------------------------------------------
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        records: bytes | bytearray | memoryview,
+        batches: Iterable[BatchHeader] | None = None,
+    ) -> None:
+        """Append whole batches whose offsets are already assigned.
+
+        ``batches`` are the headers of ``records`` (positions relative to ``records``), as
+        returned by validation; they are re-read from ``records`` when omitted.
+        """
+        if not len(records):
+            return
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise ValueError(
+                f"Offset {largest_offset} is out of range for segment {self.base_offset}"
+            )
+        physical_position = self._log.size
+        if physical_position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        max_timestamp = self.max_timestamp_so_far
+        self._log.append(records)
+        self._last_modified_ms = self._clock()
+        since = self._bytes_since_last_index_entry
+        interval = self._index_interval_bytes
+        for header in iter_batches(records) if batches is None else batches:
+            last_offset = header.base_offset + header.last_offset_delta
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+                self._max_timestamp = max_timestamp
+                self._offset_of_max_timestamp = last_offset
+            if since > interval:
+                self._offset_index.append(last_offset, physical_position + header.position)
+                self._time_index.maybe_append(max_timestamp, self._offset_of_max_timestamp)
+                since = 0
+            since += header.batch_length + LOG_OVERHEAD
+        self._bytes_since_last_index_entry = since
+
+    # -- reads -------------------------------------------------------------------------
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
+        """The first batch (at or after ``starting_position``) whose last offset >= ``offset``."""
+        position = self._offset_index.lookup(offset).position
+        return self._log.search_for_offset(offset, max(position, starting_position))
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        max_offset: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes.
+
+        Batches end before ``max_position`` and hold only offsets < ``max_offset``; with
+        ``min_one_message`` the first batch is returned even if larger than ``max_size``.
+        Returns None when ``start_offset`` is beyond this segment.
+        """
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self}")
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        start = first.position
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, start)
+        size = self._log.size
+        limit = size if max_position is None else min(max_position, size)
+        at_boundary = limit == size  # a caller's max_position may fall inside a batch
+        if max_offset is not None:
+            if first.base_offset + first.last_offset_delta >= max_offset:
+                limit, at_boundary = start, True
+            else:
+                bound = self.translate_offset(max_offset, start)
+                if bound is not None and bound.position <= limit:
+                    limit, at_boundary = bound.position, True
+        first_size = first.batch_length + LOG_OVERHEAD
+        adjusted = max(max_size, first_size) if min_one_message else max_size
+        available = limit - start
+        budget = min(available, adjusted)
+        if budget < first_size:
+            return FetchDataInfo(metadata, self._log.slice(start, 0))
+        if budget == available and at_boundary:
+            length = available
+        else:
+            length = self._log.last_whole_batch_end(start + first_size, start + budget) - start
+        return FetchDataInfo(metadata, self._log.slice(start, length))
+
+    def read_next_offset(self) -> int:
+        """One past the last offset stored in this segment (``base_offset`` when empty)."""
+        next_offset = self.base_offset
+        for header in self._log.batch_headers(self._offset_index.last_entry().position):
+            next_offset = header.base_offset + header.last_offset_delta + 1
+        return next_offset
+
+    def batches(self, start_position: int = 0) -> Iterator[BatchHeader]:
+        return self._log.batch_headers(start_position)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int | None = None
+    ) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` with timestamp >= ``timestamp``."""
+        start_offset = self.base_offset if starting_offset is None else starting_offset
+        # Strictly-smaller entry: every record up to it is older than the target.
+        entry = self._time_index.lookup(timestamp - 1)
+        position = self._offset_index.lookup(max(entry.offset, start_offset)).position
+        return self._log.search_for_timestamp(timestamp, position, start_offset)
+
+    def find_max_timestamp(self) -> TimestampAndOffset | None:
+        """The earliest record carrying this segment's max timestamp (ListOffsets -3)."""
+        max_timestamp = self.max_timestamp_so_far
+        if max_timestamp == NO_TIMESTAMP:
+            return None
+        header = self.translate_offset(self._offset_of_max_timestamp)
+        if header is None:
+            return None
+        return self._log.search_for_timestamp(max_timestamp, header.position, header.base_offset)
+
+    def recover(self, max_message_size: int) -> int:
+        """Validate every batch, cut the file at the first bad one, rebuild both indexes.
+
+        Returns the number of bytes truncated.
+        """
+        self._offset_index.reset()
+        self._time_index.reset()
+        valid_bytes = 0
+        last_index_entry = 0
+        max_timestamp = NO_TIMESTAMP
+        offset_of_max = self.base_offset
+        for header in self._log.valid_batches(self.base_offset, max_message_size):
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+            if valid_bytes - last_index_entry > self._index_interval_bytes:
+                self._offset_index.append(header.last_offset, valid_bytes)
+                self._time_index.maybe_append(max_timestamp, offset_of_max)
+                last_index_entry = valid_bytes
+            valid_bytes += header.size_in_bytes
+        truncated = self._log.truncate_to(valid_bytes)
+        self._time_index.maybe_append(max_timestamp, offset_of_max, skip_full_check=True)
+        self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        self._rolling_based_timestamp = None
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset >= ``offset``; returns bytes removed."""
+        header = self.translate_offset(offset)
+        self._offset_index.truncate_to(offset)
+        self._time_index.truncate_to(offset)
+        removed = 0 if header is None else self._log.truncate_to(header.position)
+        if self._log.size == 0:
+            self.created_ms = self._clock()
+            self._rolling_based_timestamp = None
+        last_entry = self._offset_index.last_entry().position if self._offset_index.entries else 0
+        self._bytes_since_last_index_entry = self._log.size - last_entry
+        self._load_largest_timestamp()
+        return removed
+
+    def sanity_check(self) -> None:
+        """Raise :class:`CorruptIndexException` if an index file is inconsistent."""
+        self._offset_index.sanity_check(self._log.size)
+        self._time_index.sanity_check()
+
+    def on_become_inactive_segment(self) -> None:
+        """Called on roll: record the final max timestamp in the time index."""
+        self._time_index.maybe_append(
+            self.max_timestamp_so_far, self._offset_of_max_timestamp, skip_full_check=True
+        )
+
+    # -- file lifecycle ----------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync the data file and both indexes."""
+        self._log.flush()
+        self._offset_index.flush()
+        self._time_index.flush()
+
+    def close(self) -> None:
+        """Record the final time index entry, sync the indexes and close every file."""
+        if self._log.size and self.max_timestamp_so_far != NO_TIMESTAMP:
+            self.on_become_inactive_segment()
+        self._offset_index.flush()
+        self._time_index.flush()
+        self._offset_index.close()
+        self._time_index.close()
+        self._log.close()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files, e.g. ``("", ".deleted")`` before asynchronous deletion."""
+        for file in (self._log, self._offset_index, self._time_index):
+            name = file.path.name
+            stem = name[: len(name) - len(old_suffix)] if old_suffix else name
+            file.rename_to(file.path.with_name(stem + new_suffix))
+
+    def delete(self) -> None:
+        """Close and remove the segment's files."""
+        self._log.delete()
+        self._offset_index.delete()
+        self._time_index.delete()
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._log.size})"

@@ -1,0 +1,108 @@
+"""Sans-I/O Kafka wire protocol adapter, built on kio's generated message types.
+
+Typical use by the network layer::
+
+    decoder = FrameDecoder(max_frame_size)
+    for frame in decoder.feed(chunk):          # FrameSizeError: close
+        try:
+            request = decode_request(frame, versions)
+        except UnsupportedApiVersionsError as exc:
+            write(exc.response)                 # ApiVersions v0 fallback, keep going
+            continue
+        # ProtocolError (unknown key, unsupported version, malformed): close
+        response = handle(request)              # a kio response dataclass
+        writelines(encode_response_segments(request.header.correlation_id, response))
+
+See ``docs/protocol.md`` for the evaluation of kio and the version table.
+"""
+
+from __future__ import annotations
+
+from .api_versions import (
+    api_versions_fallback_response,
+    api_versions_response,
+    is_valid_client_software,
+)
+from .apis import (
+    ApiKey,
+    first_flexible_version,
+    is_flexible,
+    kio_version_range,
+    request_header_version,
+    request_type,
+    response_header_version,
+    response_type,
+)
+from .codec import (
+    Request,
+    decode_request,
+    encode_request,
+    encode_response,
+    encode_response_segments,
+)
+from .errors import (
+    ErrorCode,
+    FrameSizeError,
+    FrameTooLargeError,
+    KafkaError,
+    MalformedRequestError,
+    NegativeFrameSizeError,
+    ProtocolError,
+    UnknownApiKeyError,
+    UnsupportedApiVersionsError,
+    UnsupportedVersionError,
+    error_code,
+)
+from .fetch import encode_fetch_response
+from .frames import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame, frame_segments
+from .headers import (
+    RequestHeader,
+    encode_request_header,
+    encode_response_header,
+    parse_request_header,
+    read_request_header,
+)
+from .versions import DEFAULT_VERSIONS, ApiVersionRange, VersionTable
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "DEFAULT_VERSIONS",
+    "ApiKey",
+    "ApiVersionRange",
+    "ErrorCode",
+    "FrameDecoder",
+    "FrameSizeError",
+    "FrameTooLargeError",
+    "KafkaError",
+    "MalformedRequestError",
+    "NegativeFrameSizeError",
+    "ProtocolError",
+    "Request",
+    "RequestHeader",
+    "UnknownApiKeyError",
+    "UnsupportedApiVersionsError",
+    "UnsupportedVersionError",
+    "VersionTable",
+    "api_versions_fallback_response",
+    "api_versions_response",
+    "decode_request",
+    "encode_fetch_response",
+    "encode_frame",
+    "encode_request",
+    "encode_request_header",
+    "encode_response",
+    "encode_response_header",
+    "encode_response_segments",
+    "error_code",
+    "first_flexible_version",
+    "frame_segments",
+    "is_flexible",
+    "is_valid_client_software",
+    "kio_version_range",
+    "parse_request_header",
+    "read_request_header",
+    "request_header_version",
+    "request_type",
+    "response_header_version",
+    "response_type",
+]

@@ -1,0 +1,1 @@
+"""The Sluice broker: network layer, request handlers, replica manager and delayed operations."""

@@ -1,0 +1,292 @@
+"""``Broker``: one Sluice broker's state and lifecycle, wiring logs, partitions and handlers."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sluice.clock import Clock, MonotonicClock
+from sluice.common import TopicPartition
+from sluice.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    parse_listener,
+    topic_config_defaults,
+)
+from sluice.log import LogConfig, LogManager
+from sluice.protocol import DEFAULT_VERSIONS, VersionTable
+from sluice.purgatory import DelayedOperationPurgatory
+from sluice.server.fetch_session import FetchSessionCache
+from sluice.server.network import Handler, KafkaServer
+from sluice.server.replica_manager import ReplicaManager
+from sluice.server.topics import InvalidTopicError, TopicInfo, TopicRegistry
+
+__all__ = ["Broker"]
+
+log = logging.getLogger(__name__)
+
+_LOG_CONFIG_KEYS = frozenset(LogConfig.kafka_names())
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    """A single Sluice broker: ``await start()``, serve, ``await stop()``."""
+
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.clock: Clock = clock if clock is not None else MonotonicClock()
+        self.log_dir = config.log_dir
+        self.cluster_id = ""
+        self.servers: list[KafkaServer] = []
+        self.registry: TopicRegistry
+        self.log_manager: LogManager
+        self.replica_manager: ReplicaManager
+        self.versions: VersionTable = DEFAULT_VERSIONS
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self.advertised = [parse_listener(x)[1:] for x in config.advertised_listeners]
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def start(self) -> None:
+        started = time.monotonic()
+        self._loop = asyncio.get_running_loop()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = self._load_meta_properties()
+        self.registry = TopicRegistry(self.log_dir)
+        self.log_manager = LogManager(
+            self.log_dir, self._default_log_config(), clock=wall_clock_ms,
+            topic_config=self.log_config_for,
+        )  # fmt: skip
+        self.replica_manager = ReplicaManager(
+            self.broker_id, self._make_purgatory, min_isr=self._min_isr
+        )
+        for info in self.registry.topics.values():
+            self._host_partitions(info, list(info.assignment))
+        from sluice.server.handlers import build_handlers
+
+        handlers: dict[int, Handler] = {
+            key: functools.partial(fn, self) for key, fn in build_handlers().items()
+        }
+        self.versions = DEFAULT_VERSIONS.restrict(handlers)
+        for listener in self.config.listeners:
+            _, host, port = parse_listener(listener)
+            server = KafkaServer(
+                host, port, handlers, self.versions,
+                self.config["socket.request.max.bytes"], self.config["connections.max.idle.ms"],
+            )  # fmt: skip
+            await server.start()
+            self.servers.append(server)
+        if self.advertised and self.advertised[0][1] == 0:  # port 0: advertise the real one
+            self.advertised[0] = (self.advertised[0][0], self.servers[0].port)
+        self._tasks.append(asyncio.create_task(self._housekeeping()))
+        bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
+        log.info(
+            "Sluice broker %d ready on %s (cluster %s, %d topics, started in %.0f ms)",
+            self.broker_id, bound, self.cluster_id, len(self.registry.topics),
+            (time.monotonic() - started) * 1000,
+        )  # fmt: skip
+
+    async def stop(self) -> None:
+        """Stop accepting, answer requests in flight, flush and close the logs cleanly."""
+        for server in self.servers:
+            await server.stop_accepting()
+        for server in self.servers:
+            await server.drain_and_close(timeout_s=10)
+        for task in self._tasks:
+            task.cancel()
+        self.replica_manager.shutdown()
+        self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
+        log.info("Sluice broker %d stopped cleanly", self.broker_id)
+        self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    @property
+    def port(self) -> int:
+        return self.servers[0].port
+
+    def _load_meta_properties(self) -> str:
+        path = self.log_dir / "meta.properties"
+        props: dict[str, str] = {}
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                key, sep, value = line.partition("=")
+                if sep and not key.startswith("#"):
+                    props[key.strip()] = value.strip()
+            stored = props.get("broker.id")
+            if stored is not None and int(stored) != self.broker_id:
+                raise ConfigError(
+                    f"broker.id {self.broker_id} does not match {stored} stored in {path}"
+                )
+        cluster_id = self.config["cluster.id"] or props.get("cluster.id")
+        if not cluster_id:
+            cluster_id = uuid.uuid4().hex[:22]
+        if props.get("cluster.id") != cluster_id or "broker.id" not in props:
+            path.write_text(
+                f"version=0\nbroker.id={self.broker_id}\ncluster.id={cluster_id}\n",
+                encoding="utf-8",
+            )
+        return str(cluster_id)
+
+    def _make_purgatory(self, name: str, purge_interval: int) -> DelayedOperationPurgatory:  # type: ignore[type-arg]
+        loop = self._loop
+        assert loop is not None
+
+        def on_loop(fn: Any) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(fn)
+
+        return DelayedOperationPurgatory(
+            name, broker_id=self.broker_id, purge_interval=purge_interval,
+            clock=self.clock, executor=on_loop,
+        )  # fmt: skip
+
+    async def _housekeeping(self) -> None:
+        """Retention and time-based flushes, as Kafka's log manager schedules them."""
+        interval_s = self.config["log.retention.check.interval.ms"] / 1000
+        flush_s = min(interval_s, 1.0)
+        next_retention = time.monotonic() + interval_s
+        while True:
+            await asyncio.sleep(flush_s)
+            try:
+                self.log_manager.flush_dirty_logs()
+                if time.monotonic() >= next_retention:
+                    next_retention = time.monotonic() + interval_s
+                    self.run_retention()
+            except Exception:
+                log.exception("log housekeeping failed")
+
+    def run_retention(self) -> int:
+        hws = {tp: p.high_watermark for tp, p in self.replica_manager.partitions.items()}
+        deleted = self.log_manager.cleanup_logs(hws)  # type: ignore[arg-type]
+        if deleted:
+            log.info("retention deleted %d segments", deleted)
+        return deleted
+
+    # -- topics ---------------------------------------------------------------------
+    def _default_log_config(self) -> LogConfig:
+        return self._log_config_from(topic_config_defaults(self.config))
+
+    @staticmethod
+    def _log_config_from(values: dict[str, Any]) -> LogConfig:
+        props: dict[str, Any] = {}
+        for key, value in values.items():
+            if key in _LOG_CONFIG_KEYS and value is not None:
+                props[key] = ",".join(value) if isinstance(value, list) else value
+        return LogConfig.from_properties(props)
+
+    def topic_configs(self, topic: str) -> dict[str, Any]:
+        """Effective topic configs: broker defaults overlaid with the topic's overrides."""
+        values = topic_config_defaults(self.config)
+        info = self.registry.get(topic)
+        if info is not None:
+            for key, raw in info.configs.items():
+                values[key] = TOPIC_CONFIGS[key][1].parse(raw)
+        return values
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        return self._log_config_from(self.topic_configs(topic))
+
+    def _min_isr(self, tp: TopicPartition) -> int:
+        return int(self.topic_configs(tp.topic)["min.insync.replicas"])
+
+    def _host_partitions(self, info: TopicInfo, partitions: list[int]) -> None:
+        config = self.log_config_for(info.name)
+        for p in partitions:
+            replicas = info.assignment[p]
+            if self.broker_id not in replicas:
+                continue
+            log_ = self.log_manager.get_or_create_log(info.name, p, config)
+            self.replica_manager.add_partition(
+                TopicPartition(info.name, p), log_, replicas, topic_id=info.topic_id
+            )
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Create a topic and its partition logs; raises InvalidTopicError, ConfigError,
+        FileExistsError, or ValueError for bad partition/replica counts."""
+        if num_partitions == -1:
+            num_partitions = self.config["num.partitions"]
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
+        if num_partitions < 1:
+            raise ValueError("Number of partitions must be larger than 0.")
+        if replication_factor < 1 or replication_factor > 1:
+            raise InvalidReplicationFactor(
+                f"Replication factor: {replication_factor} larger than available brokers: 1."
+                if replication_factor > 1 else "Replication factor must be larger than 0."
+            )  # fmt: skip
+        assignment = {p: [self.broker_id] for p in range(num_partitions)}
+        self._log_config_from({**topic_config_defaults(self.config), **configs})
+        info = self.registry.create(name, assignment, configs, validate_only)
+        if not validate_only:
+            self._host_partitions(info, list(assignment))
+            log.info("created topic %s with %d partitions", name, num_partitions)
+        return info
+
+    def maybe_auto_create(self, name: str) -> TopicInfo | None:
+        """The topic, created with broker defaults when auto-creation is on."""
+        info = self.registry.get(name)
+        if info is None and self.config["auto.create.topics.enable"]:
+            try:
+                info = self.create_topic(name, -1, -1, {})
+            except (InvalidTopicError, FileExistsError):
+                info = self.registry.get(name)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self.registry.delete(name)
+        if info is None:
+            raise KeyError(name)
+        for p in info.assignment:
+            tp = TopicPartition(name, p)
+            self.replica_manager.remove_partition(tp)
+            self.log_manager.delete_log(name, p)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        info = self.registry.get(name)
+        if info is None:
+            raise KeyError(name)
+        if total <= info.num_partitions:
+            raise ValueError(
+                f"Topic currently has {info.num_partitions} partitions, which is higher than "
+                f"or equal to the requested {total}."
+            )
+        if validate_only:
+            return
+        new = {p: [self.broker_id] for p in range(info.num_partitions, total)}
+        self.registry.add_partitions(name, new)
+        self._host_partitions(info, list(new))
+        log.info("topic %s now has %d partitions", name, total)
+
+    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._log_config_from({**topic_config_defaults(self.config), **configs})
+        self.registry.set_configs(name, configs)
+        self.log_manager.update_config(name, self.log_config_for(name))
+
+    def path(self) -> Path:
+        return self.log_dir
+
+
+class InvalidReplicationFactor(ValueError):
+    """INVALID_REPLICATION_FACTOR."""

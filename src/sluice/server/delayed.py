@@ -1,0 +1,173 @@
+"""The broker's delayed operations: DelayedProduce, DelayedFetch, DelayedDeleteRecords."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sluice.common import TopicPartition
+from sluice.log import LogOffsetMetadata
+from sluice.protocol import ErrorCode
+from sluice.purgatory import DelayedOperation
+from sluice.server.partition import FetchIsolation
+
+if TYPE_CHECKING:
+    from sluice.server.replica_manager import FetchParams, PartitionFetch, ReplicaManager
+
+__all__ = ["DelayedDeleteRecords", "DelayedFetch", "DelayedProduce", "ProducePartitionStatus"]
+
+
+@dataclasses.dataclass(slots=True)
+class ProducePartitionStatus:
+    """One partition of a produce request: the offset its acks wait for and its result."""
+
+    required_offset: int  # last appended offset + 1
+    base_offset: int
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+    acks_pending: bool = False
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce waiting until every partition's HW reaches its last offset + 1."""
+
+    __slots__ = ("callback", "replica_manager", "statuses")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        statuses: dict[TopicPartition, ProducePartitionStatus],
+        replica_manager: ReplicaManager,
+        callback: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.statuses = statuses
+        self.replica_manager = replica_manager
+        self.callback = callback
+        for status in statuses.values():
+            status.acks_pending = status.error == ErrorCode.none
+
+    def try_complete(self) -> bool:
+        for tp, status in self.statuses.items():
+            if not status.acks_pending:
+                continue
+            partition = self.replica_manager.get_partition(tp)
+            if partition is None:
+                status.acks_pending, status.error = False, ErrorCode.unknown_topic_or_partition
+                continue
+            done, error = partition.check_enough_replicas_reach_offset(status.required_offset)
+            if error != ErrorCode.none:
+                status.acks_pending, status.error = False, error
+            elif done:
+                status.acks_pending = False
+        if any(s.acks_pending for s in self.statuses.values()):
+            return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        pass  # on_complete already answered the pending partitions with REQUEST_TIMED_OUT
+
+    def on_complete(self) -> None:
+        for status in self.statuses.values():
+            if status.acks_pending:
+                status.acks_pending, status.error = False, ErrorCode.request_timed_out
+        self.callback(self.statuses)
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch waiting for ``min_bytes`` to accumulate across its partitions, or ``max_wait``.
+
+    Completes early when enough bytes are available, a partition is unknown or no
+    longer led here, or its fetch offset is no longer on the segment the end is on
+    (a roll or a truncation). On completion the log is read again.
+    """
+
+    __slots__ = ("callback", "params", "partitions", "replica_manager")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        params: FetchParams,
+        partitions: list[tuple[PartitionFetch, LogOffsetMetadata]],
+        replica_manager: ReplicaManager,
+        callback: Callable[[], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.params = params
+        self.partitions = partitions
+        self.replica_manager = replica_manager
+        self.callback = callback
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        isolation: FetchIsolation = self.params.isolation
+        for fetch, start in self.partitions:
+            partition = self.replica_manager.get_partition(fetch.tp)
+            if partition is None or not partition.is_leader:
+                return self.force_complete()
+            end = partition.offset_metadata(isolation)
+            if end.message_offset == start.message_offset:
+                continue
+            if end.message_offset < start.message_offset:
+                return self.force_complete()  # truncated below the fetch offset
+            if (
+                end.segment_base_offset < 0
+                or start.segment_base_offset < 0
+                or end.segment_base_offset != start.segment_base_offset
+            ):
+                return self.force_complete()  # on another segment: cannot size it, answer
+            available = end.relative_position_in_segment - start.relative_position_in_segment
+            accumulated += min(available, fetch.max_bytes)
+        if accumulated >= self.params.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_expiration(self) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        self.callback()
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """DeleteRecords waiting until every replica's log start offset reached the target
+    (on a single node the leader's own log already has)."""
+
+    __slots__ = ("callback", "replica_manager", "results")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        results: dict[TopicPartition, tuple[int, ErrorCode]],
+        replica_manager: ReplicaManager,
+        callback: Callable[[dict[TopicPartition, tuple[int, ErrorCode]]], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.results = results
+        self.replica_manager = replica_manager
+        self.callback = callback
+
+    def try_complete(self) -> bool:
+        for tp, (low_watermark, error) in self.results.items():
+            if error != ErrorCode.none:
+                continue
+            partition = self.replica_manager.get_partition(tp)
+            if partition is None:
+                self.results[tp] = (-1, ErrorCode.unknown_topic_or_partition)
+            elif partition.low_watermark() < low_watermark:
+                return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        for tp, (low, error) in list(self.results.items()):
+            partition = self.replica_manager.get_partition(tp)
+            if error == ErrorCode.none and partition is not None:
+                if partition.low_watermark() < low:
+                    self.results[tp] = (-1, ErrorCode.request_timed_out)
+        self.callback(self.results)

@@ -1,0 +1,116 @@
+"""AlterConfigs (33): replace ALL config overrides of a topic (the legacy, non-incremental API).
+
+Configs not named in the request lose their override and fall back to the broker default,
+as in Kafka. Only TOPIC resources are supported: BROKER resources get INVALID_REQUEST since
+Sluice has no dynamic broker configs. The shared machinery (duplicate resources, topic
+lookup, validation, validate_only) is used by IncrementalAlterConfigs too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sluice.config import ConfigError, topic_config_defaults, validate_topic_configs
+from sluice.log import LogConfig, LogError
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build, field
+from sluice.server.topics import TopicInfo
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+__all__ = ["AlterRejected", "alter_resources", "check_topic_configs", "handle"]
+
+TOPIC = 2
+BROKER = 4
+
+_LOG_CONFIG_NAMES = frozenset(LogConfig.kafka_names())
+
+
+class AlterRejected(Exception):
+    """One resource of an alter request fails with ``code`` and this message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def check_topic_configs(broker: Broker, overrides: dict[str, str]) -> None:
+    """Raise ConfigError/LogError unless ``overrides`` would be a valid set of topic
+    overrides: known names, parseable values within range, and a valid log config."""
+    validate_topic_configs(overrides)
+    values: dict[str, Any] = {**topic_config_defaults(broker.config), **overrides}
+    LogConfig.from_properties(
+        {
+            k: ",".join(v) if isinstance(v, list) else v
+            for k, v in values.items()
+            if k in _LOG_CONFIG_NAMES and v is not None
+        }
+    )
+
+
+NewOverrides = Callable[[TopicInfo, Any], dict[str, str]]
+"""(topic, request resource) -> the topic's complete new overrides; raises AlterRejected."""
+
+
+def _alter_one(
+    broker: Broker, resource: Any, validate_only: bool, new_overrides: NewOverrides
+) -> None:
+    rtype, name = resource.resource_type, resource.resource_name
+    if rtype == BROKER:
+        raise AlterRejected(ErrorCode.invalid_request, "dynamic broker configs are not supported")
+    if rtype != TOPIC:
+        raise AlterRejected(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
+    info = broker.registry.get(name)
+    if info is None:
+        raise AlterRejected(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
+    overrides = new_overrides(info, resource)
+    try:
+        check_topic_configs(broker, overrides)
+        if not validate_only:
+            broker.update_topic_configs(name, overrides)
+    except (ConfigError, LogError) as exc:
+        raise AlterRejected(ErrorCode.invalid_config, str(exc)) from None
+
+
+def alter_resources(broker: Broker, request: Request, new_overrides: NewOverrides) -> Any:
+    """The response to an AlterConfigs or IncrementalAlterConfigs request."""
+    body: Any = request.body
+    validate_only = bool(field(body, "validate_only", False))
+    seen: dict[tuple[int, str], int] = {}
+    for resource in body.resources:
+        key = (resource.resource_type, resource.resource_name)
+        seen[key] = seen.get(key, 0) + 1
+    responses = []
+    for resource in body.resources:
+        entry: dict[str, Any] = {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+        }
+        try:
+            if seen[(resource.resource_type, resource.resource_name)] > 1:
+                raise AlterRejected(
+                    ErrorCode.invalid_request, "Each resource must appear at most once."
+                )
+            _alter_one(broker, resource, validate_only, new_overrides)
+        except AlterRejected as exc:
+            entry.update(error_code=exc.code, error_message=str(exc))
+        responses.append(entry)
+    return build(request.response_type, throttle_time=0, responses=responses)
+
+
+def _replace_all(info: TopicInfo, resource: Any) -> dict[str, str]:
+    nulls = [c.name for c in resource.configs if c.value is None]
+    if nulls:
+        raise AlterRejected(
+            ErrorCode.invalid_request,
+            f"Null value not supported for topic configs: {','.join(nulls)}",
+        )
+    return {c.name: c.value for c in resource.configs}
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    return alter_resources(broker, request, _replace_all)

@@ -1,0 +1,68 @@
+"""CreateTopics (19): create topics with partitions, replication and config overrides."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.config import ConfigError, format_config_value
+from sluice.log import LogError
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build, field
+from sluice.server.topics import InvalidTopicError
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
+    name = topic.name
+    result: dict[str, Any] = {"name": name, "error_code": ErrorCode.none, "error_message": None}
+    if topic.assignments:
+        result.update(error_code=ErrorCode.invalid_request,
+                      error_message="Manual replica assignment is not supported yet")  # fmt: skip
+        return result
+    configs = {c.name: c.value for c in topic.configs}
+    try:
+        info = broker.create_topic(
+            name, topic.num_partitions, topic.replication_factor, configs, validate_only
+        )
+    except FileExistsError as exc:
+        result.update(error_code=ErrorCode.topic_already_exists, error_message=str(exc))
+    except InvalidTopicError as exc:
+        result.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
+    except (ConfigError, LogError) as exc:
+        result.update(error_code=ErrorCode.invalid_config, error_message=str(exc))
+    except ValueError as exc:
+        code = (
+            ErrorCode.invalid_replication_factor
+            if "eplication" in str(exc)
+            else ErrorCode.invalid_partitions
+        )
+        result.update(error_code=code, error_message=str(exc))
+    else:
+        result.update(
+            topic_id=info.topic_id,
+            num_partitions=info.num_partitions,
+            replication_factor=len(next(iter(info.assignment.values()))),
+            configs=[
+                {"name": k, "value": format_config_value(v),
+                 "read_only": False, "config_source": 5, "is_sensitive": False}
+                for k, v in sorted(broker.topic_configs(name).items()) if v is not None
+            ],
+        )  # fmt: skip
+    return result
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    validate_only = bool(field(body, "validate_only", False))
+    seen: set[str] = set()
+    results = []
+    for topic in body.topics:
+        if topic.name in seen:
+            results.append({"name": topic.name, "error_code": ErrorCode.invalid_request,
+                            "error_message": "Duplicate topic in request"})  # fmt: skip
+            continue
+        seen.add(topic.name)
+        results.append(_create(broker, topic, validate_only))
+    return build(request.response_type, throttle_time=0, topics=results)

@@ -1,0 +1,67 @@
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offsets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def _lookup(
+    broker: Broker, tp: TopicPartition, timestamp: int, epoch: int, committed: bool
+) -> dict[str, Any]:
+    partition = broker.replica_manager.get_partition(tp)
+    if partition is None:
+        return {"error_code": ErrorCode.unknown_topic_or_partition, "timestamp": -1, "offset": -1}
+    if epoch >= 0 and epoch != partition.leader_epoch:
+        code = (
+            ErrorCode.fenced_leader_epoch
+            if epoch < partition.leader_epoch
+            else ErrorCode.unknown_leader_epoch
+        )
+        return {"error_code": code, "timestamp": -1, "offset": -1}
+    bound = partition.last_stable_offset if committed else partition.high_watermark
+    if timestamp == LATEST_TIMESTAMP:
+        return {
+            "error_code": ErrorCode.none,
+            "timestamp": -1,
+            "offset": bound,
+            "leader_epoch": partition.leader_epoch,
+        }
+    if timestamp == EARLIEST_TIMESTAMP:
+        return {
+            "error_code": ErrorCode.none,
+            "timestamp": -1,
+            "offset": partition.log.log_start_offset,
+            "leader_epoch": partition.leader_epoch,
+        }
+    found = partition.log.fetch_offset_by_timestamp(timestamp)
+    if found is None or found.offset >= bound and timestamp >= 0:
+        return {"error_code": ErrorCode.none, "timestamp": -1, "offset": -1}
+    return {"error_code": ErrorCode.none, "timestamp": found.timestamp, "offset": found.offset,
+            "leader_epoch": found.leader_epoch if found.leader_epoch is not None else -1}  # fmt: skip
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    committed = field(body, "isolation_level", 0) == 1
+    topics = []
+    for topic in body.topics:
+        partitions = []
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            entry = _lookup(
+                broker, tp, p.timestamp, field(p, "current_leader_epoch", -1), committed
+            )
+            entry["partition_index"] = p.partition_index
+            if request.api_version == 0:
+                entry["old_style_offsets"] = [] if entry["offset"] < 0 else [entry["offset"]]
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return build(request.response_type, throttle_time=0, topics=topics)

@@ -1,0 +1,83 @@
+"""Produce (0): append record batches to partition leaders, acks 0, 1 or all."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.protocol import ErrorCode, Request
+from sluice.server.delayed import ProducePartitionStatus
+from sluice.server.messages import build, ms
+from sluice.server.topics import InvalidTopicError, validate_topic_name
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def _response(request: Request, statuses: dict[TopicPartition, ProducePartitionStatus]) -> Any:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, s in statuses.items():
+        by_topic.setdefault(tp.topic, []).append(
+            {
+                "index": tp.partition,
+                "error_code": s.error,
+                "base_offset": s.base_offset,
+                "log_append_time": None if s.log_append_time < 0 else s.log_append_time,
+                "log_start_offset": s.log_start_offset,
+                "record_errors": [],
+                "error_message": s.error_message,
+            }
+        )
+    return build(
+        request.response_type,
+        throttle_time=0,
+        responses=[{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
+    )
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    acks = int(body.acks)
+    if acks not in (-1, 0, 1):
+        statuses = {
+            TopicPartition(t.name, p.index): ProducePartitionStatus(
+                -1, -1, error=ErrorCode.invalid_required_acks
+            )
+            for t in body.topic_data
+            for p in t.partition_data
+        }
+        return _response(request, statuses)
+    entries: dict[TopicPartition, bytes] = {}
+    early: dict[TopicPartition, ProducePartitionStatus] = {}
+    for topic in body.topic_data:
+        try:
+            validate_topic_name(topic.name)
+            known = broker.maybe_auto_create(topic.name) is not None
+        except InvalidTopicError:
+            known, code = False, ErrorCode.invalid_topic_exception
+        else:
+            code = ErrorCode.unknown_topic_or_partition
+        for p in topic.partition_data:
+            tp = TopicPartition(topic.name, p.index)
+            if not known:
+                early[tp] = ProducePartitionStatus(-1, -1, error=code)
+            elif p.records is None:
+                early[tp] = ProducePartitionStatus(-1, -1, error=ErrorCode.invalid_record)
+            else:
+                entries[tp] = p.records
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def done(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+        if not future.done():
+            future.set_result({**early, **statuses})
+
+    broker.replica_manager.append_records(ms(body.timeout), acks, entries, done)
+    if acks == 0:
+        return None  # acks=0: no response at all, as in Kafka
+
+    async def respond() -> Any:
+        return _response(request, await future)
+
+    return respond()

@@ -1,0 +1,184 @@
+"""The asyncio network layer: size-prefixed frames in, responses out, in request order.
+
+Thin on purpose: it frames bytes, decodes the header and body through
+``sluice.protocol``, calls the API's handler and writes the encoded response.
+Like Kafka it handles one request per connection at a time, so responses go
+out in request order. Oversized or malformed frames, unknown APIs and
+unsupported versions close that connection; the broker keeps serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sluice.protocol import (
+    FrameDecoder,
+    FrameSizeError,
+    ProtocolError,
+    Request,
+    UnsupportedApiVersionsError,
+    VersionTable,
+    decode_request,
+    encode_response_segments,
+)
+
+__all__ = ["Handler", "KafkaServer"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Request], Any | Awaitable[Any]]
+"""Maps a decoded request to a kio response dataclass, or None for no response."""
+
+READ_CHUNK = 1 << 18
+
+
+class _Connection:
+    __slots__ = ("last_active", "peer", "writer")
+
+    def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
+        self.writer = writer
+        self.peer = peer
+        self.last_active = time.monotonic()
+
+
+class KafkaServer:
+    """Accepts Kafka clients on one listener and serves them with ``handlers``."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        handlers: dict[int, Handler],
+        versions: VersionTable,
+        max_request_size: int,
+        idle_timeout_ms: int,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._handlers = handlers
+        self._versions = versions
+        self._max_request_size = max_request_size
+        self._idle_timeout_s = idle_timeout_ms / 1000 if idle_timeout_ms > 0 else None
+        self._server: asyncio.Server | None = None
+        self._connections: set[_Connection] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._busy = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._reaper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, reuse_address=True, limit=READ_CHUNK
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        if self._idle_timeout_s is not None:
+            self._reaper = asyncio.create_task(self._close_idle_connections())
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def stop_accepting(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def drain_and_close(self, timeout_s: float) -> None:
+        """Wait (bounded) for requests in flight to be answered, then close connections."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+        except TimeoutError:
+            log.warning("closing with %d requests still in flight", self._busy)
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for conn in list(self._connections):
+            conn.writer.close()
+        if self._tasks:  # closed transports end their read loops; wait for them
+            await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _close_idle_connections(self) -> None:
+        assert self._idle_timeout_s is not None
+        period = min(max(self._idle_timeout_s / 4, 0.05), 30.0)
+        while True:
+            await asyncio.sleep(period)
+            cutoff = time.monotonic() - self._idle_timeout_s
+            for conn in list(self._connections):
+                if conn.last_active < cutoff:
+                    log.info("closing idle connection from %s", conn.peer)
+                    conn.writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        conn = _Connection(writer, peer)
+        self._connections.add(conn)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        decoder = FrameDecoder(self._max_request_size)
+        try:
+            while True:
+                data = await reader.read(READ_CHUNK)
+                if not data:
+                    return
+                conn.last_active = time.monotonic()
+                try:
+                    frames = decoder.feed(data)
+                except FrameSizeError as exc:
+                    log.warning("closing connection from %s: %s", peer, exc)
+                    return
+                for frame in frames:
+                    if not await self._handle_frame(frame, conn):
+                        return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+        finally:
+            self._connections.discard(conn)
+            if task is not None:
+                self._tasks.discard(task)
+            writer.close()
+
+    async def _handle_frame(self, frame: memoryview, conn: _Connection) -> bool:
+        """Answer one request; False closes the connection."""
+        self._busy += 1
+        self._idle.clear()
+        try:
+            try:
+                request = decode_request(frame, self._versions)
+            except UnsupportedApiVersionsError as exc:
+                conn.writer.write(exc.response)
+                return True
+            except ProtocolError as exc:
+                log.info("closing connection from %s: %s", conn.peer, exc)
+                return False
+            handler = self._handlers.get(request.api_key)
+            if handler is None:  # advertised versions come from the handler table
+                log.info("closing connection from %s: no handler for %s", conn.peer, request)
+                return False
+            try:
+                response = handler(request)
+                if inspect.isawaitable(response):
+                    response = await response
+            except Exception:
+                log.exception(
+                    "error handling api key %d v%d from %s; closing the connection",
+                    request.api_key, request.api_version, conn.peer,
+                )  # fmt: skip
+                return False
+            if response is not None:
+                segments = encode_response_segments(request.header.correlation_id, response)
+                conn.writer.writelines(segments)
+                await conn.writer.drain()
+            conn.last_active = time.monotonic()
+            return True
+        finally:
+            self._busy -= 1
+            if self._busy == 0:
+                self._idle.set()

@@ -1,0 +1,150 @@
+"""``Partition``: one topic-partition's replica state on this broker (leader epoch, ISR, HW)."""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+
+from sluice.common import TopicPartition
+from sluice.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata
+from sluice.protocol import ErrorCode
+
+__all__ = ["FetchIsolation", "LogReadInfo", "NotEnoughReplicasError", "Partition"]
+
+log = logging.getLogger(__name__)
+
+
+class FetchIsolation(enum.Enum):
+    """How far a fetch may read: followers to the LEO, consumers to the HW (or the LSO)."""
+
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
+
+
+class NotEnoughReplicasError(Exception):
+    """The ISR is smaller than min.insync.replicas for an acks=all write."""
+
+    code = ErrorCode.not_enough_replicas
+
+
+class LogReadInfo:
+    """A log read with the partition's offsets at the time of the read."""
+
+    __slots__ = (
+        "data",
+        "high_watermark",
+        "last_stable_offset",
+        "log_end_offset",
+        "log_start_offset",
+    )
+
+    def __init__(self, data: FetchDataInfo, hw: int, lso: int, log_start: int, leo: int) -> None:
+        self.data = data
+        self.high_watermark = hw
+        self.last_stable_offset = lso
+        self.log_start_offset = log_start
+        self.log_end_offset = leo
+
+
+class Partition:
+    """Replica state of one partition: its log, leader and epoch, assigned replicas, ISR,
+    and the high watermark (min LEO over the ISR). Followers are tracked by LEO."""
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        log: Log,
+        local_broker_id: int,
+        replicas: list[int],
+        leader_id: int,
+        leader_epoch: int = 0,
+        isr: list[int] | None = None,
+        min_isr: Callable[[], int] = lambda: 1,
+        topic_id: object = None,
+    ) -> None:
+        self.tp = tp
+        self.log = log
+        self.local_broker_id = local_broker_id
+        self.assigned_replicas = list(replicas)
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.isr = set(isr if isr is not None else replicas)
+        self.min_isr = min_isr
+        self.topic_id = topic_id
+        # Followers' log end offsets (replication fills these in).
+        self.replica_leos: dict[int, int] = {}
+        self._hw = log.log_end_offset if self.isr == {local_broker_id} else 0
+        self._hw = max(self._hw, log.log_start_offset)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._hw
+
+    def _leo_of(self, broker_id: int) -> int:
+        if broker_id == self.local_broker_id:
+            return self.log.log_end_offset
+        return self.replica_leos.get(broker_id, 0)
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """Advance HW to the smallest LEO in the ISR; True when it moved."""
+        new_hw = min(self._leo_of(b) for b in self.isr) if self.isr else self._hw
+        if new_hw > self._hw:
+            self._hw = new_hw
+            return True
+        return False
+
+    def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
+        if required_acks == -1 and len(self.isr) < self.min_isr():
+            raise NotEnoughReplicasError(
+                f"ISR {sorted(self.isr)} of {self.tp} is below min.insync.replicas {self.min_isr()}"
+            )
+        return self.log.append_as_leader(records, self.leader_epoch)
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """For DelayedProduce: has the HW reached ``required_offset``?"""
+        if not self.is_leader:
+            return False, ErrorCode.not_leader_or_follower
+        if self._hw >= required_offset:
+            if len(self.isr) < self.min_isr():
+                return True, ErrorCode.not_enough_replicas_after_append
+            return True, ErrorCode.none
+        return False, ErrorCode.none
+
+    def low_watermark(self) -> int:
+        """The smallest log start offset over the replicas (DeleteRecords waits on it)."""
+        return self.log.log_start_offset
+
+    def fetch_end_offset(self, isolation: FetchIsolation) -> int:
+        if isolation is FetchIsolation.LOG_END:
+            return self.log.log_end_offset
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            return self.last_stable_offset
+        return self._hw
+
+    def read_records(
+        self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation, min_one_message: bool
+    ) -> LogReadInfo:
+        # Offsets first, then the read: the read never goes past what was captured.
+        hw, lso = self._hw, self.last_stable_offset
+        leo, start = self.log.log_end_offset, self.log.log_start_offset
+        limit = {FetchIsolation.LOG_END: leo, FetchIsolation.HIGH_WATERMARK: hw}.get(isolation, lso)
+        data = self.log.read(fetch_offset, max_bytes, limit, min_one_message)
+        return LogReadInfo(data, hw, lso, start, leo)
+
+    def offset_metadata(self, isolation: FetchIsolation) -> LogOffsetMetadata:
+        """The end a delayed fetch waits for, with its segment position when known."""
+        end = self.fetch_end_offset(isolation)
+        leo_meta = self.log.log_end_offset_metadata
+        if end == leo_meta.message_offset:
+            return leo_meta
+        return LogOffsetMetadata(end)

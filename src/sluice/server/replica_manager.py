@@ -1,0 +1,290 @@
+"""``ReplicaManager``: the partitions this broker hosts, appends, fetches, and their purgatories."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable
+
+from sluice.common import TopicPartition
+from sluice.log import (
+    FileSlice,
+    Log,
+    LogError,
+    LogOffsetMetadata,
+    OffsetOutOfRangeException,
+)
+from sluice.protocol import ErrorCode
+from sluice.purgatory import DelayedOperationPurgatory
+from sluice.server.delayed import (
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedProduce,
+    ProducePartitionStatus,
+)
+from sluice.server.partition import FetchIsolation, NotEnoughReplicasError, Partition
+
+__all__ = ["FetchParams", "FetchPartitionData", "PartitionFetch", "ReplicaManager"]
+
+log = logging.getLogger(__name__)
+
+PurgatoryFactory = Callable[[str, int], DelayedOperationPurgatory]  # type: ignore[type-arg]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FetchParams:
+    """The request-wide part of a fetch."""
+
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: FetchIsolation
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionFetch:
+    """One partition of a fetch."""
+
+    tp: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@dataclasses.dataclass(slots=True)
+class FetchPartitionData:
+    """What a fetch returns for one partition."""
+
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: FileSlice | None = None
+    error_message: str | None = None
+
+
+def _error_of(exc: BaseException) -> ErrorCode:
+    code = getattr(exc, "code", None)
+    if isinstance(code, ErrorCode):
+        return code
+    name = getattr(exc, "error_name", None) or getattr(exc, "kafka_error", None)
+    if isinstance(name, str):
+        try:
+            return ErrorCode[name.lower()]
+        except KeyError:
+            pass
+    return ErrorCode.unknown_server_error
+
+
+class ReplicaManager:
+    """Hosts the partitions of this broker and runs produce, fetch and DeleteRecords
+    against them, parking requests that must wait in the purgatories."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        make_purgatory: PurgatoryFactory,
+        min_isr: Callable[[TopicPartition], int] = lambda tp: 1,
+    ) -> None:
+        self.broker_id = broker_id
+        self._min_isr = min_isr
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory = make_purgatory("Produce", 1000)
+        self.fetch_purgatory = make_purgatory("Fetch", 1000)
+        self.delete_records_purgatory = make_purgatory("DeleteRecords", 1)
+
+    # -- partitions ------------------------------------------------------------------
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def add_partition(
+        self, tp: TopicPartition, log: Log, replicas: list[int], leader_epoch: int = 0,
+        topic_id: object = None,
+    ) -> Partition:  # fmt: skip
+        partition = Partition(
+            tp, log, self.broker_id, replicas, leader_id=self.broker_id,
+            leader_epoch=leader_epoch, min_isr=lambda: self._min_isr(tp), topic_id=topic_id,
+        )  # fmt: skip
+        self.partitions[tp] = partition
+        return partition
+
+    def remove_partition(self, tp: TopicPartition) -> Partition | None:
+        partition = self.partitions.pop(tp, None)
+        # Waiting requests on it are answered now rather than at their timeout.
+        for purgatory in (self.fetch_purgatory, self.produce_purgatory):
+            purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
+        return partition
+
+    def _wake(self, tp: TopicPartition, hw_moved: bool) -> None:
+        self.fetch_purgatory.check_and_complete(tp)
+        if hw_moved:
+            self.produce_purgatory.check_and_complete(tp)
+            self.delete_records_purgatory.check_and_complete(tp)
+
+    # -- produce ---------------------------------------------------------------------
+    def append_records(
+        self,
+        timeout_ms: int,
+        required_acks: int,
+        entries: dict[TopicPartition, bytes],
+        callback: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+    ) -> None:
+        """Append to the leader logs; answer now, or after the HW catches up for acks=all."""
+        statuses: dict[TopicPartition, ProducePartitionStatus] = {}
+        for tp, records in entries.items():
+            statuses[tp] = self._append_one(tp, records, required_acks)
+        needs_wait = required_acks == -1 and any(
+            s.error == ErrorCode.none for s in statuses.values()
+        )
+        if not needs_wait:
+            callback(statuses)
+            return
+        op = DelayedProduce(timeout_ms, statuses, self, callback)
+        self.produce_purgatory.try_complete_else_watch(op, list(statuses))
+
+    def _append_one(
+        self, tp: TopicPartition, records: bytes, required_acks: int
+    ) -> ProducePartitionStatus:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ProducePartitionStatus(-1, -1, error=ErrorCode.unknown_topic_or_partition)
+        if not partition.is_leader:
+            return ProducePartitionStatus(-1, -1, error=ErrorCode.not_leader_or_follower)
+        try:
+            info = partition.append_records_to_leader(records, required_acks)
+        except NotEnoughReplicasError as exc:
+            return ProducePartitionStatus(-1, -1, error=exc.code, error_message=str(exc))
+        except LogError as exc:
+            log.debug("append to %s rejected: %s", tp, exc)
+            return ProducePartitionStatus(-1, -1, error=_error_of(exc), error_message=str(exc))
+        hw_moved = partition.maybe_increment_high_watermark()
+        self._wake(tp, hw_moved)
+        return ProducePartitionStatus(
+            required_offset=info.last_offset + 1,
+            base_offset=info.first_offset,
+            log_append_time=info.log_append_time,
+            log_start_offset=info.log_start_offset,
+        )
+
+    # -- fetch -----------------------------------------------------------------------
+    def read_from_local_log(
+        self, params: FetchParams, fetches: Iterable[PartitionFetch]
+    ) -> list[tuple[PartitionFetch, FetchPartitionData]]:
+        """Read each partition once; the first non-empty partition may exceed its limit."""
+        out = []
+        remaining = params.max_bytes
+        min_one = True
+        for fetch in fetches:
+            data = self._read_one(params, fetch, min(fetch.max_bytes, remaining), min_one)
+            size = data.records.size if data.records is not None else 0
+            if size:
+                min_one = False
+                remaining = max(0, remaining - size)
+            out.append((fetch, data))
+        return out
+
+    def _read_one(
+        self, params: FetchParams, fetch: PartitionFetch, max_bytes: int, min_one: bool
+    ) -> FetchPartitionData:
+        partition = self.partitions.get(fetch.tp)
+        if partition is None:
+            return FetchPartitionData(ErrorCode.unknown_topic_or_partition)
+        if not partition.is_leader:
+            return FetchPartitionData(ErrorCode.not_leader_or_follower)
+        epoch = fetch.current_leader_epoch
+        if epoch >= 0 and epoch != partition.leader_epoch:
+            code = (
+                ErrorCode.fenced_leader_epoch
+                if epoch < partition.leader_epoch
+                else ErrorCode.unknown_leader_epoch
+            )
+            return FetchPartitionData(code)
+        try:
+            info = partition.read_records(fetch.fetch_offset, max_bytes, params.isolation, min_one)
+        except OffsetOutOfRangeException as exc:
+            return FetchPartitionData(
+                ErrorCode.offset_out_of_range,
+                high_watermark=partition.high_watermark,
+                last_stable_offset=partition.last_stable_offset,
+                log_start_offset=partition.log.log_start_offset,
+                error_message=str(exc),
+            )
+        return FetchPartitionData(
+            ErrorCode.none,
+            high_watermark=info.high_watermark,
+            last_stable_offset=info.last_stable_offset,
+            log_start_offset=info.log_start_offset,
+            records=info.data.records,
+        )
+
+    def fetch_messages(
+        self,
+        params: FetchParams,
+        fetches: list[PartitionFetch],
+        callback: Callable[[list[tuple[PartitionFetch, FetchPartitionData]]], None],
+    ) -> None:
+        """Answer at once when there is enough data (or an error, or no wait); else park a
+        DelayedFetch woken by HW growth (LEO growth for followers)."""
+        results = self.read_from_local_log(params, fetches)
+        total = sum(d.records.size for _, d in results if d.records is not None)
+        has_error = any(d.error != ErrorCode.none for _, d in results)
+        if params.max_wait_ms <= 0 or not fetches or total >= params.min_bytes or has_error:
+            callback(results)
+            return
+        starts = []
+        for fetch, _ in results:
+            partition = self.partitions[fetch.tp]
+            starts.append((fetch, self._offset_metadata(partition, fetch.fetch_offset)))
+
+        def complete() -> None:
+            callback(self.read_from_local_log(params, fetches))
+
+        op = DelayedFetch(params.max_wait_ms, params, starts, self, complete)
+        self.fetch_purgatory.try_complete_else_watch(op, [f.tp for f in fetches])
+
+    @staticmethod
+    def _offset_metadata(partition: Partition, offset: int) -> LogOffsetMetadata:
+        leo = partition.log.log_end_offset_metadata
+        return leo if offset == leo.message_offset else LogOffsetMetadata(offset)
+
+    # -- DeleteRecords ---------------------------------------------------------------
+    def delete_records(
+        self,
+        timeout_ms: int,
+        offsets: dict[TopicPartition, int],
+        callback: Callable[[dict[TopicPartition, tuple[int, ErrorCode]]], None],
+    ) -> None:
+        results: dict[TopicPartition, tuple[int, ErrorCode]] = {}
+        for tp, offset in offsets.items():
+            partition = self.partitions.get(tp)
+            if partition is None:
+                results[tp] = (-1, ErrorCode.unknown_topic_or_partition)
+                continue
+            if not partition.is_leader:
+                results[tp] = (-1, ErrorCode.not_leader_or_follower)
+                continue
+            target = partition.high_watermark if offset == -1 else offset
+            if target < 0 or target > partition.high_watermark:
+                results[tp] = (-1, ErrorCode.offset_out_of_range)
+                continue
+            try:
+                partition.log.delete_records_before(target, partition.high_watermark)
+            except LogError as exc:
+                results[tp] = (-1, _error_of(exc))
+                continue
+            results[tp] = (partition.low_watermark(), ErrorCode.none)
+        op = DelayedDeleteRecords(timeout_ms, results, self, callback)
+        self.delete_records_purgatory.try_complete_else_watch(op, list(results) or [None])
+
+    def shutdown(self) -> None:
+        for purgatory in (
+            self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory
+        ):  # fmt: skip
+            purgatory.shutdown()

@@ -1,0 +1,149 @@
+"""``TopicRegistry``: topics, their partition assignments and config overrides.
+
+A single node keeps them in ``<log.dirs>/__sluice_topics.json`` (written
+atomically); the clustered controller later keeps the same records in its
+coordination store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from sluice.config import ConfigError, validate_topic_configs
+
+__all__ = ["InvalidTopicError", "TopicInfo", "TopicRegistry", "validate_topic_name"]
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class InvalidTopicError(ValueError):
+    """A topic name Kafka would reject (INVALID_TOPIC_EXCEPTION)."""
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError('Topic name cannot be "." or ".."')
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters"
+        )
+    if not _LEGAL.match(name):
+        raise InvalidTopicError(
+            f"Topic name {name!r} is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+@dataclasses.dataclass
+class TopicInfo:
+    """A topic: its id, replica assignment per partition and config overrides."""
+
+    name: str
+    topic_id: uuid.UUID
+    assignment: dict[int, list[int]]
+    configs: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.assignment)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic_id": str(self.topic_id),
+            "assignment": {str(p): r for p, r in self.assignment.items()},
+            "configs": self.configs,
+        }
+
+    @classmethod
+    def from_json(cls, name: str, data: dict[str, Any]) -> TopicInfo:
+        return cls(
+            name,
+            uuid.UUID(data["topic_id"]),
+            {int(p): list(r) for p, r in data["assignment"].items()},
+            dict(data.get("configs", {})),
+        )
+
+
+class TopicRegistry:
+    """The topics of a single-node broker, persisted next to the logs."""
+
+    FILE = "__sluice_topics.json"
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / self.FILE
+        self.topics: dict[str, TopicInfo] = {}
+        if self._path.exists():
+            data = json.loads(self._path.read_text(encoding="utf-8"))
+            self.topics = {n: TopicInfo.from_json(n, t) for n, t in data["topics"].items()}
+
+    def _save(self) -> None:
+        tmp = self._path.with_suffix(".tmp")
+        payload = {"version": 1, "topics": {n: t.to_json() for n, t in self.topics.items()}}
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._path)
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
+
+    def create(
+        self,
+        name: str,
+        assignment: dict[int, list[int]],
+        configs: dict[str, str],
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Register a topic (raises InvalidTopicError, ConfigError, FileExistsError)."""
+        validate_topic_name(name)
+        if name in self.topics:
+            raise FileExistsError(f"Topic '{name}' already exists.")
+        collision = name.replace(".", "_")
+        for existing in self.topics:
+            if existing.replace(".", "_") == collision:
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
+        validate_topic_configs(configs)
+        info = TopicInfo(name, uuid.uuid4(), assignment, dict(configs))
+        if not validate_only:
+            self.topics[name] = info
+            self._save()
+        return info
+
+    def delete(self, name: str) -> TopicInfo | None:
+        info = self.topics.pop(name, None)
+        if info is not None:
+            self._save()
+        return info
+
+    def add_partitions(self, name: str, new: dict[int, list[int]]) -> TopicInfo:
+        info = self.topics[name]
+        info.assignment.update(new)
+        self._save()
+        return info
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the topic's overrides (validated first)."""
+        try:
+            validate_topic_configs(configs)
+        except ConfigError:
+            raise
+        self.topics[name].configs = dict(configs)
+        self._save()

@@ -1,0 +1,141 @@
+"""LogManager: log.dirs ownership, clean-shutdown marker, create/open/delete of logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sluice_log_helpers import ManualClock, Rec, build_batch
+
+from sluice.log import (
+    InvalidTopicException,
+    KafkaStorageException,
+    LogConfig,
+    LogManager,
+    TopicPartition,
+)
+from sluice.log.manager import CLEAN_SHUTDOWN_FILE
+from sluice.log.segment import LogSegment
+
+
+def _batch(clock: ManualClock, n: int = 2) -> bytes:
+    return build_batch([Rec(b"value-%d" % i, timestamp=clock()) for i in range(n)])
+
+
+def _cfg(**kw: object) -> LogConfig:
+    return LogConfig(**{"file_delete_delay_ms": 0, **kw})  # type: ignore[arg-type]
+
+
+def test_create_reopen_and_marker(tmp_path: Path) -> None:
+    clock = ManualClock()
+    manager = LogManager(tmp_path, _cfg(), clock=clock)
+    assert not manager.had_clean_shutdown(tmp_path)
+    log = manager.get_or_create_log("orders", 2)
+    assert manager.get_or_create_log("orders", 2) is log
+    assert log.dir == tmp_path / "orders-2"
+    log.append_as_leader(_batch(clock), 0)
+    manager.get_or_create_log("my-topic.v2", 0).append_as_leader(_batch(clock, 3), 0)
+    manager.shutdown()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+    reopened = LogManager(tmp_path, _cfg(), clock=clock)
+    assert reopened.had_clean_shutdown(tmp_path)
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()  # removed once loaded
+    assert set(reopened.logs) == {TopicPartition("orders", 2), TopicPartition("my-topic.v2", 0)}
+    assert reopened.get_log("my-topic.v2", 0).log_end_offset == 3  # type: ignore[union-attr]
+    assert reopened.get_log("nope", 0) is None
+    reopened.shutdown()
+
+
+def test_clean_marker_skips_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ManualClock()
+    with LogManager(tmp_path, _cfg(), clock=clock) as manager:
+        log = manager.get_or_create_log("t", 0)
+        for _ in range(3):
+            log.append_as_leader(_batch(clock), 0)
+    calls: list[int] = []
+    original = LogSegment.recover
+
+    def spy(self: LogSegment, max_message_size: int) -> int:
+        calls.append(self.base_offset)
+        return original(self, max_message_size)
+
+    monkeypatch.setattr(LogSegment, "recover", spy)
+    segment_file = tmp_path / "t-0" / "00000000000000000000.log"
+    data = bytearray(segment_file.read_bytes())
+    data[-3] ^= 0xFF  # payload damage: only a CRC check would notice
+    segment_file.write_bytes(bytes(data))
+
+    manager = LogManager(tmp_path, _cfg(), clock=clock)  # marker present: no recovery
+    assert calls == []
+    assert manager.get_log("t", 0).log_end_offset == 6  # type: ignore[union-attr]
+    # simulate a crash: no shutdown, so no marker
+    for log in manager:
+        log.close()
+    manager._release_locks()
+
+    crashed = LogManager(tmp_path, _cfg(), clock=clock)
+    assert not crashed.had_clean_shutdown(tmp_path)
+    assert calls == [0]
+    assert crashed.get_log("t", 0).log_end_offset == 4  # type: ignore[union-attr]
+    crashed.shutdown()
+
+
+def test_delete_log_and_leftover_delete_dirs(tmp_path: Path) -> None:
+    clock = ManualClock()
+    manager = LogManager(tmp_path, _cfg(), clock=clock)
+    manager.get_or_create_log("t", 0).append_as_leader(_batch(clock), 0)
+    assert manager.delete_log("t", 0)
+    assert not manager.delete_log("t", 0)
+    assert not (tmp_path / "t-0").exists()
+    manager.shutdown()
+    leftover = tmp_path / "t-1.abc-delete"
+    leftover.mkdir()
+    (tmp_path / "not-a-partition").mkdir()
+    manager = LogManager(tmp_path, _cfg(), clock=clock)
+    assert not leftover.exists() and len(manager) == 0
+    manager.shutdown()
+
+
+def test_multiple_dirs_lock_and_validation(tmp_path: Path) -> None:
+    clock = ManualClock()
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, _cfg(), clock=clock)
+    logs = [manager.get_or_create_log("t", p) for p in range(4)]
+    assert sorted(log.dir.parent.name for log in logs) == ["a", "a", "b", "b"]
+    with pytest.raises(KafkaStorageException):
+        LogManager(dirs[0], _cfg(), clock=clock)  # locked by the running manager
+    with pytest.raises(InvalidTopicException):
+        manager.get_or_create_log("../etc", 0)
+    manager.shutdown()
+    with pytest.raises(KafkaStorageException):
+        manager.get_or_create_log("t", 9)
+    again = LogManager(dirs, _cfg(), clock=clock)
+    assert len(again) == 4
+    again.shutdown()
+
+
+def test_retention_flush_and_topic_configs(tmp_path: Path) -> None:
+    clock = ManualClock()
+    one = len(_batch(clock))
+    special = _cfg(segment_bytes=one, retention_bytes=0)
+    manager = LogManager(tmp_path, _cfg(flush_ms=1000), clock=clock,
+                         topic_config=lambda topic: special if topic == "s" else None)  # fmt: skip
+    small = manager.get_or_create_log("s", 0)
+    plain = manager.get_or_create_log("p", 0)
+    for _ in range(3):
+        small.append_as_leader(_batch(clock), 0)
+        plain.append_as_leader(_batch(clock), 0)
+    assert small.number_of_segments == 3
+    assert manager.cleanup_logs({TopicPartition("s", 0): 2}) == 1
+    assert manager.cleanup_logs() == 1
+    assert small.number_of_segments == 1 and plain.number_of_segments == 1
+    assert manager.flush_dirty_logs() == 0
+    clock.advance(1000)
+    assert manager.flush_dirty_logs() == 1  # "s" keeps the default flush.ms (never)
+    assert plain.unflushed_messages == 0 and small.unflushed_messages > 0
+    manager.flush_rolled_segments()
+    manager.update_config("p", _cfg(segment_bytes=one))
+    plain.append_as_leader(_batch(clock), 0)
+    assert plain.number_of_segments == 2
+    manager.shutdown()
