@@ -1,0 +1,194 @@
+"""ReplicaManager with DelayedProduce, DelayedFetch and DelayedDeleteRecords, sans-I/O:
+real logs in a temp dir, purgatories on a manual clock, no reaper threads, no sleeps."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.static.primitive import i8, i16, i32, i64
+
+from sluice.clock import ManualClock
+from sluice.common import TopicPartition
+from sluice.log import Log, LogConfig
+from sluice.protocol import ErrorCode
+from sluice.purgatory import DelayedOperationPurgatory
+from sluice.server.partition import FetchIsolation
+from sluice.server.replica_manager import FetchParams, PartitionFetch, ReplicaManager
+
+TP = TopicPartition("t", 0)
+
+
+def batch(*values: bytes) -> bytes:
+    import datetime
+
+    now = datetime.datetime.now(datetime.UTC)
+    records = tuple(
+        Record(attributes=i8(0), timestamp=now, offset=i64(i), key=None, value=v, headers=())
+        for i, v in enumerate(values)
+    )
+    buf = io.BytesIO()
+    write_new_batch(buf, NewRecordBatch(producer_id=i64(-1), producer_epoch=i16(-1),
+                                        base_sequence=i32(-1), records=records,
+                                        attributes=i16(0)))  # fmt: skip
+    return buf.getvalue()
+
+
+class Harness:
+    def __init__(self, tmp_path: Path) -> None:
+        self.clock = ManualClock(0)
+        self.purgatories: list[Any] = []
+
+        def make(name: str, purge_interval: int) -> Any:
+            p = DelayedOperationPurgatory(
+                name, purge_interval=purge_interval, reaper_enabled=False, clock=self.clock
+            )
+            self.purgatories.append(p)
+            return p
+
+        self.rm = ReplicaManager(0, make, min_isr=lambda tp: self.min_isr)
+        self.min_isr = 1
+        self.log = Log(tmp_path / "t-0", LogConfig())
+        self.partition = self.rm.add_partition(TP, self.log, [0])
+
+    def expire(self, ms: int) -> None:
+        self.clock.advance(ms)
+        for p in self.purgatories:
+            while p.timer.advance_clock(0):
+                pass
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    harness = Harness(tmp_path)
+    yield harness
+    harness.rm.shutdown()
+    harness.log.close()
+
+
+def test_acks_one_answers_at_once(h: Harness) -> None:
+    out: list[Any] = []
+    h.rm.append_records(1000, 1, {TP: batch(b"a", b"b")}, out.append)
+    assert len(out) == 1 and out[0][TP].error == ErrorCode.none and out[0][TP].base_offset == 0
+    assert h.partition.high_watermark == 2
+
+
+def test_acks_all_on_single_replica_completes_without_waiting(h: Harness) -> None:
+    out: list[Any] = []
+    h.rm.append_records(1000, -1, {TP: batch(b"a")}, out.append)
+    assert len(out) == 1 and out[0][TP].error == ErrorCode.none
+    assert h.rm.produce_purgatory.delayed == 0
+
+
+def test_acks_all_waits_for_follower_then_times_out(h: Harness) -> None:
+    # Pretend a follower is in the ISR and has not fetched: the HW cannot move.
+    h.partition.isr = {0, 1}
+    h.partition.replica_leos[1] = 0
+    out: list[Any] = []
+    h.rm.append_records(1000, -1, {TP: batch(b"a")}, out.append)
+    assert out == [] and h.rm.produce_purgatory.delayed == 1
+    h.expire(999)
+    assert out == []
+    h.expire(1)
+    assert out[0][TP].error == ErrorCode.request_timed_out
+
+
+def test_acks_all_completes_when_hw_catches_up(h: Harness) -> None:
+    h.partition.isr = {0, 1}
+    h.partition.replica_leos[1] = 0
+    out: list[Any] = []
+    h.rm.append_records(30_000, -1, {TP: batch(b"a", b"b")}, out.append)
+    assert out == []
+    h.partition.replica_leos[1] = 2  # the follower fetched up to the LEO
+    assert h.partition.maybe_increment_high_watermark()
+    h.rm.produce_purgatory.check_and_complete(TP)
+    assert out[0][TP].error == ErrorCode.none and h.rm.produce_purgatory.delayed == 0
+
+
+def test_acks_all_below_min_isr_is_rejected(h: Harness) -> None:
+    h.min_isr = 2
+    out: list[Any] = []
+    h.rm.append_records(1000, -1, {TP: batch(b"a")}, out.append)
+    assert out[0][TP].error == ErrorCode.not_enough_replicas
+    assert h.log.log_end_offset == 0  # nothing appended
+
+
+def fetch_params(min_bytes: int = 1, max_wait_ms: int = 500) -> FetchParams:
+    return FetchParams(-1, max_wait_ms, min_bytes, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+
+
+def test_fetch_with_data_answers_at_once(h: Harness) -> None:
+    h.rm.append_records(1000, 1, {TP: batch(b"x" * 10)}, lambda s: None)
+    out: list[Any] = []
+    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 1 << 20)], out.append)
+    assert out and out[0][0][1].records.size > 0
+
+
+def test_empty_fetch_waits_and_expires(h: Harness) -> None:
+    out: list[Any] = []
+    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 1 << 20)], out.append)
+    assert out == [] and h.rm.fetch_purgatory.delayed == 1
+    h.expire(499)
+    assert out == []
+    h.expire(1)
+    assert out[0][0][1].error == ErrorCode.none and out[0][0][1].records.size == 0
+
+
+def test_waiting_fetch_is_woken_by_an_append(h: Harness) -> None:
+    out: list[Any] = []
+    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 1 << 20)], out.append)
+    assert out == []
+    h.rm.append_records(1000, 1, {TP: batch(b"hello")}, lambda s: None)
+    assert out and out[0][0][1].records.size > 0 and h.rm.fetch_purgatory.delayed == 0
+
+
+def test_fetch_min_bytes_accumulates_across_appends(h: Harness) -> None:
+    out: list[Any] = []
+    one = batch(b"x" * 50)
+    h.rm.fetch_messages(fetch_params(min_bytes=len(one) * 3), [PartitionFetch(TP, 0, 1 << 20)],
+                        out.append)  # fmt: skip
+    h.rm.append_records(1000, 1, {TP: one}, lambda s: None)
+    h.rm.append_records(1000, 1, {TP: batch(b"x" * 50)}, lambda s: None)
+    assert out == []
+    h.rm.append_records(1000, 1, {TP: batch(b"x" * 50)}, lambda s: None)
+    assert out and out[0][0][1].records.size == 3 * len(one)
+
+
+def test_fetch_errors(h: Harness) -> None:
+    out: list[Any] = []
+    missing = PartitionFetch(TopicPartition("nope", 0), 0, 100)
+    h.rm.fetch_messages(fetch_params(), [missing], out.append)
+    assert out[0][0][1].error == ErrorCode.unknown_topic_or_partition
+    out.clear()
+    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 99, 100)], out.append)
+    assert out[0][0][1].error == ErrorCode.offset_out_of_range
+    out.clear()
+    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 100, current_leader_epoch=7)],
+                        out.append)  # fmt: skip
+    assert out[0][0][1].error == ErrorCode.unknown_leader_epoch
+
+
+def test_removed_partition_answers_waiting_fetch(h: Harness) -> None:
+    out: list[Any] = []
+    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 1 << 20)], out.append)
+    h.rm.remove_partition(TP)
+    assert out and out[0][0][1].error == ErrorCode.unknown_topic_or_partition
+
+
+def test_delete_records(h: Harness) -> None:
+    for _ in range(3):
+        h.rm.append_records(1000, 1, {TP: batch(b"a", b"b")}, lambda s: None)
+    out: list[Any] = []
+    h.rm.delete_records(1000, {TP: 4}, out.append)
+    assert out[0][TP] == (4, ErrorCode.none) and h.log.log_start_offset == 4
+    out.clear()
+    h.rm.delete_records(1000, {TP: 99}, out.append)
+    assert out[0][TP][1] == ErrorCode.offset_out_of_range
+    out.clear()
+    h.rm.delete_records(1000, {TP: -1}, out.append)  # -1: up to the high watermark
+    assert out[0][TP] == (6, ErrorCode.none)
