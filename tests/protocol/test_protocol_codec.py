@@ -211,9 +211,10 @@ def test_default_tagged_fields_are_omitted_in_fetch_v12_partitions() -> None:
         + b"\x00"  # topic: no tagged fields
         + b"\x00"  # response: no tagged fields
     )
-    data = encode_response(9, response)
+    data = encode_response(9, response, use_kio=True)
     assert data == struct.pack(">i", len(data) - 4) + b"\x00\x00\x00\x09\x00" + expected_body
     assert b"".join(encode_response_segments(9, response)) == data
+    assert encode_response(9, response) == data
 
 
 def test_produce_v10_with_default_tags_encodes_like_v9() -> None:

@@ -126,23 +126,24 @@ def _overlaps(table: VersionTable, api_key: int, low: int, high: int) -> bool:
 
 def test_old_librdkafka_feature_detection_enables_everything_kafka_enables() -> None:
     # librdkafka < 2.11.1 (Debian's kcat links 2.0.2) enables a feature only if the
-    # broker's range overlaps these exact client ranges (rdkafka_feature.c).
+    # broker's range overlaps these exact client ranges (v2.0.2 rdkafka_feature.c).
     table = DEFAULT_VERSIONS
     features = {
         "MsgVer2": [(K.PRODUCE, 3, 3), (K.FETCH, 4, 4)],
         "ApiVersion": [(K.API_VERSIONS, 0, 0)],
         "BrokerGroupCoordinator": [(K.FIND_COORDINATOR, 0, 0)],
         "BrokerBalancedConsumer": [
-            (K.FIND_COORDINATOR, 0, 32767), (K.OFFSET_COMMIT, 1, 32767),
-            (K.OFFSET_FETCH, 1, 32767), (K.JOIN_GROUP, 0, 32767), (K.SYNC_GROUP, 0, 32767),
-            (K.HEARTBEAT, 0, 32767), (K.LEAVE_GROUP, 0, 32767),
+            (K.FIND_COORDINATOR, 0, 0), (K.OFFSET_COMMIT, 1, 2), (K.OFFSET_FETCH, 1, 1),
+            (K.JOIN_GROUP, 0, 0), (K.SYNC_GROUP, 0, 0), (K.HEARTBEAT, 0, 0),
+            (K.LEAVE_GROUP, 0, 0),
         ],
-        "SaslHandshake": [(K.SASL_HANDSHAKE, 0, 32767)],
+        "SaslGssapi": [(K.JOIN_GROUP, 0, 0)],
+        "SaslHandshake": [(K.SASL_HANDSHAKE, 0, 0)],
         "LZ4": [(K.FIND_COORDINATOR, 0, 0)],
         "OffsetTime": [(K.LIST_OFFSETS, 1, 1)],
         "IdempotentProducer": [(K.INIT_PRODUCER_ID, 0, 0)],
         "ZSTD": [(K.PRODUCE, 7, 7), (K.FETCH, 10, 10)],
-        "SaslAuthReq": [(K.SASL_HANDSHAKE, 1, 1), (K.SASL_AUTHENTICATE, 0, 1)],
+        "SaslAuthReq": [(K.SASL_HANDSHAKE, 1, 1), (K.SASL_AUTHENTICATE, 0, 0)],
         # Not a feature but the same check: gzip/snappy/lz4 need Produce 0..0.
         "compression": [(K.PRODUCE, 0, 0)],
     }  # fmt: skip

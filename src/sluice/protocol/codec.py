@@ -37,6 +37,7 @@ from .errors import (
     UnsupportedApiVersionsError,
     UnsupportedVersionError,
 )
+from .fetch import encode_fetch_response
 from .frames import encode_frame
 from .headers import (
     RequestHeader,
@@ -111,12 +112,17 @@ def decode_request(frame: BytesLike, versions: VersionTable = DEFAULT_VERSIONS) 
     return Request(header, body)
 
 
-def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
+def encode_response(
+    correlation_id: int, response: ResponsePayload, *, use_kio: bool = False
+) -> bytes:
     """Encode a response with its header, framed (size prefix included).
 
     The header version follows Kafka: v1 for flexible versions, v0 otherwise and
-    always for ApiVersions.
+    always for ApiVersions. Fetch responses go through the hand-written encoder
+    (byte-identical, faster) unless ``use_kio`` asks for kio's general writer.
     """
+    if not use_kio and int(response.__api_key__) == ApiKey.FETCH:
+        return b"".join(encode_fetch_response(correlation_id, response))
     header_version = apis.response_header_version(response.__api_key__, response.__version__)
     buffer = io.BytesIO()
     buffer.write(_PLACEHOLDER)
@@ -137,8 +143,6 @@ def encode_response_segments(correlation_id: int, response: ResponsePayload) -> 
     :func:`encode_response`.
     """
     if int(response.__api_key__) == ApiKey.FETCH:
-        from .fetch import encode_fetch_response
-
         return encode_fetch_response(correlation_id, response)
     return [encode_response(correlation_id, response)]
 
