@@ -167,7 +167,7 @@ class DelayedDeleteRecords(DelayedOperation):
     def on_complete(self) -> None:
         for tp, (low, error) in list(self.results.items()):
             partition = self.replica_manager.get_partition(tp)
-            if error == ErrorCode.none and partition is not None:
-                if partition.low_watermark() < low:
-                    self.results[tp] = (-1, ErrorCode.request_timed_out)
+            lagging = partition is not None and partition.low_watermark() < low
+            if error == ErrorCode.none and lagging:
+                self.results[tp] = (-1, ErrorCode.request_timed_out)
         self.callback(self.results)

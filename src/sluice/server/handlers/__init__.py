@@ -20,12 +20,19 @@ __all__ = ["build_handlers"]
 def build_handlers() -> dict[int, Callable[..., Any]]:
     """API key -> handler function; the broker advertises exactly these APIs."""
     from sluice.server.handlers import (
+        alter_configs,
         api_versions,
+        create_partitions,
         create_topics,
+        delete_records,
         delete_topics,
+        describe_cluster,
+        describe_configs,
         fetch,
+        incremental_alter_configs,
         list_offsets,
         metadata,
+        offset_for_leader_epoch,
         produce,
     )
 
@@ -37,4 +44,11 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         ApiKey.LIST_OFFSETS: list_offsets.handle,
         ApiKey.CREATE_TOPICS: create_topics.handle,
         ApiKey.DELETE_TOPICS: delete_topics.handle,
+        ApiKey.DELETE_RECORDS: delete_records.handle,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
+        ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
+        ApiKey.ALTER_CONFIGS: alter_configs.handle,
+        ApiKey.CREATE_PARTITIONS: create_partitions.handle,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
+        ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
     }

@@ -8,6 +8,7 @@ lookup, validation, validate_only) is used by IncrementalAlterConfigs too.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -78,10 +79,7 @@ def alter_resources(broker: Broker, request: Request, new_overrides: NewOverride
     """The response to an AlterConfigs or IncrementalAlterConfigs request."""
     body: Any = request.body
     validate_only = bool(field(body, "validate_only", False))
-    seen: dict[tuple[int, str], int] = {}
-    for resource in body.resources:
-        key = (resource.resource_type, resource.resource_name)
-        seen[key] = seen.get(key, 0) + 1
+    seen = Counter((r.resource_type, r.resource_name) for r in body.resources)
     responses = []
     for resource in body.resources:
         entry: dict[str, Any] = {

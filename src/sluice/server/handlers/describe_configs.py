@@ -49,19 +49,23 @@ def _broker_synonyms(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def _synonyms(config: BrokerConfig, names: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Broker synonyms with a value: those set explicitly, then those with a default."""
+def _synonyms(config: BrokerConfig, name: str) -> list[dict[str, Any]]:
+    """The broker config ``name`` and its synonyms that have a value: those set explicitly,
+    then those with a default; as Kafka, entries before ``name``'s own are dropped (so
+    ``log.retention.ms`` has none unless it has a value itself)."""
+    names = _broker_synonyms(name)
     out = [
         {"name": n, "value": format_config_value(config[n]), "source": STATIC_BROKER_CONFIG}
         for n in names
         if config.is_set(n)
     ]
     out += [
-        {"name": n, "value": format_config_value(BROKER_CONFIGS[n].default), "source": DEFAULT_CONFIG}
+        {"name": n, "value": format_config_value(default), "source": DEFAULT_CONFIG}
         for n in names
-        if BROKER_CONFIGS[n].default is not None
+        if (default := BROKER_CONFIGS[n].default) is not None
     ]
-    return out
+    first = next((i for i, s in enumerate(out) if s["name"] == name), len(out))
+    return out[first:]
 
 
 def _entry(
@@ -107,7 +111,7 @@ def topic_configs(
             if log_config is None:
                 log_config = broker.log_config_for(topic)
             value = getattr(log_config, name.replace(".", "_"), None)
-        synonyms = _synonyms(broker.config, _broker_synonyms(synonym)) if synonym else []
+        synonyms = _synonyms(broker.config, synonym) if synonym else []
         if name in overrides:
             synonyms.insert(
                 0,
@@ -129,10 +133,7 @@ def broker_configs(
     for name, definition in BROKER_CONFIGS.items():
         if not _wanted(keys, name):
             continue
-        synonyms = _synonyms(config, _broker_synonyms(name))
-        # As Kafka: drop the synonyms listed before the described config's own entry.
-        first = next((i for i, s in enumerate(synonyms) if s["name"] == name), len(synonyms))
-        synonyms = synonyms[first:]
+        synonyms = _synonyms(config, name)
         out.append(
             _entry(name, config[name], synonyms, True, definition.type, definition.doc,
                    include_synonyms, include_docs)
@@ -166,7 +167,13 @@ def _describe(
     elif rtype == BROKER:
         if name == "":
             return result  # no dynamic cluster-wide defaults in Sluice
-        if name != str(broker.broker_id):
+        try:
+            broker_id = int(name)
+        except ValueError:
+            message = f"Broker id must be an integer, but it is: {name}"
+            result.update(error_code=ErrorCode.invalid_request, error_message=message)
+            return result
+        if broker_id != broker.broker_id:
             result.update(error_code=ErrorCode.invalid_request,
                           error_message=f"Unexpected broker id, expected {broker.broker_id} "
                                         f"or empty string, but received {name}")  # fmt: skip

@@ -58,7 +58,9 @@ def _response(
                 "high_watermark": data.high_watermark,
                 "last_stable_offset": data.last_stable_offset,
                 "log_start_offset": data.log_start_offset,
-                "aborted_transactions": None if field(request.body, "isolation_level", 0) == 0 else [],
+                "aborted_transactions": None
+                if field(request.body, "isolation_level", 0) == 0
+                else [],
                 "preferred_read_replica": -1,
                 "records": records,
             }

@@ -42,10 +42,11 @@ def _lookup(
             "leader_epoch": partition.leader_epoch,
         }
     found = partition.log.fetch_offset_by_timestamp(timestamp)
-    if found is None or found.offset >= bound and timestamp >= 0:
+    if found is None or (found.offset >= bound and timestamp >= 0):
         return {"error_code": ErrorCode.none, "timestamp": -1, "offset": -1}
+    epoch = found.leader_epoch if found.leader_epoch is not None else -1
     return {"error_code": ErrorCode.none, "timestamp": found.timestamp, "offset": found.offset,
-            "leader_epoch": found.leader_epoch if found.leader_epoch is not None else -1}  # fmt: skip
+            "leader_epoch": epoch}  # fmt: skip
 
 
 def handle(broker: Broker, request: Request) -> Any:

@@ -1,0 +1,50 @@
+"""CreatePartitions (37): raise the partition count of existing topics.
+
+New partitions are placed on this broker and start empty. Manual assignments are not
+supported yet (INVALID_REQUEST); a count that is not larger than the current one is
+INVALID_PARTITIONS; ``validate_only`` checks without changing anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def _create(broker: Broker, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    name, count = topic.name, topic.count
+    info = broker.registry.get(name)
+    if info is None:
+        return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+    if field(topic, "assignments"):
+        return ErrorCode.invalid_request, "Manual partition assignment is not supported yet"
+    if count == info.num_partitions:
+        return ErrorCode.invalid_partitions, f"Topic already has {count} partitions."
+    try:
+        broker.add_partitions(name, count, validate_only)
+    except KeyError:  # deleted meanwhile
+        return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+    except ValueError as exc:
+        return ErrorCode.invalid_partitions, str(exc)
+    return ErrorCode.none, None
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    validate_only = bool(field(body, "validate_only", False))
+    occurrences = Counter(t.name for t in body.topics)
+    results = []
+    for topic in body.topics:
+        if occurrences[topic.name] > 1:
+            code: ErrorCode = ErrorCode.invalid_request
+            message: str | None = "Duplicate topic in request."
+        else:
+            code, message = _create(broker, topic, validate_only)
+        results.append({"name": topic.name, "error_code": code, "error_message": message})
+    return build(request.response_type, throttle_time=0, results=results)

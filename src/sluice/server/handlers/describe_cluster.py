@@ -1,0 +1,51 @@
+"""DescribeCluster (60): cluster id, controller and brokers (the admin client's view).
+
+A single Sluice node is the whole cluster and its own controller. Without an
+authorizer every cluster operation is allowed, so when the client asks for the
+authorized operations they are all of CLUSTER's, as Kafka answers with no authorizer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+BROKER_ENDPOINT = 1
+OPERATIONS_NOT_REQUESTED = -2147483648  # the schema default, INT32_MIN
+# AclOperation codes Kafka supports on the CLUSTER resource: CREATE 5, ALTER 7,
+# DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    endpoint_type = field(body, "endpoint_type", BROKER_ENDPOINT)
+    common: dict[str, Any] = {"throttle_time": 0, "endpoint_type": endpoint_type}
+    if endpoint_type != BROKER_ENDPOINT:
+        return build(
+            request.response_type, **common,
+            error_code=ErrorCode.mismatched_endpoint_type,
+            error_message="The request was sent to an endpoint of type BROKER, but we wanted "
+            f"an endpoint of type {'CONTROLLER' if endpoint_type == 2 else endpoint_type}",
+            cluster_id=broker.cluster_id, controller_id=-1, brokers=[],
+        )  # fmt: skip
+    host, port = broker.advertised[0]
+    operations = (
+        CLUSTER_OPERATIONS
+        if field(body, "include_cluster_authorized_operations", False)
+        else OPERATIONS_NOT_REQUESTED
+    )
+    return build(
+        request.response_type, **common,
+        error_code=ErrorCode.none,
+        error_message=None,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.broker_id,
+        brokers=[{"broker_id": broker.broker_id, "host": host, "port": port, "rack": None}],
+        cluster_authorized_operations=operations,
+    )  # fmt: skip
