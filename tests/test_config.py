@@ -41,7 +41,7 @@ def test_properties_file_then_overrides(tmp_path: Path) -> None:
 
 
 def test_unknown_key_is_rejected_by_name() -> None:
-    with pytest.raises(ConfigError, match="unknown broker config 'log.dir.typo'"):
+    with pytest.raises(ConfigError, match=r"unknown broker config 'log\.dir\.typo'"):
         BrokerConfig.from_properties(None, ["log.dir.typo=/x"])
 
 
@@ -90,5 +90,5 @@ def test_topic_config_validation() -> None:
     }
     with pytest.raises(ConfigError, match="unknown topic config"):
         validate_topic_configs({"retention.msec": "1"})
-    with pytest.raises(ConfigError, match="segment.bytes"):
+    with pytest.raises(ConfigError, match=r"segment\.bytes"):
         validate_topic_configs({"segment.bytes": "1"})

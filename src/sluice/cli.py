@@ -26,10 +26,6 @@ def _setup_logging(level: str) -> None:
 
 
 async def _run_broker(config: BrokerConfig) -> None:
-    try:
-        import uvloop  # noqa: F401
-    except ImportError:
-        pass
     from sluice.server.broker import Broker
 
     broker = Broker(config)

@@ -33,7 +33,8 @@ class EmbeddedBroker:
         startup_timeout_s: float = 30.0,
     ) -> None:
         self._own_dir = log_dir is None
-        self.log_dir = Path(tempfile.mkdtemp(prefix="sluice-")) if log_dir is None else Path(log_dir)
+        own = log_dir is None
+        self.log_dir = Path(tempfile.mkdtemp(prefix="sluice-")) if own else Path(str(log_dir))
         values = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(self.log_dir),

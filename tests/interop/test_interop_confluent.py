@@ -86,6 +86,16 @@ def test_partition_counts(broker: BrokerProcess, topic: str, partitions: int) ->
     assert {m.partition() for m in got} == set(range(partitions))
 
 
+def test_large_batches_are_served_intact(broker: BrokerProcess, topic: str) -> None:
+    # Slices of 64 KiB and more leave the broker with sendfile, straight from the log.
+    create(broker.bootstrap, topic)
+    records = [{"value": (b"%06d" % i) * 170} for i in range(3000)]  # about 1 KiB each
+    produce(broker.bootstrap, topic, records, **{"linger.ms": 50, "batch.size": 1 << 20})
+    got = consume_all(broker.bootstrap, topic, 1, 3000)
+    assert [m.value() for m in got] == [r["value"] for r in records]
+    assert [m.offset() for m in got] == list(range(3000))
+
+
 def test_list_offsets(broker: BrokerProcess, topic: str) -> None:
     create(broker.bootstrap, topic)
     base = 1_800_000_000_000

@@ -138,7 +138,8 @@ def build_batch(
     stamps = [default_timestamp if r.timestamp is None else r.timestamp for r in recs]
     first_ts = base_timestamp if base_timestamp is not None else (stamps[0] if stamps else -1)
     payload = b"".join(
-        encode_record(i, stamp - first_ts, r) for i, (r, stamp) in enumerate(zip(recs, stamps))
+        encode_record(i, stamp - first_ts, r)
+        for i, (r, stamp) in enumerate(zip(recs, stamps, strict=True))
     )
     attributes = compression | (0x08 if log_append_time else 0)
     attributes |= (0x10 if transactional else 0) | (0x20 if control else 0)

@@ -34,10 +34,14 @@ def _cfg(**kw: object) -> LogConfig:
 
 
 def _batch(clock: ManualClock, n: int = 2, tag: str = "m", size: int = 20) -> bytes:
-    return build_batch([Rec(f"{tag}{i}".encode().ljust(size, b"."), timestamp=clock()) for i in range(n)])
+    return build_batch(
+        [Rec(f"{tag}{i}".encode().ljust(size, b"."), timestamp=clock()) for i in range(n)]
+    )
 
 
-def _read_all(log: Log, start: int | None = None, max_offset: int | None = None) -> list[tuple[int, bytes | None]]:
+def _read_all(
+    log: Log, start: int | None = None, max_offset: int | None = None
+) -> list[tuple[int, bytes | None]]:
     offset = log.log_start_offset if start is None else start
     out: list[tuple[int, bytes | None]] = []
     end = log.log_end_offset if max_offset is None else max_offset
@@ -78,7 +82,9 @@ def test_append_read_round_trip_across_segments(tmp_path: Path, clock: ManualClo
     reopened.close()
 
 
-def test_bytes_are_not_modified_but_bytearray_is_rewritten(tmp_path: Path, clock: ManualClock) -> None:
+def test_bytes_are_not_modified_but_bytearray_is_rewritten(
+    tmp_path: Path, clock: ManualClock
+) -> None:
     log = Log(tmp_path / "t-0", _cfg(), clock=clock)
     log.append_as_leader(_batch(clock), 0)
     raw = _batch(clock)
@@ -170,7 +176,7 @@ def test_log_append_time(tmp_path: Path, clock: ManualClock) -> None:
     batch = build_batch([Rec(b"a", timestamp=5), Rec(b"b", timestamp=6)])
     info = log.append_as_leader(batch, 0)
     assert info.log_append_time == clock() == info.max_timestamp
-    ((fields, records),) = decode_batches(log.read(0, 1000).read())
+    ((_fields, records),) = decode_batches(log.read(0, 1000).read())
     assert [r.timestamp for r in records] == [clock(), clock()]
     assert log.fetch_offset_by_timestamp(clock()) == (clock(), 0, 0)
     log.close()
@@ -205,9 +211,15 @@ def test_retention_by_time_and_size_never_active(tmp_path: Path, clock: ManualCl
     log.close()
 
 
-def test_deleted_segment_files_linger_for_file_delete_delay(tmp_path: Path, clock: ManualClock) -> None:
+def test_deleted_segment_files_linger_for_file_delete_delay(
+    tmp_path: Path, clock: ManualClock
+) -> None:
     one = len(_batch(clock))
-    log = Log(tmp_path / "t-0", _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100), clock=clock)
+    log = Log(
+        tmp_path / "t-0",
+        _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100),
+        clock=clock,
+    )
     for _ in range(3):
         log.append_as_leader(_batch(clock), 0)
     info = log.read(0, 1000)
@@ -244,7 +256,9 @@ def test_fetch_offset_by_timestamp(tmp_path: Path, clock: ManualClock) -> None:
     log = Log(tmp_path / "t-0", _cfg(segment_bytes=500, index_interval_bytes=64), clock=clock)
     stamps = [100, 50, 200, 300, 250, 400, 1000, 500, 600, 700, 800, 900]
     for i in range(0, len(stamps), 2):
-        log.append_as_leader(build_batch([Rec(b"x" * 30, timestamp=t) for t in stamps[i : i + 2]]), 7)
+        log.append_as_leader(
+            build_batch([Rec(b"x" * 30, timestamp=t) for t in stamps[i : i + 2]]), 7
+        )
     assert log.number_of_segments > 1
     for target in (0, 50, 51, 100, 101, 201, 250, 251, 401, 1000):
         expected = next(i for i, t in enumerate(stamps) if t >= target)
@@ -266,7 +280,9 @@ def _segment_files(directory: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize("damage", ["cut", "flip"])
-def test_recovery_after_torn_or_corrupt_tail(tmp_path: Path, clock: ManualClock, damage: str) -> None:
+def test_recovery_after_torn_or_corrupt_tail(
+    tmp_path: Path, clock: ManualClock, damage: str
+) -> None:
     directory = tmp_path / "t-0"
     one = len(_batch(clock))
     log = Log(directory, _cfg(segment_bytes=one * 4), clock=clock)
@@ -308,7 +324,9 @@ def test_recovery_deletes_segments_after_corruption(tmp_path: Path, clock: Manua
     recovered.close()
 
 
-def test_recovery_point_limits_recovery(tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recovery_point_limits_recovery(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sluice.log.segment import LogSegment
 
     directory = tmp_path / "t-0"
@@ -334,7 +352,9 @@ def test_recovery_point_limits_recovery(tmp_path: Path, clock: ManualClock, monk
     assert calls == []
 
 
-def test_missing_or_corrupt_index_is_rebuilt_even_after_clean_shutdown(tmp_path: Path, clock: ManualClock) -> None:
+def test_missing_or_corrupt_index_is_rebuilt_even_after_clean_shutdown(
+    tmp_path: Path, clock: ManualClock
+) -> None:
     directory = tmp_path / "t-0"
     log = Log(directory, _cfg(index_interval_bytes=64), clock=clock)
     for _ in range(20):
@@ -365,7 +385,9 @@ def test_follower_append_keeps_offsets(tmp_path: Path, clock: ManualClock) -> No
     with pytest.raises(UnexpectedAppendOffsetException):
         log.append_as_follower(build_batch([b"x"], base_offset=11))
     with pytest.raises(OffsetsOutOfOrderException):
-        log.append_as_follower(build_batch([b"x"], base_offset=20) + build_batch([b"y"], base_offset=20))
+        log.append_as_follower(
+            build_batch([b"x"], base_offset=20) + build_batch([b"y"], base_offset=20)
+        )
     log.close()
 
 
@@ -413,3 +435,37 @@ def test_closed_log_rejects_operations(tmp_path: Path, clock: ManualClock) -> No
         log.append_as_leader(_batch(clock), 0)
     with pytest.raises(KafkaStorageException):
         log.read(0, 10)
+
+
+def test_time_roll_uses_clock_when_batches_have_no_timestamp(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    log = Log(tmp_path / "t-0", _cfg(segment_ms=1000), clock=clock)
+    untimed = build_batch([Rec(b"x", timestamp=-1)])
+    log.append_as_leader(untimed, 0)
+    clock.advance(1001)
+    log.append_as_leader(untimed, 0)
+    assert [s.base_offset for s in log.segments] == [0, 1]
+    log.close()
+
+
+def test_log_config_kafka_names() -> None:
+    from sluice.log import ConfigException
+
+    config = LogConfig.from_properties(
+        {"segment.bytes": "1048576", "retention.ms": -1, "cleanup.policy": "compact,delete"}
+    )
+    assert config.segment_bytes == 1048576 and config.retention_ms == -1
+    assert config.delete_enabled and config.compact_enabled
+    defaults = LogConfig()
+    assert defaults.max_message_bytes == 1048588 and defaults.index_interval_bytes == 4096
+    assert defaults.segment_bytes == 2**30 and defaults.retention_bytes == -1
+    assert LogConfig.from_properties(config.to_properties()) == config
+    assert "message.timestamp.type" in LogConfig.kafka_names()
+    with pytest.raises(ConfigException) as info:
+        LogConfig.from_properties({"segment.bytes": "1"})
+    assert info.value.error_name == "INVALID_CONFIG"
+    with pytest.raises(ConfigException):
+        LogConfig.from_properties({"no.such.config": "1"})
+    with pytest.raises(ConfigException):
+        LogConfig(message_timestamp_type="WallClock")

@@ -101,7 +101,9 @@ class LogMachine(RuleBasedStateMachine):
         assert info.size <= (max(max_bytes, model[0].size) if min_one else max_bytes)
         for (fields, records), expected in zip(got, model, strict=False):
             assert (fields[0], fields[0] + fields[6]) == (expected.first, expected.last)
-            assert [(r.offset, r.value) for r in records] == [(o, v) for o, v, _ in expected.records]
+            assert [(r.offset, r.value) for r in records] == [
+                (o, v) for o, v, _ in expected.records
+            ]
         assert len(got) <= len(model)
         if len(got) < len(model):  # stopped early: segment end or byte budget
             following = model[len(got)]

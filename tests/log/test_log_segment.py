@@ -15,7 +15,9 @@ def _open(tmp_path: Path, base: int = 0, interval: int = 200, **kw: object) -> L
     return LogSegment.open(tmp_path, base, index_interval_bytes=interval, **kw)  # type: ignore[arg-type]
 
 
-def _fill(segment: LogSegment, first: int, batches: int, per_batch: int = 2, ts0: int = 1000) -> int:
+def _fill(
+    segment: LogSegment, first: int, batches: int, per_batch: int = 2, ts0: int = 1000
+) -> int:
     """Append ``batches`` batches of ``per_batch`` records; returns the next offset."""
     offset = first
     for i in range(batches):
@@ -105,11 +107,15 @@ def test_recover_rebuilds_identical_indexes(tmp_path: Path) -> None:
     segment = _open(tmp_path, interval=150)
     _fill(segment, 0, 60)
     segment.close()
-    original = [(tmp_path / f"00000000000000000000{s}").read_bytes() for s in (".index", ".timeindex")]
+    original = [
+        (tmp_path / f"00000000000000000000{s}").read_bytes() for s in (".index", ".timeindex")
+    ]
     reopened = _open(tmp_path, interval=150)
     assert reopened.recover(10**6) == 0
     reopened.close()
-    rebuilt = [(tmp_path / f"00000000000000000000{s}").read_bytes() for s in (".index", ".timeindex")]
+    rebuilt = [
+        (tmp_path / f"00000000000000000000{s}").read_bytes() for s in (".index", ".timeindex")
+    ]
     assert rebuilt == original
     assert len(original[0]) > 0
 
@@ -159,15 +165,15 @@ def test_should_roll_rules(tmp_path: Path) -> None:
     segment = _open(tmp_path, clock=clock, max_index_size=10 * 1024 * 1024)
     kw = dict(max_segment_bytes=1000, max_segment_ms=500, roll_jitter_ms=0,
               max_offset_in_messages=5, now_ms=clock())  # fmt: skip
-    assert not segment.should_roll(max_timestamp_in_messages=10_000, messages_size=100, **kw)  # type: ignore[arg-type]
-    assert segment.should_roll(max_timestamp_in_messages=10_000, messages_size=1001, **kw)  # type: ignore[arg-type]
+    assert not segment.should_roll(max_timestamp_in_messages=10_000, messages_size=100, **kw)
+    assert segment.should_roll(max_timestamp_in_messages=10_000, messages_size=1001, **kw)
     data = build_batch([Rec(b"x", timestamp=10_000)])
     segment.append(0, 10_000, data)
     # time: by message timestamps relative to the segment's first batch
-    assert not segment.should_roll(max_timestamp_in_messages=10_500, messages_size=1, **kw)  # type: ignore[arg-type]
-    assert segment.should_roll(max_timestamp_in_messages=10_501, messages_size=1, **kw)  # type: ignore[arg-type]
+    assert not segment.should_roll(max_timestamp_in_messages=10_500, messages_size=1, **kw)
+    assert segment.should_roll(max_timestamp_in_messages=10_501, messages_size=1, **kw)
     kw["max_offset_in_messages"] = 2**31
-    assert segment.should_roll(max_timestamp_in_messages=10_000, messages_size=1, **kw)  # type: ignore[arg-type]
+    assert segment.should_roll(max_timestamp_in_messages=10_000, messages_size=1, **kw)
     segment.close()
 
 

@@ -40,6 +40,8 @@ HEADER_WINDOW = 8192  # bytes read per pread when hopping over small batches
 RECOVERY_WINDOW = 1024 * 1024  # bytes read per pread when validating whole batches
 _INT32_MAX = 2**31 - 1
 _LENGTH = struct.Struct(">i")
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = 23
 _new_header = BatchHeader.__new__
 
 
@@ -171,10 +173,31 @@ class FileRecords:
             position += LOG_OVERHEAD + length
 
     def search_for_offset(self, target_offset: int, start_position: int) -> BatchHeader | None:
-        """The first batch at or after ``start_position`` whose last offset >= target."""
-        for header in self.batch_headers(start_position):
-            if header.base_offset + header.last_offset_delta >= target_offset:
-                return header
+        """The first batch at or after ``start_position`` whose last offset >= target.
+
+        Hot path of every fetch: only baseOffset, batchLength and lastOffsetDelta are
+        unpacked per hop; the full header only for the match.
+        """
+        fd = self.fileno()
+        limit = self._size
+        unpack_offset_length = _OFFSET_AND_LENGTH.unpack_from
+        unpack_int = _LENGTH.unpack_from
+        position = start_position
+        window = b""
+        window_start = 0
+        while limit - position >= BATCH_HEADER_SIZE:
+            at = position - window_start
+            if at + BATCH_HEADER_SIZE > len(window):
+                window = os.pread(fd, min(HEADER_WINDOW, limit - position), position)
+                window_start, at = position, 0
+                if len(window) < BATCH_HEADER_SIZE:
+                    return None
+            base_offset, length = unpack_offset_length(window, at)
+            if length < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + length > limit:
+                return None
+            if base_offset + unpack_int(window, at + _LAST_OFFSET_DELTA)[0] >= target_offset:
+                return _new_header(BatchHeader, position, *HEADER_STRUCT.unpack_from(window, at))
+            position += LOG_OVERHEAD + length
         return None
 
     def last_whole_batch_end(self, start: int, limit: int) -> int:

@@ -212,6 +212,17 @@ class OffsetIndex(AbstractIndex):
             return OffsetPosition(self.base_offset, 0)
         return OffsetPosition(self.base_offset + self._offsets[slot], self._positions[slot])
 
+    def lookup_by_position(self, target_position: int) -> OffsetPosition:
+        """The entry with the largest position <= ``target_position`` (``(base, 0)`` if
+        none): a batch boundary from which to hop towards a byte limit."""
+        if self._entries == 0:
+            return OffsetPosition(self.base_offset, 0)
+        self._ensure_loaded()
+        slot = bisect_right(self._positions, target_position) - 1
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return OffsetPosition(self.base_offset + self._offsets[slot], self._positions[slot])
+
     def append(self, offset: int, position: int) -> None:
         """Add an entry; offsets must be strictly increasing."""
         self._ensure_loaded()

@@ -282,7 +282,11 @@ class LogSegment:
         if budget == available and at_boundary:
             length = available
         else:
-            length = self._log.last_whole_batch_end(start + first_size, start + budget) - start
+            # Index positions are batch boundaries: hop from the last one before the limit.
+            hop_from = max(
+                start + first_size, self._offset_index.lookup_by_position(start + budget).position
+            )
+            length = self._log.last_whole_batch_end(hop_from, start + budget) - start
         return FetchDataInfo(metadata, self._log.slice(start, length))
 
     def read_next_offset(self) -> int:

@@ -16,17 +16,36 @@ their default value are omitted.
 from __future__ import annotations
 
 import struct
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 from kio.static.protocol import ResponsePayload
 
 from ._wire import INT16, INT32, BytesLike, encode_uvarint
 from .headers import encode_response_header
 
-__all__ = ["INLINE_RECORDS_MAX", "encode_fetch_response"]
+__all__ = ["INLINE_RECORDS_MAX", "FileRegion", "encode_fetch_response", "segment_size"]
 
 INLINE_RECORDS_MAX: Final = 4096
 """Record batches smaller than this are copied inline; larger ones become segments."""
+
+
+@runtime_checkable
+class FileRegion(Protocol):
+    """A byte range of an open file that the network layer sends with ``sendfile``
+    (the log's ``FileSlice``); ``read`` copies it instead."""
+
+    position: int
+    size: int
+
+    def fileno(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+
+def segment_size(segment: Any) -> int:
+    """The size in bytes of a response segment: a buffer or a :class:`FileRegion`."""
+    return segment.size if isinstance(segment, FileRegion) else memoryview(segment).nbytes
+
 
 _ZERO_UUID: Final = bytes(16)
 _PARTITION: Final = struct.Struct(">ihqq")  # index, error_code, high_watermark, LSO
@@ -139,10 +158,11 @@ def encode_fetch_response(correlation_id: int, response: ResponsePayload) -> lis
             if records is None:
                 out += b"\x00" if flexible else _NULL_LEGACY_ARRAY
             else:
-                size = memoryview(records).nbytes
+                region = isinstance(records, FileRegion)
+                size = records.size if region else memoryview(records).nbytes
                 out += encode_uvarint(size + 1) if flexible else INT32.pack(size)
                 if size < INLINE_RECORDS_MAX:
-                    out += records
+                    out += records.read() if region else records
                 else:
                     segments.append(out)
                     segments.append(records)
@@ -160,6 +180,6 @@ def encode_fetch_response(correlation_id: int, response: ResponsePayload) -> lis
     segments.append(out)
     first = segments[0]
     assert isinstance(first, bytearray)
-    total = sum(memoryview(segment).nbytes for segment in segments) - INT32.size
+    total = sum(segment_size(segment) for segment in segments) - INT32.size
     INT32.pack_into(first, 0, total)
     return segments
