@@ -54,15 +54,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print(f"sluice broker: {exc}", file=sys.stderr)
         return 2
     _setup_logging(args.log_level)
-    run = asyncio.run
+    # asyncio's own loop, not uvloop: fetches use loop.sendfile, which uvloop lacks.
     try:
-        import uvloop
-
-        run = uvloop.run  # type: ignore[assignment]
-    except ImportError:
-        pass
-    try:
-        run(_run_broker(config))
+        asyncio.run(_run_broker(config))
     except ConfigError as exc:
         print(f"sluice broker: {exc}", file=sys.stderr)
         return 2
