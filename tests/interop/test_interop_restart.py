@@ -74,3 +74,24 @@ def test_kill9_restart_keeps_everything_acknowledged(tmp_path: Path) -> None:
     values = read_all(broker.bootstrap, "crashy", len(acked))
     assert sorted(values) == sorted(f"c-{i}".encode() for i in range(400))
     assert broker.stop() == 0
+
+
+def test_sigint_shuts_down_cleanly(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data").start()
+    create_topic(broker.bootstrap, "interrupted")
+    produce(broker.bootstrap, "interrupted", 20, "i")
+    assert broker.stop(signal.SIGINT) == 0
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+    assert "stopped cleanly" in broker.log_tail(3)
+
+
+def test_idle_connections_are_closed(tmp_path: Path) -> None:
+    from interop_support import RawClient
+
+    broker = BrokerProcess(tmp_path / "data", connections_max_idle_ms="300").start()
+    idle = RawClient(broker.bootstrap, timeout_s=20)
+    # The broker closes the silent connection on its own (recv sees EOF before the timeout).
+    assert idle.is_closed_by_broker()
+    idle.close()
+    assert "closing idle connection" in broker.log_tail(5)
+    assert broker.stop() == 0
