@@ -242,6 +242,7 @@ def _run(args: argparse.Namespace) -> int:
         consumer.close()
     status = 0 if error is None else fail(PROG, error)
     if started:
+        sys.stdout.flush()  # the records first, then the summary on stderr
         print(f"Processed a total of {printed[0]} messages", file=sys.stderr)
     return status
 
