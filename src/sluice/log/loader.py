@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from sluice.log.cleaner_files import complete_interrupted_swaps
 from sluice.log.config import Clock, LogConfig
 from sluice.log.errors import CorruptIndexException
 from sluice.log.file_records import LOG_FILE_SUFFIX
@@ -93,6 +94,7 @@ def load_log(
     log_start_offset: int,
 ) -> LoadedLog:
     """Load every segment of ``directory``; see the module docstring for what is checked."""
+    complete_interrupted_swaps(directory)  # the log cleaner's .swap files (cleaner_files.py)
     segments: list[LogSegment] = []
     recovered: dict[int, int] = {}  # base offset -> bytes truncated
     for base in _remove_temp_files(directory):

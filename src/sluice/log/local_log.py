@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sluice.log.batch import BatchHeader
-from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile
+from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile, fsync_directory
 from sluice.log.config import Clock, LogConfig
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
-from sluice.log.loader import DELETED_FILE_SUFFIX, open_segment
+from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
 from sluice.log.segment import LogSegment
 
 __all__ = ["LocalLog"]
@@ -254,6 +254,28 @@ class LocalLog:
         for segment in due:
             segment.delete()
         return len(due)
+
+    def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
+        """The log cleaner's swap (Kafka's ``replaceSegments``): ``new_segment``, open on its
+        committed ``.swap`` files and based at the first old segment's base offset, takes the
+        place of the contiguous, non-active ``old_segments``. The old files are renamed
+        ``*.deleted`` (removed after ``file.delete.delay.ms``) before the ``.swap`` files get
+        their final names, so a crash in between is completed by the loader."""
+        positions = {id(segment): i for i, segment in enumerate(self._segments)}
+        first = positions.get(id(old_segments[0]), -1) if old_segments else -1
+        expected = list(range(first, first + len(old_segments)))
+        if (
+            first < 0
+            or [positions.get(id(s), -1) for s in old_segments] != expected
+            or expected[-1] >= len(self._segments) - 1
+            or new_segment.base_offset != old_segments[0].base_offset
+        ):
+            raise ValueError(f"{self.dir.name}: cannot replace segments {list(old_segments)}")
+        self.remove_and_delete_segments(old_segments)
+        new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
+        self._segments.insert(first, new_segment)
+        self._bases.insert(first, new_segment.base_offset)
+        fsync_directory(self.dir)
 
     def truncate_to(self, target: int) -> int:
         """Remove every batch holding offsets >= ``target``; returns the new log end offset

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sluice.log.append import (
@@ -11,12 +11,14 @@ from sluice.log.append import (
     prepare_follower_append,
     prepare_leader_append,
 )
-from sluice.log.batch import NO_TIMESTAMP
+from sluice.log.batch import NO_TIMESTAMP, BatchHeader
 from sluice.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     OffsetCheckpointFile,
 )
+from sluice.log.cleaner_files import truncate_cleaner_checkpoint
+from sluice.log.cleaner_records import check_keys_present
 from sluice.log.config import Clock, LogConfig, system_clock
 from sluice.log.errors import (
     OffsetOutOfRangeException,
@@ -24,6 +26,12 @@ from sluice.log.errors import (
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from sluice.log.loader import load_log
 from sluice.log.local_log import LocalLog
+from sluice.log.producer_state import read_end_txn_marker
+from sluice.log.producer_state_manager import (
+    ProducerStateAnalysis,
+    ProducerStateManager,
+    rebuild_producer_state,
+)
 from sluice.log.segment import LogSegment
 
 __all__ = [
@@ -59,6 +67,7 @@ class Log:
         "_local",
         "_log_start_offset",
         "_lso_checkpoint",
+        "_producer_state",
         "dir",
         "partition",
         "topic",
@@ -100,6 +109,8 @@ class Log:
             loaded.log_end_offset,
             loaded.recovery_point,
         )
+        self._producer_state = ProducerStateManager(self.dir)
+        self._load_producer_state(had_clean_shutdown)
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -155,6 +166,10 @@ class Log:
     def is_closed(self) -> bool:
         return self._local.is_closed
 
+    @property
+    def producer_state_manager(self) -> ProducerStateManager:
+        return self._producer_state
+
     # -- append --------------------------------------------------------------------------
     def append_as_leader(
         self,
@@ -177,8 +192,20 @@ class Log:
             records, config, local.log_end_offset, leader_epoch, origin, append_time,
             self._log_start_offset, self.dir.name,
         )  # fmt: skip
+        if headers and config.compact_enabled:  # Kafka: keyless records are INVALID_RECORD
+            check_keys_present(buf, headers, self.dir.name)
         if headers:
-            local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp)
+            analysis = self._producer_state.analyze_and_validate(
+                headers, origin, lambda header: read_end_txn_marker(buf, header)
+            )
+            duplicate = analysis.duplicate
+            if duplicate is not None:  # answered with the original offsets, not appended
+                return LogAppendInfo(
+                    duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                    duplicate.last_offset, duplicate.timestamp if config.log_append_time
+                    else NO_TIMESTAMP, self._log_start_offset, 0, 0, 0, leader_epoch,
+                )  # fmt: skip
+            self._append(buf, headers, info, analysis)
         return info
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -194,12 +221,35 @@ class Log:
             records, local.config, local.log_end_offset, self._log_start_offset, self.dir.name
         )
         if headers:
-            local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp)
+            analysis = self._producer_state.analyze_and_validate(
+                headers, AppendOrigin.REPLICATION, lambda header: read_end_txn_marker(buf, header)
+            )
+            self._append(buf, headers, info, analysis)
         return info
+
+    def _append(
+        self,
+        buf: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        info: LogAppendInfo,
+        analysis: ProducerStateAnalysis,
+    ) -> None:
+        """Append to the segments, then record the producer state: a roll in between
+        snapshots the state as of the new segment's base offset."""
+        local = self._local
+        active = local.active_segment
+        local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp)
+        state = self._producer_state
+        if local.active_segment is not active:
+            state.snapshot_at_roll(local.active_segment.base_offset)
+        state.apply(analysis)
+        state.update_map_end_offset(info.last_offset + 1)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or ``expected_next_offset``)."""
-        return self._local.roll(expected_next_offset)
+        segment = self._local.roll(expected_next_offset)
+        self._producer_state.snapshot_at_roll(segment.base_offset)
+        return segment
 
     # -- read ----------------------------------------------------------------------------
     def read(
@@ -267,6 +317,7 @@ class Log:
         deleted = local.delete_segments_while(predicate, high_watermark)
         if deleted:
             self._log_start_offset = max(self._log_start_offset, local.segments[0].base_offset)
+            self._producer_state.delete_snapshots_before(local.segments[0].base_offset)
         return deleted
 
     def maybe_increment_log_start_offset(
@@ -349,12 +400,16 @@ class Log:
         if self._log_start_offset > new_end:
             self._log_start_offset = new_end
             self._write_log_start_offset_checkpoint()
+        rebuild_producer_state(self._producer_state, local.segments, new_end)
+        self._truncate_cleaner_checkpoint(new_end)
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete all data and restart the log empty at ``new_offset`` (its new start)."""
         self._local.check_open()
         self._local.truncate_fully_and_start_at(new_offset)
+        self._producer_state.truncate_fully_and_start_at(new_offset)
+        self._truncate_cleaner_checkpoint(new_offset)
         self._log_start_offset = new_offset
         self._write_log_start_offset_checkpoint()
 
@@ -374,12 +429,42 @@ class Log:
         return True
 
     def close(self) -> None:
-        """Close every file; the log object is unusable afterwards."""
+        """Snapshot the producer state and close every file; the log object is unusable
+        afterwards."""
+        if not self._local.is_closed:
+            self._producer_state.update_map_end_offset(self._local.log_end_offset)
+            self._producer_state.take_snapshot()
         self._local.close()
 
     def delete(self) -> None:
         """Close the log and remove its directory."""
         self._local.delete()
+
+    # -- log cleaner (compaction) ----------------------------------------------------------
+    def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
+        """Swap a cleaned segment (open on its ``.swap`` files) in for the contiguous
+        ``old_segments`` it was written from; offsets, log start and log end are unchanged."""
+        self._local.check_open()
+        self._local.replace_segments(new_segment, old_segments)
+
+    def _truncate_cleaner_checkpoint(self, offset: int) -> None:
+        truncate_cleaner_checkpoint(self.dir, self.topic, self.partition, offset)
+
+    # -- producer state ------------------------------------------------------------------
+    def _load_producer_state(self, had_clean_shutdown: bool) -> None:
+        state = self._producer_state
+        segments = self._local.segments
+        state.remove_stray_snapshots(segment.base_offset for segment in segments)
+        rebuild_producer_state(
+            state, segments, self._local.log_end_offset,
+            reload_from_clean_shutdown=had_clean_shutdown,
+        )  # fmt: skip
+
+    def remove_expired_producers(self, producer_id_expiration_ms: int) -> int:
+        """Forget idle producer ids (``producer.id.expiration.ms``); returns how many."""
+        return self._producer_state.remove_expired_producers(
+            self._clock(), producer_id_expiration_ms
+        )
 
     def __repr__(self) -> str:
         return (

@@ -19,11 +19,15 @@ from sluice.config import (
     parse_listener,
     topic_config_defaults,
 )
-from sluice.log import LogConfig, LogManager
+from sluice.coordinator import GroupCoordinator
+from sluice.coordinator.runtime import build_group_coordinator, run_group_coordinator
+from sluice.log import Log, LogConfig, LogManager
+from sluice.log.cleaner import CompactionConfig, LogCleaner
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.fetch_session import FetchSessionCache
 from sluice.server.network import Handler, KafkaServer
+from sluice.server.producer_ids import ProducerIdManager
 from sluice.server.replica_manager import ReplicaManager
 from sluice.server.topics import InvalidTopicError, TopicInfo, TopicRegistry
 
@@ -51,6 +55,9 @@ class Broker:
         self.registry: TopicRegistry
         self.log_manager: LogManager
         self.replica_manager: ReplicaManager
+        self.log_cleaner: LogCleaner
+        self.group_coordinator: GroupCoordinator
+        self.producer_id_manager: ProducerIdManager
         self.versions: VersionTable = DEFAULT_VERSIONS
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -72,8 +79,12 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.broker_id, self._make_purgatory, min_isr=self._min_isr
         )
+        self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
         for info in self.registry.topics.values():
             self._host_partitions(info, list(info.assignment))
+        # Group coordinator: creates __consumer_offsets if needed, loads it in the background.
+        self.group_coordinator = build_group_coordinator(self)
+        self._tasks.append(asyncio.create_task(run_group_coordinator(self.group_coordinator)))
         from sluice.server.handlers import build_handlers
 
         handlers: dict[int, Handler] = {
@@ -91,6 +102,7 @@ class Broker:
         if self.advertised and self.advertised[0][1] == 0:  # port 0: advertise the real one
             self.advertised[0] = (self.advertised[0][0], self.servers[0].port)
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._start_log_cleaner()
         bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
         log.info(
             "Sluice broker %d ready on %s (cluster %s, %d topics, started in %.0f ms)",
@@ -102,10 +114,12 @@ class Broker:
         """Stop accepting, answer requests in flight, flush and close the logs cleanly."""
         for server in self.servers:
             await server.stop_accepting()
+        self.group_coordinator.shutdown()  # answer waiting JoinGroup/SyncGroup: NOT_COORDINATOR
         for server in self.servers:
             await server.drain_and_close(timeout_s=10)
         for task in self._tasks:
             task.cancel()
+        self.log_cleaner.shutdown()  # drops a half-written cleaned segment
         self.replica_manager.shutdown()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
@@ -159,6 +173,9 @@ class Broker:
         interval_s = self.config["log.retention.check.interval.ms"] / 1000
         flush_s = min(interval_s, 1.0)
         next_retention = time.monotonic() + interval_s
+        # Kafka's producer.id.expiration.check.interval.ms (10 min), never longer than the expiry.
+        expiry_s = min(600_000, self.config["producer.id.expiration.ms"]) / 1000
+        next_expiry = time.monotonic() + expiry_s
         while True:
             await asyncio.sleep(flush_s)
             try:
@@ -166,8 +183,41 @@ class Broker:
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + interval_s
                     self.run_retention()
+                if time.monotonic() >= next_expiry:
+                    next_expiry = time.monotonic() + expiry_s
+                    self.remove_expired_producers()
             except Exception:
                 log.exception("log housekeeping failed")
+
+    # -- log compaction -----------------------------------------------------------------
+    def _start_log_cleaner(self) -> None:
+        self.log_cleaner = LogCleaner(
+            lambda: list(self.log_manager), config_for=self._compaction_config,
+            high_watermark=self._cleaner_bound, clock=wall_clock_ms,
+        )  # fmt: skip
+        if self.config["log.cleaner.enable"]:
+            self._tasks.append(asyncio.create_task(self._run_log_cleaner()))
+
+    async def _run_log_cleaner(self) -> None:
+        """Compaction on the event loop thread (the log classes are not thread-safe): one
+        bounded slice per loop iteration while there is work, log.cleaner.backoff.ms of
+        sleep when there is none. Progress: ``log_cleaner.passes_completed``."""
+        backoff_s = self.config["log.cleaner.backoff.ms"] / 1000
+        while True:
+            try:
+                busy = self.log_cleaner.step()
+            except Exception:
+                log.exception("log cleaner failed")
+                busy = False
+            await asyncio.sleep(0 if busy else backoff_s)
+
+    def _compaction_config(self, log_: Log) -> CompactionConfig:
+        return CompactionConfig.from_topic_configs(self.topic_configs(log_.topic))
+
+    def _cleaner_bound(self, log_: Log) -> int:
+        """Cleaning stops at the partition's last stable offset (the HW until transactions)."""
+        partition = self.replica_manager.partitions.get(TopicPartition(log_.topic, log_.partition))
+        return 0 if partition is None else partition.last_stable_offset
 
     def run_retention(self) -> int:
         hws = {tp: p.high_watermark for tp, p in self.replica_manager.partitions.items()}
@@ -175,6 +225,11 @@ class Broker:
         if deleted:
             log.info("retention deleted %d segments", deleted)
         return deleted
+
+    def remove_expired_producers(self) -> int:
+        """Forget producer ids idle for producer.id.expiration.ms in every partition."""
+        expiration_ms = self.config["producer.id.expiration.ms"]
+        return sum(log_.remove_expired_producers(expiration_ms) for log_ in self.log_manager)
 
     # -- topics ---------------------------------------------------------------------
     def _default_log_config(self) -> LogConfig:

@@ -1,0 +1,6 @@
+"""Coordinators: the classic group coordinator (``sluice.coordinator.group``) and its
+broker wiring (``sluice.coordinator.runtime``)."""
+
+from sluice.coordinator.group import GroupConfig, GroupCoordinator
+
+__all__ = ["GroupConfig", "GroupCoordinator"]

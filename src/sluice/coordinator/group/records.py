@@ -1,0 +1,320 @@
+"""Kafka's own records for ``__consumer_offsets``, in magic-v2 record batches.
+
+Keys and values are Kafka's ``OffsetCommitKey`` (versions 0-1: group, topic,
+partition), ``GroupMetadataKey`` (version 2: group), ``OffsetCommitValue``
+(versions 0-3; Sluice writes v1 when the commit carries an expire timestamp,
+else v3, as Kafka 2.1+ does) and ``GroupMetadataValue`` (versions 0-3; written
+as v3). Each is a version int16 followed by the struct in Kafka's classic
+(non-flexible) encoding. A null value is a tombstone. Batches are built and
+read with kio's record-batch writer and reader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+from collections.abc import Iterator
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_new_batch
+from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
+
+from sluice.coordinator.group.offsets import OffsetAndMetadata
+
+__all__ = [
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "MemberRecord",
+    "OffsetCommitKey",
+    "RecordError",
+    "build_batch",
+    "group_metadata_key",
+    "group_metadata_value",
+    "offset_commit_key",
+    "offset_commit_value",
+    "read_batches",
+    "read_group_metadata_value",
+    "read_key",
+    "read_offset_commit_value",
+    "read_subscription_topics",
+]
+
+_COMPRESSION_MASK = 0x07
+_CONTROL_FLAG = 0x20
+_ATTRIBUTES_AT = 21  # base offset 8, length 4, epoch 4, magic 1, crc 4
+
+
+class RecordError(ValueError):
+    """An internal record that cannot be decoded."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    """The key of a committed offset: group, topic and partition."""
+
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    """The key of a group's metadata record."""
+
+    group: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberRecord:
+    """One member in a ``GroupMetadataValue``."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    """A group's generation, protocol, leader and members, as Kafka persists it."""
+
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: tuple[MemberRecord, ...]
+
+
+# -- classic encoding ----------------------------------------------------------------------
+class _Writer:
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def int16(self, v: int) -> _Writer:
+        self.buf += struct.pack(">h", v)
+        return self
+
+    def int32(self, v: int) -> _Writer:
+        self.buf += struct.pack(">i", v)
+        return self
+
+    def int64(self, v: int) -> _Writer:
+        self.buf += struct.pack(">q", v)
+        return self
+
+    def string(self, v: str | None) -> _Writer:
+        if v is None:
+            return self.int16(-1)
+        raw = v.encode()
+        self.int16(len(raw))
+        self.buf += raw
+        return self
+
+    def bytes_(self, v: bytes | None) -> _Writer:
+        if v is None:
+            return self.int32(-1)
+        self.int32(len(v))
+        self.buf += v
+        return self
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, fmt: str, size: int) -> int:
+        if self.pos + size > len(self.data):
+            raise RecordError("record is truncated")
+        (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return int(value)
+
+    def int16(self) -> int:
+        return self._take(">h", 2)
+
+    def int32(self) -> int:
+        return self._take(">i", 4)
+
+    def int64(self) -> int:
+        return self._take(">q", 8)
+
+    def _raw(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise RecordError("record is truncated")
+        raw = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return raw
+
+    def nullable_string(self) -> str | None:
+        n = self.int16()
+        return None if n == -1 else self._raw(n).decode()
+
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise RecordError("null where a string is required")
+        return value
+
+    def bytes_(self) -> bytes:
+        n = self.int32()
+        return b"" if n == -1 else self._raw(n)
+
+
+# -- keys and values --------------------------------------------------------------------
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    return bytes(_Writer().int16(1).string(group).string(topic).int32(partition).buf)
+
+
+def group_metadata_key(group: str) -> bytes:
+    return bytes(_Writer().int16(2).string(group).buf)
+
+
+def read_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
+    """The decoded key, or None for key versions Sluice does not know (newer protocols)."""
+    r = _Reader(data)
+    version = r.int16()
+    if version in (0, 1):
+        return OffsetCommitKey(r.string(), r.string(), r.int32())
+    if version == 2:
+        return GroupMetadataKey(r.string())
+    return None
+
+
+def offset_commit_value(value: OffsetAndMetadata) -> bytes:
+    w = _Writer()
+    if value.expire_timestamp is not None:
+        w.int16(1).int64(value.offset).string(value.metadata)
+        return bytes(w.int64(value.commit_timestamp).int64(value.expire_timestamp).buf)
+    epoch = -1 if value.leader_epoch is None else value.leader_epoch
+    w.int16(3).int64(value.offset).int32(epoch).string(value.metadata)
+    return bytes(w.int64(value.commit_timestamp).buf)
+
+
+def read_offset_commit_value(data: bytes) -> OffsetAndMetadata:
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 3:
+        raise RecordError(f"unknown OffsetCommitValue version {version}")
+    offset = r.int64()
+    epoch = r.int32() if version >= 3 else -1
+    metadata = r.string()
+    commit_timestamp = r.int64()
+    expire = r.int64() if version == 1 else -1
+    return OffsetAndMetadata(
+        offset,
+        None if epoch < 0 else epoch,
+        metadata,
+        commit_timestamp,
+        None if expire < 0 else expire,
+    )
+
+
+def group_metadata_value(value: GroupMetadataValue) -> bytes:
+    w = _Writer().int16(3).string(value.protocol_type).int32(value.generation)
+    w.string(value.protocol).string(value.leader).int64(value.current_state_timestamp)
+    w.int32(len(value.members))
+    for m in value.members:
+        w.string(m.member_id).string(m.group_instance_id).string(m.client_id)
+        w.string(m.client_host).int32(m.rebalance_timeout).int32(m.session_timeout)
+        w.bytes_(m.subscription).bytes_(m.assignment)
+    return bytes(w.buf)
+
+
+def read_group_metadata_value(data: bytes) -> GroupMetadataValue:
+    r = _Reader(data)
+    version = r.int16()
+    if not 0 <= version <= 3:
+        raise RecordError(f"unknown GroupMetadataValue version {version}")
+    protocol_type, generation = r.string(), r.int32()
+    protocol, leader = r.nullable_string(), r.nullable_string()
+    timestamp = r.int64() if version >= 2 else -1
+    members = []
+    for _ in range(r.int32()):
+        member_id = r.string()
+        instance_id = r.nullable_string() if version >= 3 else None
+        client_id, client_host = r.string(), r.string()
+        session_timeout = rebalance_timeout = -1
+        if version >= 1:
+            rebalance_timeout = r.int32()
+        session_timeout = r.int32()
+        if version == 0:
+            rebalance_timeout = session_timeout
+        members.append(
+            MemberRecord(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                r.bytes_(),
+                r.bytes_(),
+            )
+        )
+    return GroupMetadataValue(
+        protocol_type, generation, protocol, leader, timestamp, tuple(members)
+    )
+
+
+def read_subscription_topics(metadata: bytes) -> list[str]:
+    """The topics of a ``ConsumerProtocolSubscription`` (any version: topics come first)."""
+    r = _Reader(metadata)
+    r.int16()
+    count = r.int32()
+    if count < 0 or count > len(metadata):
+        raise RecordError("bad topic count in subscription")
+    return [r.string() for _ in range(count)]
+
+
+# -- batches ----------------------------------------------------------------------------
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
+    """An uncompressed magic-v2 batch of (key, value) records; the log assigns offsets."""
+    ts = TZAwareMicros.parse(datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC))
+    batch = NewRecordBatch(
+        producer_id=i64(-1),
+        producer_epoch=i16(-1),
+        base_sequence=i32(-1),
+        attributes=i16(0),
+        records=tuple(
+            Record(attributes=i8(0), timestamp=ts, offset=i64(i), key=k, value=v, headers=())
+            for i, (k, v) in enumerate(records)
+        ),
+    )
+    buf = io.BytesIO()
+    write_new_batch(buf, batch)
+    return buf.getvalue()
+
+
+def read_batches(data: bytes) -> Iterator[tuple[int, int, list[tuple[bytes | None, bytes | None]]]]:
+    """(base offset, next offset, [(key, value), ...]) per whole batch in ``data``; a control batch
+    has no records, a partial batch at the end is left out, a compressed one is rejected."""
+    pos = 0
+    view = memoryview(data).toreadonly()
+    while pos + 12 <= len(data):
+        base_offset, length = struct.unpack_from(">qi", data, pos)
+        end = pos + 12 + length
+        if length < _ATTRIBUTES_AT or end > len(data):
+            return
+        (attributes,) = struct.unpack_from(">h", data, pos + _ATTRIBUTES_AT)
+        if attributes & _COMPRESSION_MASK:
+            raise RecordError(f"compressed batch at offset {base_offset} in __consumer_offsets")
+        try:
+            batch, _ = read_batch(view, pos)
+        except ValueError as exc:
+            raise RecordError(f"bad batch at offset {base_offset}: {exc}") from exc
+        records = [] if attributes & _CONTROL_FLAG else [(r.key, r.value) for r in batch.records]
+        yield base_offset, base_offset + batch.last_offset_delta + 1, records
+        pos = end

@@ -1,0 +1,137 @@
+"""The group coordinator's I/O shell: ``__consumer_offsets`` through the replica manager,
+creation of the topic, asynchronous loading and the offset-expiration schedule."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from sluice.common import TopicPartition
+from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME, GroupConfig, GroupCoordinator
+from sluice.coordinator.group.manager import AppendCallback
+from sluice.server.delayed import ProducePartitionStatus
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+    from sluice.server.replica_manager import ReplicaManager
+
+__all__ = [
+    "ReplicaManagerGroupLog",
+    "build_group_coordinator",
+    "deferred",
+    "run_group_coordinator",
+    "wall_clock_ms",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+
+
+def wall_clock_ms() -> int:
+    """Commit and state timestamps are wall-clock time, as in Kafka."""
+    return time.time_ns() // 1_000_000
+
+
+class ReplicaManagerGroupLog:
+    """A ``GroupLog`` over the broker's ``__consumer_offsets`` partitions: acks=all
+    appends through the replica manager, reads from the partition logs up to the HW."""
+
+    def __init__(self, replica_manager: ReplicaManager, timeout_ms: int = 5000) -> None:
+        self.replica_manager = replica_manager
+        self.timeout_ms = timeout_ms
+
+    @staticmethod
+    def _tp(partition: int) -> TopicPartition:
+        return TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
+
+    def append(self, partition: int, records: bytes, callback: AppendCallback) -> None:
+        tp = self._tp(partition)
+
+        def done(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+            status = statuses[tp]
+            callback(status.error, status.base_offset)
+
+        self.replica_manager.append_records(self.timeout_ms, -1, {tp: records}, done)
+
+    def offsets(self, partition: int) -> tuple[int, int]:
+        p = self.replica_manager.get_partition(self._tp(partition))
+        if p is None:
+            return 0, 0
+        return p.log.log_start_offset, p.high_watermark
+
+    def read(self, partition: int, offset: int, max_bytes: int) -> bytes:
+        p = self.replica_manager.get_partition(self._tp(partition))
+        if p is None:
+            return b""
+        return p.log.read(offset, max_bytes, p.high_watermark, True).records.read()
+
+
+def build_group_coordinator(broker: Broker) -> GroupCoordinator:
+    """Create ``__consumer_offsets`` if needed (compacted, one replica on a single node)
+    and a coordinator active for the partitions this broker leads, not yet loaded."""
+    config = GroupConfig.from_broker_config(broker.config)
+    info = broker.registry.get(GROUP_METADATA_TOPIC_NAME)
+    if info is None:
+        info = broker.create_topic(
+            GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions, 1,
+            dict(OFFSETS_TOPIC_CONFIGS),
+        )  # fmt: skip
+    coordinator = GroupCoordinator(
+        config,
+        ReplicaManagerGroupLog(broker.replica_manager, config.offset_commit_timeout_ms),
+        info.num_partitions,
+        broker._make_purgatory("Rebalance", 1000),
+        broker._make_purgatory("Heartbeat", 1000),
+        now_ms=wall_clock_ms,
+    )
+    owned = []
+    for p in info.assignment:
+        partition = broker.replica_manager.get_partition(TopicPartition(info.name, p))
+        if partition is not None and partition.is_leader:
+            owned.append(p)
+    coordinator.startup(owned, load=False)
+    return coordinator
+
+
+async def run_group_coordinator(coordinator: GroupCoordinator) -> None:
+    """Load the offsets partitions one by one (groups in a partition not loaded yet get
+    COORDINATOR_LOAD_IN_PROGRESS), then expire old offsets every
+    offsets.retention.check.interval.ms."""
+    started = time.monotonic()
+    groups = 0
+    for partition in sorted(coordinator.group_manager.loading_partitions):
+        try:
+            groups += coordinator.load_partition(partition)
+        except Exception:
+            log.exception("failed to load %s-%d", GROUP_METADATA_TOPIC_NAME, partition)
+        await asyncio.sleep(0)
+    log.info(
+        "Loaded %d groups from %s in %.0f ms",
+        groups, GROUP_METADATA_TOPIC_NAME, (time.monotonic() - started) * 1000,
+    )  # fmt: skip
+    interval_s = coordinator.config.offsets_retention_check_interval_ms / 1000
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            coordinator.cleanup_expired_offsets()
+        except Exception:
+            log.exception("offset expiration failed")
+
+
+def deferred() -> tuple[Callable[[T], None], Awaitable[T]]:
+    """A callback for the coordinator and an awaitable of the value it is called with,
+    for handlers whose answer may come later (JoinGroup, SyncGroup, OffsetCommit)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def callback(value: T) -> None:
+        if not future.done():
+            future.set_result(value)
+
+    return callback, future

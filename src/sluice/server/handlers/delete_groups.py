@@ -1,0 +1,22 @@
+"""DeleteGroups (42): delete empty groups and their committed offsets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import Request
+from sluice.server.messages import build
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    names = list(dict.fromkeys(body.groups_names))
+    errors = broker.group_coordinator.handle_delete_groups(names)
+    return build(
+        request.response_type,
+        throttle_time=0,
+        results=[{"group_id": g, "error_code": errors[g]} for g in names],
+    )

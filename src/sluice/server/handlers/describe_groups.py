@@ -1,0 +1,47 @@
+"""DescribeGroups (15): state, protocol and members of groups."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+# READ, DELETE and DESCRIBE on a group (bits of Kafka's AclOperation codes); no ACLs here.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NOT_REQUESTED = -(2**31)
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    include_ops = bool(field(body, "include_authorized_operations", False))
+    groups = []
+    for group_id in body.groups:
+        error, summary = broker.group_coordinator.handle_describe_group(group_id)
+        groups.append(
+            {
+                "error_code": error,
+                "group_id": group_id,
+                "group_state": summary.state,
+                "protocol_type": summary.protocol_type,
+                "protocol_data": summary.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in summary.members
+                ],
+                "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
+                if include_ops
+                else NOT_REQUESTED,
+            }
+        )
+    return build(request.response_type, throttle_time=0, groups=groups)

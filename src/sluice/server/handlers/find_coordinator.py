@@ -1,0 +1,50 @@
+"""FindCoordinator (10): which broker coordinates a group (v0-v3 one key, v4+ a batch)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
+    host, port = broker.advertised[0]
+    if key_type == GROUP_KEY_TYPE:
+        coordinator = broker.group_coordinator
+        if not coordinator.is_active or not coordinator.group_manager.is_group_local(key):
+            message = "The coordinator is not available."
+            return _error(key, ErrorCode.coordinator_not_available, message)
+        return {
+            "key": key, "node_id": broker.broker_id, "host": host, "port": port,
+            "error_code": ErrorCode.none, "error_message": None,
+        }  # fmt: skip
+    if key_type == TRANSACTION_KEY_TYPE:
+        return _error(
+            key, ErrorCode.coordinator_not_available,
+            "Sluice has no transaction coordinator yet.",
+        )  # fmt: skip
+    return _error(key, ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}.")
+
+
+def _error(key: str, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {
+        "key": key, "node_id": -1, "host": "", "port": -1,
+        "error_code": code, "error_message": message,
+    }  # fmt: skip
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    key_type = int(field(body, "key_type", GROUP_KEY_TYPE))
+    if request.api_version >= 4:
+        coordinators = [_coordinator(broker, key_type, key) for key in body.coordinator_keys]
+        return build(request.response_type, throttle_time=0, coordinators=coordinators)
+    result = _coordinator(broker, key_type, body.key)
+    return build(request.response_type, throttle_time=0, **result)

@@ -1,0 +1,19 @@
+"""Heartbeat (12): a member is alive; tells it when the group rebalances."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    error = broker.group_coordinator.handle_heartbeat(
+        body.group_id, body.member_id, field(body, "group_instance_id"), int(body.generation_id)
+    )
+    return build(request.response_type, throttle_time=0, error_code=error)

@@ -1,0 +1,33 @@
+"""LeaveGroup (13): members leave a group (v3+: several, possibly by instance id)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.coordinator.group import MemberIdentity
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    coordinator = broker.group_coordinator
+    if request.api_version < 3:
+        group_error, errors = coordinator.handle_leave_group(
+            body.group_id, [(body.member_id, None)]
+        )
+        error = group_error if group_error != ErrorCode.none or not errors else errors[0]
+        return build(request.response_type, throttle_time=0, error_code=error)
+    leaving: list[MemberIdentity] = [(m.member_id, m.group_instance_id) for m in body.members]
+    reasons = {field(m, "reason") for m in body.members} - {None}
+    group_error, errors = coordinator.handle_leave_group(
+        body.group_id, leaving, next(iter(reasons)) if len(reasons) == 1 else None
+    )
+    members = [
+        {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
+        for (member_id, instance_id), code in zip(leaving, errors, strict=False)
+    ]
+    return build(request.response_type, throttle_time=0, error_code=group_error, members=members)

@@ -1,0 +1,32 @@
+"""ListGroups (16): the groups this coordinator knows (v4+: by state, v5+: by type)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    error, groups = broker.group_coordinator.handle_list_groups(
+        field(body, "states_filter", ()), field(body, "types_filter", ())
+    )
+    return build(
+        request.response_type,
+        throttle_time=0,
+        error_code=error,
+        groups=[
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type,
+                "group_state": g.state,
+                "group_type": "classic",
+            }
+            for g in groups
+        ],
+    )

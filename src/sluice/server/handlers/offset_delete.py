@@ -1,0 +1,43 @@
+"""OffsetDelete (47): delete a group's committed offsets for some partitions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    order: list[TopicPartition] = []
+    errors: dict[TopicPartition, ErrorCode] = {}
+    known: list[TopicPartition] = []
+    for topic in body.topics:
+        info = broker.registry.get(topic.name)
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, int(p.partition_index))
+            order.append(tp)
+            if info is None or tp.partition not in info.assignment:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                known.append(tp)
+    group_error, deleted = broker.group_coordinator.handle_delete_offsets(body.group_id, known)
+    if group_error != ErrorCode.none:
+        return build(request.response_type, throttle_time=0, error_code=group_error, topics=[])
+    errors.update(deleted)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp in order:
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "error_code": errors.get(tp, ErrorCode.none)}
+        )
+    return build(
+        request.response_type,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    )

@@ -1,0 +1,69 @@
+"""OffsetFetch (9): a group's committed offsets (v8: several groups at once)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.coordinator.group import OffsetAndMetadata
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def _partitions(topics: Any) -> list[TopicPartition] | None:
+    if topics is None:
+        return None
+    return [TopicPartition(t.name, int(p)) for t in topics for p in t.partition_indexes]
+
+
+def _topics(
+    offsets: dict[TopicPartition, OffsetAndMetadata | None], error: ErrorCode
+) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, om in offsets.items():
+        by_topic.setdefault(tp.topic, []).append(
+            {
+                "partition_index": tp.partition,
+                "committed_offset": -1 if om is None else om.offset,
+                "committed_leader_epoch": -1
+                if om is None or om.leader_epoch is None
+                else om.leader_epoch,
+                "metadata": "" if om is None else om.metadata,
+                "error_code": error,
+            }
+        )
+    return [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+def _fetch(
+    broker: Broker, group_id: str, requested: list[TopicPartition] | None, require_stable: bool
+) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    error, offsets = broker.group_coordinator.handle_fetch_offsets(
+        group_id, requested, require_stable
+    )
+    return error, _topics(offsets, ErrorCode.none)
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    version = request.api_version
+    require_stable = bool(field(body, "require_stable", False))
+    if version >= 8:
+        groups = []
+        for group in body.groups:
+            error, topics = _fetch(
+                broker, group.group_id, _partitions(group.topics), require_stable
+            )
+            groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
+        return build(request.response_type, throttle_time=0, groups=groups)
+    requested = _partitions(body.topics)
+    error, topics = _fetch(broker, body.group_id, requested, require_stable)
+    if error != ErrorCode.none and version < 2:
+        # v1 has no group-level error: every requested partition carries it.
+        topics = _topics(dict.fromkeys(requested or []), error)
+    elif error != ErrorCode.none:
+        topics = []
+    return build(request.response_type, throttle_time=0, topics=topics, error_code=error)

@@ -1,0 +1,204 @@
+"""Real-client helpers for the group tests: a confluent-kafka consumer on its own thread
+that commits every record synchronously, a consumer in a subprocess that can be killed,
+and checks of the coordinator's view of a group (no fixed sleeps: conditions with
+deadlines)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CTP
+from confluent_kafka.admin import AdminClient, NewTopic
+
+FAST_GROUP = {
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 300,
+    "topic.metadata.refresh.interval.ms": 1000,
+}
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i, v in enumerate(values):
+        producer.produce(topic, value=v, partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+def describe(bootstrap: str, group: str) -> Any:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(10)
+
+
+def coordinator_view(bootstrap: str, group: str) -> tuple[str, dict[str, set[int]]]:
+    """(state, member id -> assigned partitions) as DescribeGroups reports them."""
+    d = describe(bootstrap, group)
+    members = {
+        m.member_id: {tp.partition for tp in (m.assignment.topic_partitions or [])}
+        for m in d.members
+    }
+    return d.state.name, members
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    """The group's committed offsets, read by a consumer that does not join the group."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        tps = consumer.committed([CTP(topic, p) for p in range(partitions)], timeout=10)
+        return [tp.offset for tp in tps]
+    finally:
+        consumer.close()
+
+
+def assert_spread(assignments: list[set[int]], partitions: int) -> None:
+    """Every partition owned by exactly one member, spread evenly."""
+    owned = [p for a in assignments for p in a]
+    assert sorted(owned) == list(range(partitions)), assignments
+    sizes = [len(a) for a in assignments]
+    assert max(sizes) - min(sizes) <= 1, assignments
+
+
+class ConsumerThread:
+    """A confluent-kafka group consumer polling on its own thread. Each record counts
+    as read once its offset is committed synchronously (a failed commit means a new
+    owner will deliver it again)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **conf: Any) -> None:
+        self.records: list[bytes] = []
+        self.owned: set[int] = set()
+        self.rebalances = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._close_leaves = True
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                **FAST_GROUP,
+                **conf,
+            }
+        )
+        self.consumer.subscribe(
+            [topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+        )
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_assign(self, _consumer: Any, partitions: list[CTP]) -> None:
+        self.rebalances += 1
+        self.owned |= {tp.partition for tp in partitions}
+
+    def _on_revoke(self, _consumer: Any, partitions: list[CTP]) -> None:
+        self.rebalances += 1
+        self.owned -= {tp.partition for tp in partitions}
+
+    def start(self) -> ConsumerThread:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msg = self.consumer.poll(0.1)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                self.errors.append(str(msg.error()))
+                continue
+            try:
+                result = self.consumer.commit(message=msg, asynchronous=False)
+            except KafkaException as exc:
+                self.errors.append(f"commit: {exc}")
+                continue
+            if result and all(tp.error is None for tp in result):
+                self.records.append(msg.value())
+        self.consumer.close()
+
+    def stop(self) -> None:
+        """Close cleanly (revoke, LeaveGroup) from the polling thread."""
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive()
+
+
+_CHILD = r"""
+import json, sys
+from confluent_kafka import Consumer
+conf = json.loads(sys.argv[1]); topic = sys.argv[2]
+owned = set()
+def report():
+    print(json.dumps({"owned": sorted(owned)}), flush=True)
+def on_assign(c, ps):
+    owned.update(tp.partition for tp in ps); report()
+def on_revoke(c, ps):
+    owned.difference_update(tp.partition for tp in ps); report()
+c = Consumer(conf)
+c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+while True:
+    m = c.poll(0.1)
+    if m is None or m.error() is not None:
+        continue
+    try:
+        result = c.commit(message=m, asynchronous=False)
+    except Exception:
+        continue
+    if result and all(tp.error is None for tp in result):
+        print(json.dumps({"record": m.value().decode()}), flush=True)
+"""
+
+
+class ConsumerProcess:
+    """The same consumer in a child process, reporting on stdout; ``kill()`` is SIGKILL."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, **conf: Any) -> None:
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **FAST_GROUP,
+            **conf,
+        }
+        self.records: list[bytes] = []
+        self.owned: set[int] = set()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, json.dumps(config), topic],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            event = json.loads(line)
+            if "record" in event:
+                self.records.append(event["record"].encode())
+            else:
+                self.owned = set(event["owned"])
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(30)
+        self._reader.join(30)

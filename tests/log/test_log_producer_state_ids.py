@@ -1,0 +1,37 @@
+"""ProducerIdManager: producer ids come from persisted blocks and are never reused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sluice.server.producer_ids import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
+
+
+def test_ids_are_monotonic_within_and_across_blocks(tmp_path: Path) -> None:
+    manager = ProducerIdManager(tmp_path, broker_id=3, block_size=4)
+    assert not (tmp_path / PRODUCER_ID_BLOCK_FILE).exists()
+    ids = [manager.generate_producer_id() for _ in range(10)]
+    assert ids == list(range(10))
+    stored = json.loads((tmp_path / PRODUCER_ID_BLOCK_FILE).read_text())
+    assert stored == {"version": 1, "broker": 3, "block_start": "8", "block_end": "11"}
+
+
+def test_a_restart_continues_after_the_last_reserved_block(tmp_path: Path) -> None:
+    first = ProducerIdManager(tmp_path, broker_id=0, block_size=1000)
+    used = [first.generate_producer_id() for _ in range(3)]
+    assert used == [0, 1, 2]
+    # A crash or restart: the rest of block 0..999 is skipped, never handed out again.
+    second = ProducerIdManager(tmp_path, broker_id=0, block_size=1000)
+    assert second.generate_producer_id() == 1000
+    third = ProducerIdManager(tmp_path, broker_id=0, block_size=1000)
+    assert third.generate_producer_id() == 2000
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_malformed_block_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / PRODUCER_ID_BLOCK_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match="Malformed producer id block"):
+        ProducerIdManager(tmp_path, broker_id=0).generate_producer_id()
