@@ -12,10 +12,6 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTP
 from kafka.admin import NewTopic
 
-# Idempotent producers need InitProducerId, which arrives with the idempotence work;
-# until then these producers run with it off (confluent-kafka's default is off).
-NO_IDEMPOTENCE = {"enable_idempotence": False}
-
 
 def kp_create(bootstrap: str, name: str, partitions: int) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -28,9 +24,7 @@ def kp_create(bootstrap: str, name: str, partitions: int) -> None:
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
 def test_kafka_python_round_trip(broker: BrokerProcess, topic: str, codec: str | None) -> None:
     kp_create(broker.bootstrap, topic, 2)
-    producer = KafkaProducer(
-        bootstrap_servers=broker.bootstrap, compression_type=codec, **NO_IDEMPOTENCE
-    )
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec)
     futures = [
         producer.send(
             topic, key=b"k%d" % (i % 4), value=b"v%d" % i, headers=[("n", b"%d" % i)],
