@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -460,3 +461,37 @@ def test_compaction_config_from_topic_configs() -> None:
          "min.compaction.lag.ms": None, "max.compaction.lag.ms": "7"}
     )  # fmt: skip
     assert config == CompactionConfig(5, 0.25, 0, 7)
+
+
+def test_a_corrupt_batch_fails_the_pass_and_the_log_is_retried_later(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    log = open_log(tmp_path / "t-0", clock)
+    _fill(log, clock, 60)
+    log.roll()
+    segment = log.segments[2]
+    corrupted = bytearray(segment.log.read(0, segment.size))
+    corrupted[70] ^= 0xFF  # inside the first batch's records: its CRC no longer matches
+    os.pwrite(segment.log.fileno(), bytes(corrupted), 0)
+    cleaner = cleaner_for(log, clock)
+    cleaner.retry_failed_after_ms = 10 * SECOND
+    while cleaner.step():
+        pass
+    assert cleaner.passes_failed == 1 and cleaner.passes_completed == 0
+    assert not _dirty_files(log) and read_cleaner_checkpoint(log.dir) is None
+    assert cleaner.cleanable_logs() == []  # skipped until the retry time
+    clock.advance(10 * SECOND)
+    assert len(cleaner.cleanable_logs()) == 1
+
+
+def test_a_malformed_checkpoint_skips_only_that_log(tmp_path: Path, clock: ManualClock) -> None:
+    bad, good = open_log(tmp_path / "bad-0", clock), open_log(tmp_path / "good-0", clock)
+    for log in (bad, good):
+        _fill(log, clock, 30)
+        log.roll()
+    (bad.dir / CLEANER_CHECKPOINT).write_text("garbage")
+    cleaner = LogCleaner(
+        lambda: [bad, good], config_for=lambda _: CompactionConfig(min_cleanable_dirty_ratio=0),
+        clock=clock,
+    )  # fmt: skip
+    assert [c.log for c in cleaner.cleanable_logs()] == [good]

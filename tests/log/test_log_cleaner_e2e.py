@@ -61,7 +61,8 @@ def test_a_compacted_topic_serves_the_latest_value_per_key() -> None:
 
         broker = embedded.broker
         log = broker.log_manager.get_log(TOPIC, 0)
-        assert log is not None and log.number_of_segments > 5
+        assert log is not None  # the cleaner may already have merged segments: no count here
+        assert log.active_segment.base_offset > last_update  # the fillers rolled the updates out
 
         def cleaned_past_the_updates() -> bool:
             checkpoint = read_cleaner_checkpoint(log.dir)

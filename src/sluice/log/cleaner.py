@@ -179,19 +179,30 @@ class LogCleaner:
         delete horizon that has passed."""
         now = self.clock() if now is None else now
         found: list[LogToClean] = []
+        live: set[Path] = set()
         for log in self.logs():
             if log.is_closed or not log.config.compact_enabled:
                 continue
+            live.add(log.dir)
             state = self._states.get(log.dir)
             if state is not None and state.retry_after_ms > now:
                 continue
-            candidate = self.log_to_clean(log, now)
+            try:
+                candidate = self.log_to_clean(log, now)
+            except Exception:  # e.g. a malformed checkpoint: skip this log for a while
+                self._states.setdefault(log.dir, _LogState()).retry_after_ms = (
+                    now + self.retry_failed_after_ms
+                )
+                logger.exception("%s: cannot compute its cleanable range", log.dir.name)
+                continue
             ratio = self.config_for(log).min_cleanable_dirty_ratio
             dirty = candidate.cleanable_bytes > 0 and (
                 candidate.cleanable_ratio >= ratio or candidate.max_compaction_delay_ms > 0
             )
             if dirty or candidate.delete_horizon_due:
                 found.append(candidate)
+        for gone in [d for d in self._states if d not in live]:
+            del self._states[gone]  # deleted topics, or no longer compacted
         found.sort(key=lambda c: (c.max_compaction_delay_ms > 0, c.cleanable_ratio), reverse=True)
         return found
 
