@@ -1,0 +1,63 @@
+"""A single broker with no ZooKeeper: the same controller on an InProcessStore, threaded."""
+
+from __future__ import annotations
+
+from controller_support import wait_until
+
+from sluice.clock import MonotonicClock
+from sluice.common import TopicPartition
+from sluice.controller import (
+    AdminZkClient,
+    Broker,
+    ControlledShutdownResult,
+    ControllerConfig,
+    KafkaController,
+    KafkaZkClient,
+    LeaderAndIsrRequest,
+    RecordingControllerChannel,
+)
+from sluice.coordination import InProcessStore
+from sluice.protocol.errors import ErrorCode
+
+
+def test_a_single_node_broker_controls_itself() -> None:
+    zk = KafkaZkClient(InProcessStore())
+    zk.create_top_level_paths()
+    broker = Broker.plaintext(0, "127.0.0.1", 9092)
+    channel = RecordingControllerChannel()
+    controller = KafkaController(
+        ControllerConfig(0),
+        zk,
+        channel,
+        MonotonicClock(),
+        broker=broker,
+        broker_epoch=zk.register_broker(broker),
+    )
+    controller.startup()
+    try:
+        wait_until(lambda: controller.is_active, "the broker to elect itself")
+        AdminZkClient(zk).create_topic("events", partitions=3, replication_factor=1)
+        tps = [TopicPartition("events", p) for p in range(3)]
+
+        def led() -> bool:
+            states = zk.get_topic_partition_states(tps)
+            return len(states) == 3 and all(s.leader_and_isr.leader == 0 for s in states.values())
+
+        wait_until(led, "the partitions to be led by broker 0")
+        wait_until(lambda: controller.event_manager.is_empty(), "the controller to go idle")
+        became_leader = {
+            s.topic_partition
+            for sent in channel.sent
+            if isinstance(sent.request, LeaderAndIsrRequest)
+            for s in sent.request.partition_states
+        }
+        assert became_leader == set(tps)
+
+        answers: list[ControlledShutdownResult] = []
+        controller.controlled_shutdown(0, controller.broker_epoch, answers.append)
+        wait_until(lambda: bool(answers), "the controlled shutdown answer")
+        assert answers[0].error_code is ErrorCode.none
+        assert answers[0].partitions_remaining == frozenset()  # single replicas cannot move
+    finally:
+        controller.shutdown()
+        zk.store.close()
