@@ -178,8 +178,9 @@ def null_sink() -> AbstractContextManager[Broker]:
 
 
 @contextlib.contextmanager
-def sluice(python: str | None = None) -> Iterator[Broker]:
-    """Sluice as ``python -m sluice broker``, with a fresh log directory removed afterwards."""
+def sluice(python: str | None = None, overrides: dict[str, str] | None = None) -> Iterator[Broker]:
+    """Sluice as ``python -m sluice broker``, with a fresh log directory removed afterwards;
+    ``overrides`` adds broker properties (Kafka names)."""
     port = free_port()
     listener = f"PLAINTEXT://{HOST}:{port}"
     with tempfile.TemporaryDirectory(prefix="bench-sluice-") as tmp:
@@ -197,6 +198,8 @@ def sluice(python: str | None = None) -> Iterator[Broker]:
             "--override",
             f"log.dirs={logs}",
         ]
+        for key, value in (overrides or {}).items():
+            argv += ["--override", f"{key}={value}"]
         with launch(argv, port, Path(tmp)) as broker:
             yield broker
 

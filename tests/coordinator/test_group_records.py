@@ -174,3 +174,55 @@ def test_group_log_over_a_real_partition(tmp_path: Path) -> None:
     assert group_log.offsets(1) == (0, 0) and group_log.read(1, 0, 100) == b""
     rm.shutdown()
     log.close()
+
+
+def test_a_compacted_offsets_partition_loads_the_same_state(tmp_path: Path) -> None:
+    """Many commits and a deleted group, compacted by the LogCleaner: a coordinator loading
+    the cleaned log sees the same offsets and groups as before cleaning."""
+    from group_helpers import Harness
+
+    from sluice.coordinator.group import GroupCoordinator
+    from sluice.log.cleaner import LogCleaner
+
+    clock = ManualClock(1_700_000_000_000)
+
+    def make(name: str, purge_interval: int) -> Any:
+        return DelayedOperationPurgatory(
+            name, purge_interval=purge_interval, reaper_enabled=False, clock=clock
+        )
+
+    rm = ReplicaManager(0, make)
+    log = Log(
+        tmp_path / "__consumer_offsets-0", LogConfig(segment_bytes=600, cleanup_policy="compact")
+    )
+    rm.add_partition(TopicPartition("__consumer_offsets", 0), log, [0])
+
+    def coordinator() -> GroupCoordinator:
+        h = Harness(partitions=1)  # config and purgatories on a manual clock
+        c = GroupCoordinator(
+            h.config, ReplicaManagerGroupLog(rm), 1, h.purgatories[0], h.purgatories[1],
+            now_ms=clock.now_ms,
+        )  # fmt: skip
+        c.startup([0])
+        return c
+
+    writer = coordinator()
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    for i in range(30):
+        om = OffsetAndMetadata(i, None, "", clock.now_ms())
+        writer.handle_commit_offsets("g", "", None, -1, {t0: om, t1: om}, lambda _: None)
+        writer.handle_commit_offsets("gone", "", None, -1, {t0: om}, lambda _: None)
+    writer.handle_delete_groups(["gone"])
+    assert log.number_of_segments > 3
+    log.roll()
+    before = writer.handle_fetch_offsets("g", None)
+    size_before = log.size
+
+    cleaned = LogCleaner(lambda: [log]).clean_log(log)
+    assert cleaned.stats.records_removed > 0 and log.size < size_before
+    reader = coordinator()
+    assert reader.handle_fetch_offsets("g", None) == before
+    assert before[1][t0] is not None and before[1][t0].offset == 29
+    assert reader.group_manager.get_group("gone") is None
+    rm.shutdown()
+    log.close()

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+# Kafka's offsetsTopicConfigs: compacted, 100 MiB segments (offsets.topic.segment.bytes).
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 
 
 def wall_clock_ms() -> int:
