@@ -312,10 +312,11 @@ class Broker:
         info = self.registry.delete(name)
         if info is None:
             raise KeyError(name)
-        for p in info.assignment:
-            tp = TopicPartition(name, p)
+        gone = [TopicPartition(name, p) for p in info.assignment]
+        for tp in gone:
             self.replica_manager.remove_partition(tp)
-            self.log_manager.delete_log(name, p)
+            self.log_manager.delete_log(tp.topic, tp.partition)
+        self.group_coordinator.handle_deleted_partitions(gone)  # their committed offsets too
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:

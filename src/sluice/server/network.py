@@ -10,6 +10,7 @@ unsupported versions close that connection; the broker keeps serving.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import time
@@ -28,7 +29,7 @@ from sluice.protocol import (
 )
 from sluice.protocol.fetch import FileRegion
 
-__all__ = ["Handler", "KafkaServer"]
+__all__ = ["CLIENT_HOST", "Handler", "KafkaServer"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,10 @@ Handler = Callable[[Request], Any | Awaitable[Any]]
 """Maps a decoded request to a kio response dataclass, or None for no response."""
 
 READ_CHUNK = 1 << 18
+
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+"""The peer address of the connection whose request is being handled, as Kafka shows it
+(``/127.0.0.1``); each connection runs in its own task, so its own context."""
 
 
 class _SendfileSource:
@@ -154,6 +159,7 @@ class KafkaServer:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         conn = _Connection(writer, peer)
+        CLIENT_HOST.set(f"/{peername[0]}" if peername else "")
         self._connections.add(conn)
         task = asyncio.current_task()
         if task is not None:

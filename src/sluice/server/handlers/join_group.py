@@ -9,6 +9,7 @@ from sluice.coordinator.group import JoinGroupRequestData, JoinGroupResult
 from sluice.coordinator.runtime import deferred
 from sluice.protocol import Request
 from sluice.server.messages import build, field, ms
+from sluice.server.network import CLIENT_HOST
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker
@@ -53,7 +54,7 @@ def handle(broker: Broker, request: Request) -> Any:
         # v0 has no rebalance timeout: the session timeout serves for both.
         rebalance_timeout_ms=ms(field(body, "rebalance_timeout", session_timeout_ms)),
         client_id=request.header.client_id or "",
-        client_host="",
+        client_host=CLIENT_HOST.get(),
         require_known_member_id=version >= 4 and instance_id is None,
         support_skipping_assignment=version >= 9,
         reason=field(body, "reason"),
