@@ -1,0 +1,101 @@
+"""Sluice's Kafka clients: Producer (Kafka's ``KafkaProducer`` design), Consumer, Admin.
+
+    from sluice.client import Consumer, Producer
+
+    with Producer({"bootstrap.servers": "127.0.0.1:9092"}) as producer:
+        producer.send("events", b"hello", key=b"k").get(timeout=10)
+    with Consumer({"bootstrap.servers": "127.0.0.1:9092", "group.id": "g"}) as consumer:
+        consumer.subscribe(["events"])
+        records = consumer.poll(1.0)
+
+The building blocks follow the Java client's classes and names and are usable on
+their own: :class:`BufferPool`, :class:`ProducerBatch`, :class:`RecordAccumulator`,
+:class:`Sender`, :class:`NetworkClient`, :class:`Metadata`, :class:`Cluster`.
+See ``docs/producer.md``.
+"""
+
+from __future__ import annotations
+
+from .accumulator import ReadyCheckResult, RecordAccumulator, RecordAppendResult
+from .admin import (
+    Admin,
+    ClusterDescription,
+    ConfigEntry,
+    ConsumerGroupDescription,
+    GroupListing,
+    MemberDescription,
+    NewTopic,
+    PartitionDescription,
+    TopicDescription,
+)
+from .buffer_pool import BufferPool
+from .cluster import Cluster, Node, PartitionInfo
+from .compression import CompressionType
+from .consumer import (
+    Consumer,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from .errors import (
+    ApiException,
+    BufferExhaustedException,
+    ConfigException,
+    KafkaException,
+    RecordTooLargeException,
+    RetriableException,
+    SerializationException,
+    TimeoutException,
+    exception_for,
+)
+from .metadata import Metadata
+from .network_client import ClientRequest, ClientResponse, NetworkClient
+from .partitioner import murmur2
+from .producer import Producer
+from .producer_batch import FutureRecordMetadata, ProducerBatch, RecordMetadata
+from .sender import Sender
+
+__all__ = [
+    "Admin",
+    "ApiException",
+    "BufferExhaustedException",
+    "BufferPool",
+    "ClientRequest",
+    "ClientResponse",
+    "Cluster",
+    "ClusterDescription",
+    "CompressionType",
+    "ConfigEntry",
+    "ConfigException",
+    "Consumer",
+    "ConsumerGroupDescription",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
+    "FutureRecordMetadata",
+    "GroupListing",
+    "KafkaException",
+    "MemberDescription",
+    "Metadata",
+    "NetworkClient",
+    "NewTopic",
+    "Node",
+    "OffsetAndMetadata",
+    "PartitionDescription",
+    "PartitionInfo",
+    "Producer",
+    "ProducerBatch",
+    "ReadyCheckResult",
+    "RecordAccumulator",
+    "RecordAppendResult",
+    "RecordMetadata",
+    "RecordTooLargeException",
+    "RetriableException",
+    "Sender",
+    "SerializationException",
+    "TimeoutException",
+    "TopicDescription",
+    "TopicPartition",
+    "exception_for",
+    "murmur2",
+]

@@ -1,0 +1,490 @@
+"""``Admin``: Sluice's Kafka admin client (a synchronous take on Java's ``Admin``).
+
+    from sluice.client import Admin, NewTopic
+
+    with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+        admin.create_topics([NewTopic("events", num_partitions=3)])
+        print(admin.describe_topics(["events"]))
+
+Each method sends its requests to the right broker (the controller for topic
+changes, the group coordinator for group operations, partition leaders for
+DeleteRecords and ListOffsets) and raises the first error a broker reports for a
+resource as a :class:`~.errors.KafkaException` subclass (``exc.code`` is the Kafka
+error code). Results are plain dataclasses and dicts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final
+
+from sluice.protocol import ApiKey, ErrorCode
+
+from .consumer_net import BlockingClient, BrokerInfo
+from .errors import ConfigException, exception_for
+from .fetcher import EARLIEST, LATEST, TopicPartition, list_offsets
+from .group_assignors import decode_assignment
+from .group_coordinator import OffsetAndMetadata
+
+__all__ = [
+    "Admin",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConsumerGroupDescription",
+    "GroupListing",
+    "MemberDescription",
+    "NewTopic",
+    "PartitionDescription",
+    "TopicDescription",
+]
+
+RESOURCE_TOPIC: Final = 2
+RESOURCE_BROKER: Final = 4
+_RETRY_COORDINATOR = {
+    ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator,
+    ErrorCode.coordinator_load_in_progress,
+}
+
+
+@dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    config: dict[str, str] = field(default_factory=dict)
+    replica_assignment: dict[int, list[int]] | None = None
+
+
+@dataclass
+class PartitionDescription:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+
+
+@dataclass
+class TopicDescription:
+    name: str
+    internal: bool
+    partitions: list[PartitionDescription]
+
+
+@dataclass
+class ConfigEntry:
+    name: str
+    value: str | None
+    read_only: bool
+    is_default: bool
+    is_sensitive: bool
+    source: int
+
+
+@dataclass
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None
+    assignment: list[TopicPartition]
+
+
+@dataclass
+class ConsumerGroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+
+
+@dataclass
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerInfo]
+
+
+def _check(code: int, message: str | None, what: str) -> None:
+    if code:
+        raise exception_for(code, f"{what}: {message or ErrorCode(code).name.upper()}")
+
+
+class Admin:
+    """Synchronous admin operations against a Kafka (or Sluice) cluster."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        known = {"bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms"}
+        unknown = set(config) - known
+        if unknown:
+            raise ConfigException(f"unknown admin configuration: {', '.join(sorted(unknown))}")
+        if not config.get("bootstrap.servers"):
+            raise ConfigException("bootstrap.servers is required")
+        self.timeout_ms = int(config.get("default.api.timeout.ms", 60_000))
+        self._client = BlockingClient(
+            str(config["bootstrap.servers"]),
+            str(config.get("client.id", "sluice-admin")),
+            int(config.get("request.timeout.ms", 30_000)),
+        )
+
+    # -- cluster -----------------------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterDescription:
+        body = self._client.send(None, ApiKey.DESCRIBE_CLUSTER, endpoint_type=1)
+        _check(body.error_code, body.error_message, "DescribeCluster")
+        brokers = [BrokerInfo(int(b.broker_id), b.host, int(b.port), b.rack) for b in body.brokers]
+        return ClusterDescription(body.cluster_id, int(body.controller_id), brokers)
+
+    def _controller(self) -> int:
+        self._client.refresh_metadata([])
+        return self._client.controller_id if self._client.controller_id >= 0 else -1
+
+    # -- topics ------------------------------------------------------------------------
+
+    def create_topics(
+        self, topics: Iterable[NewTopic], validate_only: bool = False
+    ) -> dict[str, int]:
+        """Create topics; returns each topic's partition count."""
+        new = list(topics)
+        body = self._client.send(
+            self._controller(),
+            ApiKey.CREATE_TOPICS,
+            topics=[
+                {
+                    "name": t.name,
+                    "num_partitions": t.num_partitions if not t.replica_assignment else -1,
+                    "replication_factor": t.replication_factor if not t.replica_assignment else -1,
+                    "assignments": [
+                        {"partition_index": p, "broker_ids": b}
+                        for p, b in (t.replica_assignment or {}).items()
+                    ],
+                    "configs": [{"name": k, "value": str(v)} for k, v in t.config.items()],
+                }
+                for t in new
+            ],
+            timeout=self.timeout_ms,
+            validate_only=validate_only,
+        )
+        out = {}
+        for t in body.topics:
+            _check(t.error_code, t.error_message, f"CreateTopics {t.name}")
+            out[t.name] = int(t.num_partitions)
+        self._wait_for_metadata([t.name for t in new], present=not validate_only)
+        return out
+
+    def _wait_for_metadata(self, topics: list[str], present: bool) -> None:
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while time.monotonic() < deadline:
+            self._client.refresh_metadata(topics)
+            ok = all(
+                (t in self._client.topics and self._client.topics[t].error_code == 0
+                 and all(leader >= 0 for leader in self._client.topics[t].partitions.values()))
+                == present
+                for t in topics
+            )  # fmt: skip
+            if ok:
+                return
+            time.sleep(0.02)
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        names = list(topics)
+        body = self._client.send(
+            self._controller(), ApiKey.DELETE_TOPICS, topic_names=names, timeout=self.timeout_ms
+        )
+        for r in body.responses:
+            _check(r.error_code, getattr(r, "error_message", None), f"DeleteTopics {r.name}")
+        self._wait_for_metadata(names, present=False)
+
+    def list_topics(self, internal: bool = False) -> list[str]:
+        self._client.refresh_metadata(None)
+        return sorted(t for t, m in self._client.topics.items() if internal or not m.is_internal)
+
+    def describe_topics(self, topics: Iterable[str]) -> dict[str, TopicDescription]:
+        names = list(topics)
+        body = self._client.refresh_metadata(names)
+        out = {}
+        for t in body.topics:
+            _check(t.error_code, None, f"describe topic {t.name}")
+            parts = sorted(
+                (
+                    PartitionDescription(
+                        int(p.partition_index),
+                        int(p.leader_id),
+                        tuple(int(r) for r in p.replica_nodes),
+                    )
+                    for p in t.partitions
+                ),
+                key=lambda p: p.partition,
+            )
+            out[t.name] = TopicDescription(t.name, bool(t.is_internal), parts)
+        return out
+
+    def create_partitions(self, new_counts: Mapping[str, int], validate_only: bool = False) -> None:
+        """Increase topics' partition counts to ``new_counts``."""
+        body = self._client.send(
+            self._controller(),
+            ApiKey.CREATE_PARTITIONS,
+            topics=[{"name": t, "count": n, "assignments": None} for t, n in new_counts.items()],
+            timeout=self.timeout_ms,
+            validate_only=validate_only,
+        )
+        for r in body.results:
+            _check(r.error_code, r.error_message, f"CreatePartitions {r.name}")
+        if not validate_only:
+            deadline = time.monotonic() + self.timeout_ms / 1000
+            while time.monotonic() < deadline:
+                self._client.refresh_metadata(list(new_counts))
+                if all(
+                    len(self._client.topics[t].partitions) >= n
+                    for t, n in new_counts.items()
+                    if t in self._client.topics
+                ):
+                    return
+                time.sleep(0.02)
+
+    # -- configs -----------------------------------------------------------------------
+
+    def describe_configs(
+        self, topics: Iterable[str] = (), brokers: Iterable[int] = ()
+    ) -> dict[tuple[int, str], dict[str, ConfigEntry]]:
+        """Configs keyed by (resource type, name): 2 for topics, 4 for brokers."""
+        resources = [
+            {"resource_type": RESOURCE_TOPIC, "resource_name": t, "configuration_keys": None}
+            for t in topics
+        ] + [
+            {"resource_type": RESOURCE_BROKER, "resource_name": str(b), "configuration_keys": None}
+            for b in brokers
+        ]
+        body = self._client.send(
+            None, ApiKey.DESCRIBE_CONFIGS, resources=resources,
+            include_synonyms=False, include_documentation=False,
+        )  # fmt: skip
+        out: dict[tuple[int, str], dict[str, ConfigEntry]] = {}
+        for r in body.results:
+            _check(r.error_code, r.error_message, f"DescribeConfigs {r.resource_name}")
+            out[(int(r.resource_type), r.resource_name)] = {
+                c.name: ConfigEntry(
+                    c.name,
+                    c.value,
+                    bool(c.read_only),
+                    int(c.config_source) == 5,
+                    bool(c.is_sensitive),
+                    int(c.config_source),
+                )
+                for c in r.configs
+            }
+        return out
+
+    def alter_configs(
+        self,
+        topic_configs: Mapping[str, Mapping[str, str | None]],
+        incremental: bool = True,
+    ) -> None:
+        """Set topic configs (a value of None deletes the override). Incremental by
+        default (IncrementalAlterConfigs); ``incremental=False`` replaces the whole
+        set of overrides (legacy AlterConfigs)."""
+        if incremental:
+            body = self._client.send(
+                None,
+                ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                resources=[
+                    {
+                        "resource_type": RESOURCE_TOPIC,
+                        "resource_name": t,
+                        "configs": [
+                            {"name": k, "config_operation": 1 if v is None else 0, "value": v}
+                            for k, v in cfg.items()
+                        ],
+                    }
+                    for t, cfg in topic_configs.items()
+                ],
+                validate_only=False,
+            )
+        else:
+            body = self._client.send(
+                None,
+                ApiKey.ALTER_CONFIGS,
+                resources=[
+                    {
+                        "resource_type": RESOURCE_TOPIC,
+                        "resource_name": t,
+                        "configs": [
+                            {"name": k, "value": v} for k, v in cfg.items() if v is not None
+                        ],
+                    }
+                    for t, cfg in topic_configs.items()
+                ],
+                validate_only=False,
+            )
+        for r in body.responses:
+            _check(r.error_code, r.error_message, f"AlterConfigs {r.resource_name}")
+
+    # -- records -----------------------------------------------------------------------
+
+    def delete_records(
+        self, before: Mapping[TopicPartition | tuple[str, int], int]
+    ) -> dict[TopicPartition, int]:
+        """Delete records before the given offsets (-1: the high watermark); returns
+        each partition's new low watermark."""
+        tps = {TopicPartition(*tp): off for tp, off in before.items()}
+        self._client.refresh_metadata(sorted({tp.topic for tp in tps}))
+        by_node: dict[int, dict[str, list[dict[str, int]]]] = {}
+        for tp, off in tps.items():
+            node = self._client.leader_for(*tp)
+            if node < 0:
+                raise exception_for(ErrorCode.unknown_topic_or_partition, str(tp))
+            by_node.setdefault(node, {}).setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "offset": off}
+            )
+        out = {}
+        for node, topics in by_node.items():
+            body = self._client.send(
+                node,
+                ApiKey.DELETE_RECORDS,
+                topics=[{"name": t, "partitions": ps} for t, ps in topics.items()],
+                timeout=self.timeout_ms,
+            )
+            for t in body.topics:
+                for p in t.partitions:
+                    _check(p.error_code, None, f"DeleteRecords {t.name}-{p.partition_index}")
+                    out[TopicPartition(t.name, int(p.partition_index))] = int(p.low_watermark)
+        return out
+
+    def list_offsets(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]], spec: str | int = "latest"
+    ) -> dict[TopicPartition, int | None]:
+        """Offsets of ``partitions``: "earliest", "latest" or those for a timestamp."""
+        ts = EARLIEST if spec == "earliest" else LATEST if spec == "latest" else int(spec)
+        tps = [TopicPartition(*tp) for tp in partitions]
+        self._client.refresh_metadata(sorted({tp.topic for tp in tps}))
+        by_node: dict[int, dict[TopicPartition, int]] = {}
+        for tp in tps:
+            by_node.setdefault(self._client.leader_for(*tp), {})[tp] = ts
+        out: dict[TopicPartition, int | None] = {}
+        for node, wanted in by_node.items():
+            if node < 0:
+                raise exception_for(ErrorCode.unknown_topic_or_partition, str(list(wanted)))
+            out.update(list_offsets(self._client, node, wanted))
+        return out
+
+    # -- groups ------------------------------------------------------------------------
+
+    def _coordinator(self, group_id: str) -> tuple[str, int]:
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            body = self._client.send(None, ApiKey.FIND_COORDINATOR, key=group_id, key_type=0)
+            if body.error_code == 0:
+                return (body.host, int(body.port))
+            if ErrorCode(body.error_code) not in _RETRY_COORDINATOR or time.monotonic() > deadline:
+                _check(body.error_code, body.error_message, f"FindCoordinator {group_id}")
+            time.sleep(0.05)
+
+    def list_groups(self) -> list[GroupListing]:
+        self._client.refresh_metadata([])
+        out: list[GroupListing] = []
+        for node in list(self._client.brokers):
+            body = self._client.send(node, ApiKey.LIST_GROUPS, states_filter=[])
+            _check(body.error_code, None, "ListGroups")
+            out.extend(
+                GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", "") or "")
+                for g in body.groups
+            )
+        return sorted(out, key=lambda g: g.group_id)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, ConsumerGroupDescription]:
+        out = {}
+        for group_id in group_ids:
+            body = self._client.send(
+                self._coordinator(group_id), ApiKey.DESCRIBE_GROUPS,
+                groups=[group_id], include_authorized_operations=False,
+            )  # fmt: skip
+            for g in body.groups:
+                _check(g.error_code, None, f"DescribeGroups {g.group_id}")
+                members = []
+                for m in g.members:
+                    assigned: list[TopicPartition] = []
+                    if g.protocol_type == "consumer" and m.member_assignment:
+                        assigned = [
+                            TopicPartition(t, p)
+                            for t, p in decode_assignment(m.member_assignment).partitions
+                        ]
+                    members.append(
+                        MemberDescription(
+                            m.member_id, m.client_id, m.client_host, m.group_instance_id, assigned
+                        )
+                    )
+                out[g.group_id] = ConsumerGroupDescription(
+                    g.group_id, g.group_state, g.protocol_type, g.protocol_data, members
+                )
+        return out
+
+    def delete_groups(self, group_ids: Iterable[str]) -> None:
+        for group_id in group_ids:
+            body = self._client.send(
+                self._coordinator(group_id), ApiKey.DELETE_GROUPS, groups_names=[group_id]
+            )
+            for r in body.results:
+                _check(r.error_code, None, f"DeleteGroups {r.group_id}")
+
+    def list_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (all of them when ``partitions`` is None)."""
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for tp in partitions:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+        body = self._client.send(
+            self._coordinator(group_id),
+            ApiKey.OFFSET_FETCH,
+            group_id=group_id,
+            topics=None
+            if topics is None
+            else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+            require_stable=False,
+        )
+        _check(body.error_code, None, f"OffsetFetch {group_id}")
+        out = {}
+        for t in body.topics:
+            for p in t.partitions:
+                _check(p.error_code, None, f"OffsetFetch {t.name}-{p.partition_index}")
+                if int(p.committed_offset) >= 0:
+                    out[TopicPartition(t.name, int(p.partition_index))] = OffsetAndMetadata(
+                        int(p.committed_offset), p.metadata or ""
+                    )
+        return out
+
+    def group_lag(self, group_id: str) -> dict[TopicPartition, int]:
+        """Per partition: the high watermark minus the group's committed offset."""
+        committed = self.list_group_offsets(group_id)
+        if not committed:
+            return {}
+        ends = self.list_offsets(list(committed), "latest")
+        return {tp: max((ends.get(tp) or 0) - om.offset, 0) for tp, om in sorted(committed.items())}
+
+    # -- closing -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

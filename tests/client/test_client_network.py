@@ -1,0 +1,188 @@
+"""NetworkClient against a scripted fake broker: ApiVersions fallback, timeouts, refusals."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from sluice.client.cluster import Node
+from sluice.client.metadata import Metadata
+from sluice.client.network_client import ClientRequest, NetworkClient
+from sluice.client.network_support import ClientResponse
+from sluice.client.requests import metadata_request
+from sluice.clock import MonotonicClock
+from sluice.protocol import (
+    DEFAULT_VERSIONS,
+    ApiKey,
+    FrameDecoder,
+    api_versions_fallback_response,
+    api_versions_response,
+    encode_response,
+    parse_request_header,
+)
+
+Reply = Callable[[int, int, int], bytes | None]  # (api_key, version, correlation) -> frame
+
+
+class FakeBroker:
+    """Accepts connections and answers each request with ``reply`` (None: silence)."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.requests: list[tuple[int, int]] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        decoder = FrameDecoder()
+        with conn:
+            while True:
+                try:
+                    data = conn.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                for frame in decoder.feed(data):
+                    header, _ = parse_request_header(frame)
+                    self.requests.append((header.api_key, header.api_version))
+                    out = self.reply(header.api_key, header.api_version, header.correlation_id)
+                    if out is not None:
+                        conn.sendall(out)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def api_versions_only(api_key: int, version: int, correlation_id: int) -> bytes | None:
+    if api_key == ApiKey.API_VERSIONS:
+        return encode_response(correlation_id, api_versions_response(DEFAULT_VERSIONS, version))
+    return None  # everything else: no answer
+
+
+@pytest.fixture
+def fake() -> Iterator[Callable[[Reply], FakeBroker]]:
+    brokers: list[FakeBroker] = []
+
+    def start(reply: Reply) -> FakeBroker:
+        brokers.append(FakeBroker(reply))
+        return brokers[-1]
+
+    yield start
+    for broker in brokers:
+        broker.close()
+
+
+def make_client(port: int, **kwargs: Any) -> tuple[NetworkClient, Node]:
+    clock = MonotonicClock()
+    metadata = Metadata(clock, metadata_expire_ms=10**9)
+    node = Node(-1, "127.0.0.1", port)
+    metadata.bootstrap([(node.host, node.port)])
+    metadata.update_requested()
+    client = NetworkClient(metadata, clock, client_id="test", **kwargs)
+    client.metadata_updater.in_flight = True  # keep the updater out of these tests
+    return client, node
+
+
+def poll_until(client: NetworkClient, condition: Callable[[], bool], timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        client.poll(50, MonotonicClock().now_ms())
+
+
+def test_connects_negotiates_versions_and_completes_requests(fake) -> None:  # type: ignore[no-untyped-def]
+    def reply(api_key: int, version: int, correlation_id: int) -> bytes | None:
+        if api_key == ApiKey.API_VERSIONS:
+            return api_versions_only(api_key, version, correlation_id)
+        from sluice.client.requests import build
+        from sluice.protocol.apis import response_type
+
+        body = build(response_type(api_key, version), brokers=[], topics=[], throttle_time=0)
+        return encode_response(correlation_id, body)
+
+    broker = fake(reply)
+    client, node = make_client(broker.port)
+    poll_until(client, lambda: client.ready(node, MonotonicClock().now_ms()))
+    assert client.latest_usable_version(node.id, ApiKey.METADATA) == 12
+    responses: list[ClientResponse] = []
+    client.send(
+        ClientRequest(node.id, ApiKey.METADATA, lambda v: metadata_request(v, ["t"], True),
+                      responses.append),
+        MonotonicClock().now_ms(),
+    )  # fmt: skip
+    poll_until(client, lambda: bool(responses))
+    assert not responses[0].disconnected
+    assert responses[0].body.topics == ()
+    client.close()
+
+
+def test_falls_back_when_the_broker_does_not_know_api_versions_v3(fake) -> None:  # type: ignore[no-untyped-def]
+    def reply(api_key: int, version: int, correlation_id: int) -> bytes | None:
+        if api_key == ApiKey.API_VERSIONS and version > 2:
+            return encode_response(correlation_id, api_versions_fallback_response(DEFAULT_VERSIONS))
+        return api_versions_only(api_key, version, correlation_id)
+
+    broker = fake(reply)
+    client, node = make_client(broker.port)
+    poll_until(client, lambda: client.ready(node, MonotonicClock().now_ms()))
+    assert broker.requests == [(ApiKey.API_VERSIONS, 3), (ApiKey.API_VERSIONS, 2)]
+    client.close()
+
+
+def test_an_unanswered_request_times_out_and_disconnects(fake) -> None:  # type: ignore[no-untyped-def]
+    broker = fake(api_versions_only)
+    client, node = make_client(broker.port, request_timeout_ms=300)
+    poll_until(client, lambda: client.ready(node, MonotonicClock().now_ms()))
+    responses: list[ClientResponse] = []
+    start = time.monotonic()
+    client.send(
+        ClientRequest(node.id, ApiKey.METADATA, lambda v: metadata_request(v, None, True),
+                      responses.append),
+        MonotonicClock().now_ms(),
+    )  # fmt: skip
+    poll_until(client, lambda: bool(responses))
+    assert responses[0].disconnected and responses[0].timed_out
+    assert 0.25 < time.monotonic() - start < 5
+    assert not client.is_connected(node.id)
+    client.close()
+
+
+def test_a_refused_connection_backs_off(fake) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here
+    client, node = make_client(port, reconnect_backoff_ms=200, reconnect_backoff_max_ms=200)
+    now = MonotonicClock().now_ms()
+    assert not client.ready(node, now)
+    poll_until(client, lambda: not client.is_connecting(node.id))
+    assert not client.is_connected(node.id)
+    delay = client.connection_delay(node, MonotonicClock().now_ms())
+    assert 0 < delay <= 200
+    assert not client.maybe_connect(node, MonotonicClock().now_ms())  # still backing off
+    client.close()
+
+
+def test_silence_during_api_versions_hits_the_setup_timeout(fake) -> None:  # type: ignore[no-untyped-def]
+    broker = fake(lambda api_key, version, correlation_id: None)
+    client, node = make_client(broker.port, connection_setup_timeout_ms=200)
+    client.ready(node, MonotonicClock().now_ms())
+    poll_until(client, lambda: bool(broker.requests))
+    poll_until(client, lambda: not client.is_connecting(node.id))
+    assert not client.is_connected(node.id)
+    client.close()
