@@ -364,7 +364,9 @@ class NetworkClient:
         was_ready = conn.state is ConnectionState.READY
         pending = conn.close()
         self._states.failed(conn.node.id, now_ms)
-        log_fn = log.warning if was_ready or timed_out else log.debug
+        # A close we asked for is routine; losing a ready connection is worth a warning.
+        unexpected = (was_ready or timed_out) and reason != "client closed"
+        log_fn = log.warning if unexpected else log.debug
         log_fn("Disconnected from node %d (%s:%d): %s",
                conn.node.id, conn.node.host, conn.node.port, reason)  # fmt: skip
         for request in pending:
