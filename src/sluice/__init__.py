@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["EmbeddedBroker", "__version__"]
+__all__ = ["EmbeddedBroker", "EmbeddedCluster", "__version__"]
 
 if TYPE_CHECKING:
     from sluice.embedded import EmbeddedBroker
+    from sluice.embedded_cluster import EmbeddedCluster
 
 
 def __getattr__(name: str) -> Any:
@@ -17,4 +18,8 @@ def __getattr__(name: str) -> Any:
         from sluice.embedded import EmbeddedBroker
 
         return EmbeddedBroker
+    if name == "EmbeddedCluster":
+        from sluice.embedded_cluster import EmbeddedCluster
+
+        return EmbeddedCluster
     raise AttributeError(name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -78,6 +79,15 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
     and a coordinator active for the partitions this broker leads, not yet loaded."""
     config = GroupConfig.from_broker_config(broker.config)
     info = broker.registry.get(GROUP_METADATA_TOPIC_NAME)
+    if info is None and broker.cluster is not None:
+        # Cluster mode: no brokers are registered yet, the offsets topic is not created
+        # here, and the coordinator owns no partition (not wired to the controller yet).
+        from sluice.server.topics import TopicInfo
+
+        info = broker.cluster.existing_topic(GROUP_METADATA_TOPIC_NAME) or TopicInfo(
+            GROUP_METADATA_TOPIC_NAME, uuid.UUID(int=0),
+            {p: [] for p in range(config.offsets_topic_num_partitions)}, {},
+        )  # fmt: skip
     if info is None:
         info = broker.create_topic(
             GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions, 1,

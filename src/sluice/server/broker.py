@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -29,7 +30,12 @@ from sluice.server.fetch_session import FetchSessionCache
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.producer_ids import ProducerIdManager
 from sluice.server.replica_manager import ReplicaManager
-from sluice.server.topics import InvalidTopicError, TopicInfo, TopicRegistry
+from sluice.server.topics import (
+    InvalidTopicError,
+    TopicInfo,
+    TopicRegistry,
+    validate_topic_name,
+)
 
 __all__ = ["Broker"]
 
@@ -64,6 +70,8 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.advertised = [parse_listener(x)[1:] for x in config.advertised_listeners]
+        # Cluster mode (zookeeper.connect set): see sluice.server.cluster.
+        self.cluster: Any = None
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -80,27 +88,37 @@ class Broker:
             self.broker_id, self._make_purgatory, min_isr=self._min_isr
         )
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
-        for info in self.registry.topics.values():
-            self._host_partitions(info, list(info.assignment))
+        if self.config["zookeeper.connect"]:
+            from sluice.server.cluster import ClusterManager
+
+            self.cluster = ClusterManager(self)
+            await self._loop.run_in_executor(None, self.cluster.connect)
+        else:  # in a cluster, partitions are hosted when the controller says so
+            for info in self.registry.topics.values():
+                self._host_partitions(info, list(info.assignment))
         # Group coordinator: creates __consumer_offsets if needed, loads it in the background.
         self.group_coordinator = build_group_coordinator(self)
         self._tasks.append(asyncio.create_task(run_group_coordinator(self.group_coordinator)))
-        from sluice.server.handlers import build_handlers
+        from sluice.server.handlers import build_handlers, build_raw_handlers
 
         handlers: dict[int, Handler] = {
             key: functools.partial(fn, self) for key, fn in build_handlers().items()
         }
         self.versions = DEFAULT_VERSIONS.restrict(handlers)
+        raw_handlers = build_raw_handlers(self) if self.cluster is not None else None
         for listener in self.config.listeners:
             _, host, port = parse_listener(listener)
             server = KafkaServer(
                 host, port, handlers, self.versions,
                 self.config["socket.request.max.bytes"], self.config["connections.max.idle.ms"],
+                raw_handlers=raw_handlers,
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
         if self.advertised and self.advertised[0][1] == 0:  # port 0: advertise the real one
             self.advertised[0] = (self.advertised[0][0], self.servers[0].port)
+        if self.cluster is not None:
+            await self.cluster.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._start_log_cleaner()
         bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
@@ -119,6 +137,8 @@ class Broker:
             await server.drain_and_close(timeout_s=10)
         for task in self._tasks:
             task.cancel()
+        if self.cluster is not None:
+            await self.cluster.stop()
         self.log_cleaner.shutdown()  # drops a half-written cleaned segment
         self.replica_manager.shutdown()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
@@ -285,6 +305,15 @@ class Broker:
             replication_factor = self.config["default.replication.factor"]
         if num_partitions < 1:
             raise ValueError("Number of partitions must be larger than 0.")
+        if self.cluster is not None:
+            self._log_config_from({**topic_config_defaults(self.config), **configs})
+            from sluice.config import validate_topic_configs
+
+            validate_topic_name(name)
+            validate_topic_configs(configs)
+            return self.cluster.create_topic(  # type: ignore[no-any-return]
+                name, num_partitions, replication_factor, configs, validate_only
+            )
         if replication_factor < 1 or replication_factor > 1:
             raise InvalidReplicationFactor(
                 f"Replication factor: {replication_factor} larger than available brokers: 1."
@@ -301,6 +330,13 @@ class Broker:
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
         """The topic, created with broker defaults when auto-creation is on."""
         info = self.registry.get(name)
+        if self.cluster is not None:
+            if info is None:
+                info = self.cluster.cached_topic(name)
+            if info is None and self.config["auto.create.topics.enable"]:
+                with contextlib.suppress(InvalidTopicError, FileExistsError, ValueError):
+                    self.create_topic(name, -1, -1, {})
+            return info
         if info is None and self.config["auto.create.topics.enable"]:
             try:
                 info = self.create_topic(name, -1, -1, {})
@@ -309,6 +345,9 @@ class Broker:
         return info
 
     def delete_topic(self, name: str) -> None:
+        if self.cluster is not None:  # the controller deletes it (StopReplica)
+            self.cluster.delete_topic(name)
+            return
         info = self.registry.delete(name)
         if info is None:
             raise KeyError(name)
@@ -320,6 +359,9 @@ class Broker:
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        if self.cluster is not None:
+            self.cluster.add_partitions(name, total, validate_only)
+            return
         info = self.registry.get(name)
         if info is None:
             raise KeyError(name)

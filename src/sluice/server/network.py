@@ -98,8 +98,12 @@ class KafkaServer:
         versions: VersionTable,
         max_request_size: int,
         idle_timeout_ms: int,
+        raw_handlers: dict[int, Any] | None = None,
     ) -> None:
         self.host = host
+        # API key -> fn(frame) -> framed response bytes, for APIs kio has no schema for
+        # (the controller's inter-broker requests); cluster mode only.
+        self._raw_handlers = raw_handlers or {}
         self.port = port
         self._handlers = handlers
         self._versions = versions
@@ -192,6 +196,18 @@ class KafkaServer:
         self._busy += 1
         self._idle.clear()
         try:
+            if self._raw_handlers and len(frame) >= 10:
+                raw = self._raw_handlers.get(int.from_bytes(frame[0:2], "big", signed=True))
+                if raw is not None:
+                    try:
+                        reply = raw(bytes(frame))
+                    except Exception:
+                        log.exception("error handling an inter-broker request from %s", conn.peer)
+                        return False
+                    conn.writer.write(reply)
+                    await conn.writer.drain()
+                    conn.last_active = time.monotonic()
+                    return True
             try:
                 request = decode_request(frame, self._versions)
             except UnsupportedApiVersionsError as exc:

@@ -75,6 +75,12 @@ class Partition:
         self.topic_id = topic_id
         # Followers' log end offsets (replication fills these in).
         self.replica_leos: dict[int, int] = {}
+        # Cluster mode: when each follower last fetched up to the leader's LEO, the
+        # partition epoch (state znode version) and controller epoch of the last state.
+        self.last_caught_up_ms: dict[int, int] = {}
+        self.partition_epoch = 0
+        self.controller_epoch = 0
+        self.needs_truncation = False
         self._hw = log.log_end_offset if self.isr == {local_broker_id} else 0
         self._hw = max(self._hw, log.log_start_offset)
 
@@ -102,6 +108,66 @@ class Partition:
             self._hw = new_hw
             return True
         return False
+
+    # -- replication (cluster mode) ------------------------------------------------------
+    def make_leader(
+        self, leader_epoch: int, isr: list[int], replicas: list[int], partition_epoch: int,
+        controller_epoch: int, now_ms: int,
+    ) -> bool:  # fmt: skip
+        """Become leader at ``leader_epoch``; followers start as caught up now."""
+        self.leader_id = self.local_broker_id
+        self.leader_epoch = leader_epoch
+        self.assigned_replicas = list(replicas)
+        self.isr = set(isr)
+        self.partition_epoch = partition_epoch
+        self.controller_epoch = controller_epoch
+        self.replica_leos = {}
+        self.last_caught_up_ms = {r: now_ms for r in replicas if r != self.local_broker_id}
+        self._hw = max(min(self._hw, self.log.log_end_offset), self.log.log_start_offset)
+        return self.maybe_increment_high_watermark()
+
+    def make_follower(
+        self, leader: int, leader_epoch: int, isr: list[int], replicas: list[int],
+        partition_epoch: int, controller_epoch: int,
+    ) -> None:  # fmt: skip
+        """Follow ``leader``; the replica fetcher truncates the log first (see
+        ``needs_truncation``), then fetches from the log end."""
+        self.leader_id = leader
+        self.leader_epoch = leader_epoch
+        self.assigned_replicas = list(replicas)
+        self.isr = set(isr)
+        self.partition_epoch = partition_epoch
+        self.controller_epoch = controller_epoch
+        self.replica_leos = {}
+        self.last_caught_up_ms = {}
+        # Truncation waits for the leader's answer to OffsetForLeaderEpoch (KIP-101): a
+        # follower's high watermark may lag what was acknowledged.
+        self.needs_truncation = True
+
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched from ``fetch_offset`` (its LEO); True when the HW moved."""
+        self.replica_leos[replica_id] = fetch_offset
+        if fetch_offset >= self.log.log_end_offset:
+            self.last_caught_up_ms[replica_id] = now_ms
+        return self.maybe_increment_high_watermark()
+
+    def should_expand_isr(self, replica_id: int) -> bool:
+        return (
+            self.is_leader
+            and replica_id not in self.isr
+            and replica_id in self.assigned_replicas
+            and self.replica_leos.get(replica_id, -1) >= self._hw
+        )
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> set[int]:
+        return {
+            r for r in self.isr
+            if r != self.local_broker_id
+            and now_ms - self.last_caught_up_ms.get(r, now_ms) > max_lag_ms
+        }  # fmt: skip
+
+    def update_follower_high_watermark(self, leader_hw: int) -> None:
+        self._hw = max(self._hw, min(leader_hw, self.log.log_end_offset))
 
     def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
         if required_acks == -1 and len(self.isr) < self.min_isr():

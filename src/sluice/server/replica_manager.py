@@ -98,6 +98,9 @@ class ReplicaManager:
         self.produce_purgatory = make_purgatory("Produce", 1000)
         self.fetch_purgatory = make_purgatory("Fetch", 1000)
         self.delete_records_purgatory = make_purgatory("DeleteRecords", 1)
+        # Cluster mode: called with (partition, replica_id) when a follower caught up.
+        self.on_isr_expand: Callable[[Partition, int], None] | None = None
+        self.now_ms: Callable[[], int] = lambda: 0
 
     # -- partitions ------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -232,6 +235,8 @@ class ReplicaManager:
     ) -> None:
         """Answer at once when there is enough data (or an error, or no wait); else park a
         DelayedFetch woken by HW growth (LEO growth for followers)."""
+        if params.is_from_follower:
+            self._record_follower_fetches(params.replica_id, fetches)
         results = self.read_from_local_log(params, fetches)
         total = sum(d.records.size for _, d in results if d.records is not None)
         has_error = any(d.error != ErrorCode.none for _, d in results)
@@ -248,6 +253,23 @@ class ReplicaManager:
 
         op = DelayedFetch(params.max_wait_ms, params, starts, self, complete)
         self.fetch_purgatory.try_complete_else_watch(op, [f.tp for f in fetches])
+
+    def _record_follower_fetches(self, replica_id: int, fetches: list[PartitionFetch]) -> None:
+        """A follower's fetch offset is its LEO: move the HW, maybe expand the ISR."""
+        now = self.now_ms()
+        for fetch in fetches:
+            partition = self.partitions.get(fetch.tp)
+            if partition is None or not partition.is_leader:
+                continue
+            hw_moved = partition.update_follower_fetch(replica_id, fetch.fetch_offset, now)
+            if self.on_isr_expand is not None and partition.should_expand_isr(replica_id):
+                self.on_isr_expand(partition, replica_id)
+                hw_moved = partition.maybe_increment_high_watermark() or hw_moved
+            if hw_moved:
+                self._wake(fetch.tp, True)
+
+    def wake(self, tp: TopicPartition, hw_moved: bool = True) -> None:
+        self._wake(tp, hw_moved)
 
     @staticmethod
     def _offset_metadata(partition: Partition, offset: int) -> LogOffsetMetadata:

@@ -14,7 +14,7 @@ from typing import Any
 
 from sluice.protocol import ApiKey
 
-__all__ = ["build_handlers"]
+__all__ = ["build_handlers", "build_raw_handlers"]
 
 
 def build_handlers() -> dict[int, Callable[..., Any]]:
@@ -77,3 +77,31 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         ApiKey.DELETE_GROUPS: delete_groups.handle,
         ApiKey.OFFSET_DELETE: offset_delete.handle,
     }
+
+
+def build_raw_handlers(broker: Any) -> dict[int, Callable[[bytes], bytes]]:
+    """The controller's inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata):
+    kio has no schema for them, so they are decoded and encoded by
+    :mod:`sluice.server.inter_broker`; each function takes a request frame and returns
+    the framed response. Only served in cluster mode."""
+    import struct
+
+    from sluice.server import inter_broker
+    from sluice.server.handlers import leader_and_isr, stop_replica, update_metadata
+
+    handlers = {
+        inter_broker.LEADER_AND_ISR: leader_and_isr.handle,
+        inter_broker.STOP_REPLICA: stop_replica.handle,
+        inter_broker.UPDATE_METADATA: update_metadata.handle,
+    }
+
+    def serve(frame: bytes) -> bytes:
+        api_key, _version, correlation_id, body = inter_broker.parse_raw_request(frame)
+        request = inter_broker.decode_controller_request(api_key, body)
+        response = handlers[api_key](broker, request)
+        payload = struct.pack(">i", correlation_id) + inter_broker.encode_controller_response(
+            api_key, response
+        )
+        return struct.pack(">i", len(payload)) + payload
+
+    return {key: serve for key in handlers}

@@ -1,0 +1,579 @@
+"""Cluster mode (``zookeeper.connect`` set): registration, the controller, the metadata
+cache the controller pushes, LeaderAndIsr/StopReplica handling, replica fetchers and
+ISR maintenance. Everything here runs on the broker's event loop, except the
+controller's own event thread (which reaches the loop through the channel)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from sluice.clock import MonotonicClock
+from sluice.common import TopicPartition
+from sluice.controller import (
+    AdminZkClient,
+    ControllerConfig,
+    ControllerEpochChecker,
+    KafkaController,
+    KafkaZkClient,
+    LeaderAndIsr,
+    assign_replicas_to_brokers,
+)
+from sluice.controller.model import Broker as BrokerInfo
+from sluice.controller.model import EndPoint
+from sluice.controller.requests import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from sluice.coordination import NodeExistsError
+from sluice.protocol import ErrorCode
+from sluice.server.inter_broker import BrokerConnection, NetworkControllerChannel
+from sluice.server.partition import Partition
+from sluice.server.topics import TopicInfo
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+__all__ = ["ClusterManager", "topic_uuid"]
+
+log = logging.getLogger(__name__)
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def topic_uuid(topic_id: str | None) -> uuid.UUID:
+    if not topic_id:
+        return uuid.UUID(int=0)
+    with contextlib.suppress(ValueError):
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+    with contextlib.suppress(ValueError):
+        return uuid.UUID(topic_id)
+    return uuid.UUID(int=0)
+
+
+class ClusterManager:
+    """One broker's part of a ZooKeeper cluster."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.broker_id = broker.broker_id
+        self.config = broker.config
+        self.store: Any = None
+        self.zk: KafkaZkClient
+        self.admin: AdminZkClient
+        self.controller: KafkaController | None = None
+        self.channel: NetworkControllerChannel | None = None
+        self.checker = ControllerEpochChecker()
+        self.broker_epoch = -1
+        # The metadata cache (UpdateMetadata).
+        self.live_brokers: dict[int, BrokerInfo] = {}
+        self.partition_states: dict[TopicPartition, UpdateMetadataPartitionState] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- life cycle ------------------------------------------------------------------
+    def connect(self) -> None:
+        """Open the ZooKeeper session (blocking, before the broker serves)."""
+        from sluice.coordination.zookeeper import ZooKeeperStore
+
+        self.store = ZooKeeperStore(
+            self.config["zookeeper.connect"],
+            session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
+            connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"],
+        )
+        self.zk = KafkaZkClient(self.store)
+        self.zk.create_top_level_paths()
+        self.admin = AdminZkClient(self.zk)
+        self.broker.cluster_id = self._cluster_id(self.broker.cluster_id)
+
+    def _cluster_id(self, local: str) -> str:
+        """The cluster's id in /cluster/id (created from ours by the first broker)."""
+        from sluice.controller.zk_data import ClusterIdZNode
+        from sluice.coordination.store import ensure_path
+
+        ensure_path(self.store, "/cluster")
+        with contextlib.suppress(NodeExistsError):
+            self.store.create(ClusterIdZNode.path, ClusterIdZNode.encode(local))
+        cluster_id = ClusterIdZNode.decode(self.store.get(ClusterIdZNode.path)[0])
+        if cluster_id != local:
+            path = self.broker.log_dir / "meta.properties"
+            path.write_text(
+                f"version=0\nbroker.id={self.broker_id}\ncluster.id={cluster_id}\n",
+                encoding="utf-8",
+            )
+        return cluster_id
+
+    def me(self) -> BrokerInfo:
+        host, port = self.broker.advertised[0]
+        return BrokerInfo(self.broker_id, (EndPoint(host or "127.0.0.1", port),), None)
+
+    async def start(self) -> None:
+        """Register /brokers/ids/N (waiting out an old session) and start the controller."""
+        loop = asyncio.get_running_loop()
+        me = self.me()
+        deadline = time.monotonic() + self.config["zookeeper.session.timeout.ms"] / 1000 + 30
+        while True:
+            try:
+                self.broker_epoch = await loop.run_in_executor(None, self.zk.register_broker, me)
+                break
+            except NodeExistsError:
+                if time.monotonic() > deadline:
+                    raise
+                log.info("/brokers/ids/%d still held by an old session; retrying", me.id)
+                await asyncio.sleep(0.5)
+        self.checker.broker_epoch = self.broker_epoch
+        self.channel = NetworkControllerChannel(loop, self.broker_id)
+        self.controller = KafkaController(
+            ControllerConfig.from_broker_config(self.config), self.zk, self.channel,
+            MonotonicClock(), broker=me, broker_epoch=self.broker_epoch,
+        )  # fmt: skip
+        self.controller.startup()
+        self.broker.replica_manager.on_isr_expand = self._expand_isr
+        self.broker.replica_manager.now_ms = wall_ms
+        self._tasks.append(asyncio.create_task(self._isr_expiration()))
+        log.info("broker %d registered (epoch %d)", self.broker_id, self.broker_epoch)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()
+        loop = asyncio.get_running_loop()
+        if self.controller is not None:
+            await loop.run_in_executor(None, self.controller.shutdown)
+        if self.channel is not None:
+            self.channel.close()
+        if self.store is not None:
+            await loop.run_in_executor(None, self.store.close)
+
+    @property
+    def active_controller_id(self) -> int:
+        return self.controller.active_controller_id if self.controller is not None else -1
+
+    # -- topic admin -----------------------------------------------------------------
+    def live_broker_ids(self) -> list[int]:
+        return sorted(b.id for b in self.zk.get_all_broker_and_epochs_in_cluster())
+
+    def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
+        validate_only: bool,
+    ) -> TopicInfo:  # fmt: skip
+        from sluice.server.broker import InvalidReplicationFactor
+
+        brokers = self.live_broker_ids()
+        if replication_factor < 1 or replication_factor > len(brokers):
+            raise InvalidReplicationFactor(
+                f"Replication factor: {replication_factor} larger than available brokers: "
+                f"{len(brokers)}." if replication_factor > 1
+                else "Replication factor must be larger than 0."
+            )  # fmt: skip
+        if self.zk.get_topic_assignment(name) is not None:
+            raise FileExistsError(f"Topic '{name}' already exists.")
+        assignment = assign_replicas_to_brokers(brokers, num_partitions, replication_factor)
+        topic_id = None
+        if not validate_only:
+            topic_id = self.admin.create_topic_with_assignment(name, assignment, configs)
+            log.info("created topic %s with assignment %s", name, assignment)
+        return TopicInfo(name, topic_uuid(topic_id), assignment, dict(configs))
+
+    def existing_topic(self, name: str) -> TopicInfo | None:
+        found = self.zk.get_topic_assignment(name)
+        if found is None:
+            return None
+        topic_id, assignment = found
+        return TopicInfo(
+            name, topic_uuid(topic_id),
+            {p: list(a.replicas) for p, a in assignment.items()},
+            self.zk.get_topic_config(name),
+        )  # fmt: skip
+
+    def delete_topic(self, name: str) -> None:
+        if self.zk.get_topic_assignment(name) is None:
+            raise KeyError(name)
+        self.admin.delete_topic(name)
+
+    def add_partitions(self, name: str, total: int, validate_only: bool) -> None:
+        found = self.zk.get_topic_assignment(name)
+        if found is None:
+            raise KeyError(name)
+        _, assignment = found
+        current = len(assignment)
+        if total <= current:
+            raise ValueError(
+                f"Topic currently has {current} partitions, which is higher than "
+                f"or equal to the requested {total}."
+            )
+        rf = len(next(iter(assignment.values())).replicas)
+        new = assign_replicas_to_brokers(
+            self.live_broker_ids(), total - current, rf, start_partition_id=current
+        )
+        new = {p if p >= current else p + current: r for p, r in new.items()}
+        if not validate_only:
+            self.admin.add_partitions(name, new)
+
+    def cached_topic(self, name: str) -> TopicInfo | None:
+        parts = {tp.partition: list(s.replicas) for tp, s in self.partition_states.items()
+                 if tp.topic == name}  # fmt: skip
+        if not parts:
+            return None
+        return TopicInfo(name, self.topic_ids.get(name, uuid.UUID(int=0)), parts, {})
+
+    # -- controller requests (on the event loop) --------------------------------------
+    def _ensure_topic(self, topic: str) -> TopicInfo:
+        registry = self.broker.registry
+        info = registry.get(topic)
+        found = self.zk.get_topic_assignment(topic)
+        assignment = {} if found is None else {p: list(a.replicas) for p, a in found[1].items()}
+        if info is None:
+            topic_id = topic_uuid(found[0] if found else None)
+            info = TopicInfo(topic, topic_id, assignment, self.zk.get_topic_config(topic))
+            registry.topics[topic] = info
+            registry._save()
+        elif set(assignment) - set(info.assignment):
+            info.assignment.update({p: r for p, r in assignment.items()})
+            registry._save()
+        self.topic_ids[topic] = info.topic_id
+        return info
+
+    def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        error = self.checker.check_request(request)
+        if error is not ErrorCode.none:
+            return LeaderAndIsrResponse(error)
+        rm = self.broker.replica_manager
+        errors: dict[TopicPartition, ErrorCode] = {}
+        leaders = {b.id: b for b in request.live_leaders}
+        now = wall_ms()
+        for s in request.partition_states:
+            tp = s.topic_partition
+            partition = rm.get_partition(tp)
+            current = partition.leader_epoch if partition is not None else -1
+            if partition is not None and ControllerEpochChecker.check_leader_epoch(
+                s.leader_epoch, current
+            ) is not ErrorCode.none:  # fmt: skip
+                errors[tp] = ErrorCode.stale_controller_epoch
+                continue
+            if self.broker_id not in s.replicas:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            try:
+                if partition is None:
+                    partition = self._create_partition(tp, list(s.replicas))
+                if s.leader == self.broker_id:
+                    self._remove_from_fetchers(tp)
+                    hw_moved = partition.make_leader(
+                        s.leader_epoch, list(s.isr), list(s.replicas), s.partition_epoch,
+                        s.controller_epoch, now,
+                    )  # fmt: skip
+                    rm.wake(tp, hw_moved)
+                    log.info(
+                        "%s: leader at epoch %d, ISR %s, LEO %d, HW %d", tp, s.leader_epoch,
+                        list(s.isr), partition.log.log_end_offset, partition.high_watermark,
+                    )  # fmt: skip
+                    self._group_coordinator_elect(tp)
+                else:
+                    self._remove_from_fetchers(tp)
+                    partition.make_follower(
+                        s.leader, s.leader_epoch, list(s.isr), list(s.replicas),
+                        s.partition_epoch, s.controller_epoch,
+                    )  # fmt: skip
+                    rm.wake(tp, True)  # waiting produce/fetch: NOT_LEADER now
+                    log.info(
+                        "%s: follower of %d at epoch %d, LEO %d, HW %d", tp, s.leader,
+                        s.leader_epoch, partition.log.log_end_offset, partition.high_watermark,
+                    )  # fmt: skip
+                    leader = leaders.get(s.leader) or self.live_brokers.get(s.leader)
+                    if s.leader >= 0 and leader is not None:
+                        self._add_to_fetcher(leader, partition)
+                errors[tp] = ErrorCode.none
+            except Exception:
+                log.exception("LeaderAndIsr for %s failed", tp)
+                errors[tp] = ErrorCode.kafka_storage_error
+        return LeaderAndIsrResponse(ErrorCode.none, errors)
+
+    def _group_coordinator_elect(self, tp: TopicPartition) -> None:
+        return  # group coordination in cluster mode is not wired yet
+
+    def _create_partition(self, tp: TopicPartition, replicas: list[int]) -> Partition:
+        info = self._ensure_topic(tp.topic)
+        broker = self.broker
+        log_ = broker.log_manager.get_or_create_log(
+            tp.topic, tp.partition, broker.log_config_for(tp.topic)
+        )
+        partition = broker.replica_manager.add_partition(
+            tp, log_, replicas, leader_epoch=-1, topic_id=info.topic_id
+        )
+        partition.leader_id = -1
+        return partition
+
+    def handle_update_metadata(self, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+        error = self.checker.check_request(request)
+        if error is not ErrorCode.none:
+            return UpdateMetadataResponse(error)
+        if request.live_brokers:
+            self.live_brokers = {b.id: b for b in request.live_brokers}
+        for s in request.partition_states:
+            if s.leader == -2:  # being deleted
+                self.partition_states.pop(s.topic_partition, None)
+                continue
+            self.partition_states[s.topic_partition] = s
+            topic = s.topic_partition.topic
+            if topic not in self.topic_ids:
+                found = self.zk.get_topic_assignment(topic)
+                self.topic_ids[topic] = topic_uuid(found[0] if found else None)
+        return UpdateMetadataResponse()
+
+    def handle_stop_replica(self, request: StopReplicaRequest) -> StopReplicaResponse:
+        error = self.checker.check_request(request)
+        if error is not ErrorCode.none:
+            return StopReplicaResponse(error)
+        broker = self.broker
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for s in request.partition_states:
+            tp = s.topic_partition
+            self._remove_from_fetchers(tp)
+            if s.delete_partition:
+                broker.replica_manager.remove_partition(tp)
+                with contextlib.suppress(Exception):
+                    broker.log_manager.delete_log(tp.topic, tp.partition)
+                info = broker.registry.get(tp.topic)
+                if info is not None:
+                    info.assignment.pop(tp.partition, None)
+                    if not info.assignment:
+                        broker.registry.delete(tp.topic)
+                    else:
+                        broker.registry._save()
+            else:
+                partition = broker.replica_manager.get_partition(tp)
+                if partition is not None:
+                    partition.leader_id = -1
+                    broker.replica_manager.wake(tp, True)
+            errors[tp] = ErrorCode.none
+        return StopReplicaResponse(ErrorCode.none, errors)
+
+    # -- replica fetchers ---------------------------------------------------------------
+    def _add_to_fetcher(self, leader: BrokerInfo, partition: Partition) -> None:
+        fetcher = self.fetchers.get(leader.id)
+        ep = leader.endpoints[0]
+        if fetcher is not None and (fetcher.host, fetcher.port) != (ep.host, ep.port):
+            fetcher.stop()
+            fetcher = None
+        if fetcher is None:
+            fetcher = ReplicaFetcher(self, leader.id, ep.host, ep.port)
+            self.fetchers[leader.id] = fetcher
+        fetcher.partitions[partition.tp] = partition
+        fetcher.wakeup.set()
+
+    def _remove_from_fetchers(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.partitions.pop(tp, None)
+
+    # -- ISR changes (leader) --------------------------------------------------------------
+    def _write_isr(self, partition: Partition, new_isr: set[int]) -> bool:
+        tp = partition.tp
+        lai = LeaderAndIsr(
+            self.broker_id, tuple(sorted(new_isr)), partition.leader_epoch,
+            partition.partition_epoch,
+        )  # fmt: skip
+        try:
+            result = self.zk.update_leader_and_isr({tp: lai}, partition.controller_epoch, None)
+        except Exception:
+            log.exception("ISR update of %s failed", tp)
+            return False
+        done = result.finished.get(tp)
+        if not isinstance(done, LeaderAndIsr):
+            log.info("ISR update of %s to %s not applied (stale partition epoch)", tp, new_isr)
+            return False
+        partition.isr = set(new_isr)
+        partition.partition_epoch = done.zk_version
+        with contextlib.suppress(Exception):
+            self.zk.propagate_isr_changes([tp])
+        log.info("ISR of %s is now %s", tp, sorted(new_isr))
+        return True
+
+    def _expand_isr(self, partition: Partition, replica_id: int) -> None:
+        self._write_isr(partition, partition.isr | {replica_id})
+
+    async def _isr_expiration(self) -> None:
+        lag_ms = int(self.config["replica.lag.time.max.ms"])
+        while True:
+            await asyncio.sleep(lag_ms / 2000)
+            try:
+                now = wall_ms()
+                for partition in list(self.broker.replica_manager.partitions.values()):
+                    if not partition.is_leader:
+                        continue
+                    out = partition.out_of_sync_replicas(now, lag_ms)
+                    if out and self._write_isr(partition, partition.isr - out):
+                        hw_moved = partition.maybe_increment_high_watermark()
+                        self.broker.replica_manager.wake(partition.tp, hw_moved)
+            except Exception:
+                log.exception("ISR expiration failed")
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader (replica_id = us)."""
+
+    def __init__(self, cluster: ClusterManager, leader_id: int, host: str, port: int) -> None:
+        self.cluster = cluster
+        self.leader_id = leader_id
+        self.host, self.port = host, port
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.wakeup = asyncio.Event()
+        self.conn = BrokerConnection(host, port, f"replica-fetcher-{cluster.broker_id}")
+        self.task = asyncio.ensure_future(self._run())
+
+    def stop(self) -> None:
+        self.task.cancel()
+        self.conn.close()
+
+    def _request(self) -> Any:
+        from kio.schema.fetch.v11 import request as fr_module
+
+        fr: Any = fr_module
+
+        config = self.cluster.config
+        by_topic: dict[str, list[Any]] = {}
+        for tp, p in self.partitions.items():
+            by_topic.setdefault(tp.topic, []).append(
+                fr.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=p.leader_epoch,
+                    fetch_offset=p.log.log_end_offset,
+                    log_start_offset=p.log.log_start_offset,
+                    partition_max_bytes=config["replica.fetch.max.bytes"],
+                )
+            )
+        return fr.FetchRequest(
+            replica_id=self.cluster.broker_id,
+            max_wait=datetime.timedelta(milliseconds=config["replica.fetch.wait.max.ms"]),
+            min_bytes=config["replica.fetch.min.bytes"],
+            max_bytes=max(config["replica.fetch.max.bytes"], 10 * 1024 * 1024),
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=tuple(fr.FetchTopic(topic=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()),
+            forgotten_topics_data=(), rack_id="",
+        )  # fmt: skip
+
+    async def _truncate(self) -> None:
+        """KIP-101: ask the leader where our latest epoch ends, truncate there (or to the
+        high watermark when our log has no epoch)."""
+        from kio.schema.offset_for_leader_epoch.v3 import request as er_module
+
+        er: Any = er_module
+
+        from sluice.log import LATEST_TIMESTAMP
+
+        pending = {tp: p for tp, p in self.partitions.items() if p.needs_truncation}
+        asks: dict[TopicPartition, int] = {}
+        for tp, p in pending.items():
+            last = p.log.fetch_offset_by_timestamp(LATEST_TIMESTAMP)
+            epoch = last.leader_epoch if last is not None and last.leader_epoch is not None else -1
+            if epoch < 0 or p.log.log_end_offset == 0:
+                if p.log.log_end_offset > p.high_watermark:
+                    p.log.truncate_to(p.high_watermark)
+                p.needs_truncation = False
+            else:
+                asks[tp] = epoch
+        if not asks:
+            return
+        by_topic: dict[str, list[Any]] = {}
+        for tp, epoch in asks.items():
+            by_topic.setdefault(tp.topic, []).append(
+                er.OffsetForLeaderPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=pending[tp].leader_epoch,
+                    leader_epoch=epoch,
+                )
+            )
+        request = er.OffsetForLeaderEpochRequest(
+            replica_id=self.cluster.broker_id,
+            topics=tuple(er.OffsetForLeaderTopic(topic=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()),
+        )  # fmt: skip
+        response = await self.conn.send(request)
+        for topic in response.topics:
+            for r in topic.partitions:
+                tp = TopicPartition(topic.topic, r.partition)
+                found = self.partitions.get(tp)
+                if found is None or tp not in asks or not found.needs_truncation:
+                    continue
+                p = found
+                if r.error_code != ErrorCode.none:
+                    continue  # retried before the next fetch
+                leo = p.log.log_end_offset
+                target = p.high_watermark if r.end_offset < 0 else min(r.end_offset, leo)
+                if target < leo:
+                    log.info("%s: truncating from %d to %d (leader epoch %d ends at %d)",
+                             tp, leo, target, asks[tp], r.end_offset)  # fmt: skip
+                    p.log.truncate_to(target)
+                p.needs_truncation = False
+
+    async def _run(self) -> None:
+        rm = self.cluster.broker.replica_manager
+        failures = 0
+        while True:
+            if not self.partitions:
+                self.wakeup.clear()
+                await self.wakeup.wait()
+                continue
+            try:
+                if any(p.needs_truncation for p in self.partitions.values()):
+                    await self._truncate()
+                    if any(p.needs_truncation for p in self.partitions.values()):
+                        await asyncio.sleep(0.1)
+                        continue
+                response = await self.conn.send(self._request())
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if failures == 1 or failures % 50 == 0:
+                    log.info("fetch from leader %d failed (%d): %r", self.leader_id, failures, exc)
+                await asyncio.sleep(0.2)
+                continue
+            backoff = False
+            for topic in response.responses:
+                for pd in topic.partitions:
+                    tp = TopicPartition(topic.topic, pd.partition_index)
+                    partition = self.partitions.get(tp)
+                    if partition is None or partition.is_leader:
+                        continue
+                    if pd.error_code != ErrorCode.none:
+                        backoff = True
+                        if pd.error_code == ErrorCode.offset_out_of_range:
+                            self._handle_out_of_range(partition, pd)
+                        continue
+                    try:
+                        if pd.records:
+                            partition.log.append_as_follower(bytes(pd.records))
+                        partition.update_follower_high_watermark(pd.high_watermark)
+                        rm.wake(tp, True)
+                    except Exception:
+                        log.exception("follower append to %s failed", tp)
+                        backoff = True
+            if backoff:
+                await asyncio.sleep(0.1)
+
+    @staticmethod
+    def _handle_out_of_range(partition: Partition, pd: Any) -> None:
+        leo = partition.log.log_end_offset
+        if pd.high_watermark >= 0 and leo > pd.high_watermark:
+            partition.log.truncate_to(pd.high_watermark)  # ahead of the leader: cut
+        elif pd.log_start_offset > leo:
+            partition.log.truncate_fully_and_start_at(pd.log_start_offset)

@@ -1,0 +1,20 @@
+"""Cluster tests need ZooKeeper (Debian's ``zookeeper`` package), Java and kazoo."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from sluice.embedded_cluster import EmbeddedCluster
+
+
+@pytest.fixture
+def cluster3() -> Iterator[EmbeddedCluster]:
+    pytest.importorskip("kazoo")
+    from sluice.coordination.zk_server import find_java, find_zookeeper_classpath
+
+    if find_zookeeper_classpath() is None or find_java() is None:
+        pytest.skip("ZooKeeper not installed (apt-get install zookeeper)")
+    with EmbeddedCluster(brokers=3, broker_ids=[1, 2, 3]) as cluster:
+        yield cluster

@@ -1,0 +1,64 @@
+"""Exactly one controller among three brokers; killing it elects another, with a
+higher /controller_epoch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from cluster_support import wait_for
+from confluent_kafka.admin import AdminClient
+
+from sluice.embedded_cluster import EmbeddedCluster
+
+
+@pytest.fixture
+def zk(cluster3: EmbeddedCluster) -> Iterator[object]:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=cluster3.zookeeper_connect)
+    client.start(15)
+    yield client
+    client.stop()
+    client.close()
+
+
+def _controller(zk: object) -> tuple[int, int] | None:
+    if not zk.exists("/controller"):  # type: ignore[attr-defined]
+        return None
+    data, _ = zk.get("/controller")  # type: ignore[attr-defined]
+    epoch, _ = zk.get("/controller_epoch")  # type: ignore[attr-defined]
+    return int(json.loads(data)["brokerid"]), int(epoch)
+
+
+def _metadata_controllers(cluster: EmbeddedCluster, broker_ids: list[int]) -> set[int]:
+    seen = set()
+    for b in broker_ids:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(b), "log_level": 0})
+        seen.add(admin.list_topics(timeout=5).controller_id)
+    return seen
+
+
+def test_one_controller_and_failover(cluster3: EmbeddedCluster, zk: object) -> None:
+    ids = list(cluster3.broker_ids)
+    controller, epoch = wait_for(lambda: _controller(zk), 30, "a controller")
+    assert controller in ids
+    # Every broker names the same controller.
+    wait_for(lambda: _metadata_controllers(cluster3, ids) == {controller}, 30, "agreement")
+    brokers = zk.get_children("/brokers/ids")  # type: ignore[attr-defined]
+    assert sorted(int(b) for b in brokers) == sorted(ids)
+
+    cluster3.kill(controller)
+    new_controller, new_epoch = wait_for(
+        lambda: (c := _controller(zk)) and c[0] != controller and c, 45, "a new controller"
+    )
+    assert new_controller in ids and new_epoch > epoch
+    survivors = [b for b in ids if b != controller]
+    wait_for(
+        lambda: _metadata_controllers(cluster3, survivors) == {new_controller}, 30, "agreement"
+    )
+    wait_for(
+        lambda: sorted(int(b) for b in zk.get_children("/brokers/ids")) == survivors,  # type: ignore[attr-defined]
+        30, "the dead broker's registration gone",
+    )  # fmt: skip
