@@ -22,8 +22,6 @@ import pytest
 import sluice
 from sluice.cli import main
 
-pytest.importorskip("confluent_kafka")
-
 # Safety net for consumer runs that should end by --max-messages: never wait forever.
 SAFETY = ("--timeout-ms", "15000")
 
@@ -418,3 +416,92 @@ def test_python_dash_m_sluice_entry_point(tools: Tools, topic: str) -> None:
                       "--max-messages", "2", *SAFETY)  # fmt: skip
     assert (done.returncode, done.stdout) == (0, "one\ntwo\n")
     assert "Processed a total of 2 messages" in done.stderr
+
+
+# --- consumer groups ---------------------------------------------------------------------
+
+
+def test_consumer_groups_list_describe_delete(tools: Tools, topic: str) -> None:
+    from sluice.client import Consumer, TopicPartition
+
+    tools.create(topic, partitions=2)
+    stdin = "".join(f"value {i}\n" for i in range(10))
+    assert tools.produce(topic, "--partition", "0", stdin=stdin).code == 0
+    assert tools.produce(topic, "--partition", "1", stdin="a\nb\nc\n").code == 0
+    group = f"g-{topic}"
+    with Consumer({"bootstrap.servers": tools.bootstrap, "group.id": group,
+                   "enable.auto.commit": False}) as consumer:  # fmt: skip
+        consumer.commit({TopicPartition(topic, 0): 4, TopicPartition(topic, 1): 3})
+
+    r = tools("consumer-groups", "--bootstrap-server", tools.bootstrap, "--list")
+    assert r.code == 0, r.err
+    assert group in r.out.splitlines()
+
+    r = tools("consumer-groups", "--bootstrap-server", tools.bootstrap, "--describe",
+              "--group", group)  # fmt: skip
+    assert r.code == 0, r.err
+    lines = [line.split() for line in r.out.splitlines() if line.strip()]
+    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+              "CONSUMER-ID", "HOST", "CLIENT-ID"]  # fmt: skip
+    start = lines.index(header)
+    assert lines[start + 1 :] == [
+        [group, topic, "0", "4", "10", "6", "-", "-", "-"],
+        [group, topic, "1", "3", "3", "0", "-", "-", "-"],
+    ]
+
+    r = tools("consumer-groups", "--bootstrap-server", tools.bootstrap, "--delete",
+              "--group", group)  # fmt: skip
+    assert r.code == 0, r.err
+    assert "was successful" in r.out
+    r = tools("consumer-groups", "--bootstrap-server", tools.bootstrap, "--list")
+    assert group not in r.out.splitlines()
+
+
+def test_consumer_groups_describe_shows_active_member(tools: Tools, topic: str) -> None:
+    from sluice.client import Consumer, TopicPartition
+
+    tools.create(topic)
+    assert tools.produce(topic, stdin="a\nb\nc\n").code == 0
+    group = f"g-{topic}"
+    config = {"bootstrap.servers": tools.bootstrap, "group.id": group,
+              "auto.offset.reset": "earliest", "enable.auto.commit": False,
+              "client.id": "cg-test"}  # fmt: skip
+    with Consumer(config) as consumer:
+        consumer.subscribe([topic])
+        got: list[object] = []
+        deadline = time.monotonic() + 15
+        while len(got) < 2 and time.monotonic() < deadline:
+            got.extend(consumer.poll(0.5))
+        assert len(got) >= 2
+        consumer.commit({TopicPartition(topic, 0): 2})
+        r = tools("consumer-groups", "--bootstrap-server", tools.bootstrap, "--describe",
+                  "--group", group)  # fmt: skip
+        assert r.code == 0, r.err
+        row = r.out.splitlines()[-1].split()
+        assert row[:6] == [group, topic, "0", "2", "3", "1"]
+        assert row[-1] == "cg-test" and row[6] != "-"
+        # A group with members cannot be deleted.
+        r = tools("consumer-groups", "--bootstrap-server", tools.bootstrap, "--delete",
+                  "--group", group)  # fmt: skip
+        assert r.code == 1 and r.err.startswith("sluice consumer-groups: error: ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--bootstrap-server", "x:1"], "an action is required"),
+        (["--bootstrap-server", "x:1", "--describe"], "--group is required"),
+        (["--bootstrap-server", "x:1", "--list", "--delete", "--group", "g"], "choose one"),
+        (["--list"], "--bootstrap-server is required"),
+    ],
+)
+def test_consumer_groups_usage_errors(tools: Tools, argv: list[str], message: str) -> None:
+    r = tools("consumer-groups", *argv)
+    assert (r.code, r.out) == (2, "")
+    assert message in r.err and r.err.count("\n") == 1
+
+
+def test_consumer_groups_unknown_group(tools: Tools) -> None:
+    r = tools("consumer-groups", "--bootstrap-server", tools.bootstrap, "--describe",
+              "--group", f"nope-{uuid.uuid4().hex[:8]}")  # fmt: skip
+    assert r.code == 1 and "does not exist" in r.err

@@ -1,29 +1,33 @@
 """The tools' Kafka client interface: the only module that touches a client library.
 
-For now this wraps confluent-kafka (librdkafka). The rest of the tools see only
-:class:`Admin`, :class:`Producer`, :class:`Consumer` and the library-neutral
-names of :mod:`~sluice.tools_impl.client_types` (re-exported here), so swapping
-in Sluice's own client later means rewriting this module alone.
+This wraps Sluice's own clients (:mod:`sluice.client`). The rest of the tools see
+only :class:`Admin`, :class:`Producer`, :class:`Consumer` and the library-neutral
+names of :mod:`~sluice.tools_impl.client_types` (re-exported here).
 
-Every client first fetches metadata: if no bootstrap broker answers, that fails
-fast with one line ("cannot connect to host:port: Connection refused") instead
-of librdkafka retrying and logging for the whole request timeout. librdkafka's
-own log lines are off; its error events become ``warn`` calls, once each.
+Every client first checks that a bootstrap broker accepts connections: if none
+does, that fails fast with one line ("cannot connect to host:port: Connection
+refused") instead of retrying for the whole request timeout. The clients' own
+warnings (logged under ``sluice.client``) become ``warn`` calls, once per text.
 """
 
 from __future__ import annotations
 
 import base64
-import re
-import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+import collections
+import concurrent.futures
+import logging
+import socket
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sluice.tools_impl.client_types import (
     EARLIEST,
     LATEST,
     ClientError,
+    GroupDescription,
+    GroupMember,
+    GroupPartitionLag,
     Headers,
     PartitionDescription,
     Record,
@@ -32,15 +36,15 @@ from sluice.tools_impl.client_types import (
     Warn,
 )
 
-if TYPE_CHECKING:
-    import confluent_kafka
-
 __all__ = [
     "EARLIEST",
     "LATEST",
     "Admin",
     "ClientError",
     "Consumer",
+    "GroupDescription",
+    "GroupMember",
+    "GroupPartitionLag",
     "PartitionDescription",
     "Producer",
     "Record",
@@ -50,165 +54,168 @@ __all__ = [
 
 REQUEST_TIMEOUT_S = 30.0  # one admin request or metadata fetch
 GROUP_PROBE_TIMEOUT_S = 5.0  # finding the group coordinator and its committed offsets
-_CONNECT_STEP_S = 0.25
-
-
-def _kafka() -> Any:
-    try:
-        import confluent_kafka
-        import confluent_kafka.admin
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ClientError(
-            "the tools need the confluent-kafka package for now: pip install confluent-kafka"
-        ) from exc
-    return confluent_kafka
+_CONNECT_TIMEOUT_S = 5.0
+_DEFAULT_MAX_BLOCK_MS = 60_000
 
 
 def _error(exc: BaseException) -> ClientError:
-    """A ClientError from a KafkaException (or anything else) with a one-line message."""
+    """A ClientError from a Sluice client exception (or anything else), one line."""
     if isinstance(exc, ClientError):
         return exc
-    args = getattr(exc, "args", ())
-    err = args[0] if args else None
-    if err is not None and hasattr(err, "str") and hasattr(err, "name"):
-        return ClientError(err.str() or err.name(), err.name())
-    return ClientError(str(exc) or type(exc).__name__)
+    from sluice.client.errors import UnsupportedVersionException
+    from sluice.protocol import ErrorCode
+
+    message = str(exc) or type(exc).__name__
+    # Admin errors read "CreateTopics t: Topic 't' already exists."; keep the reason.
+    head, sep, tail = message.partition(": ")
+    if sep and tail and head.split(" ")[0].isalpha() and head[:1].isupper() and " " in head:
+        message = tail
+    if isinstance(exc, UnsupportedVersionException):
+        return ClientError(message, "_UNSUPPORTED_FEATURE")
+    code = getattr(exc, "code", None)
+    name = ""
+    if isinstance(code, int) and code:
+        try:
+            name = ErrorCode(code).name.upper()
+        except ValueError:
+            name = str(code)
+    return ClientError(" ".join(message.splitlines()), name)
 
 
-def _wait(future: Future[Any]) -> Any:
-    try:
-        return future.result(timeout=REQUEST_TIMEOUT_S + 5)
-    except Exception as exc:
-        raise _error(exc) from exc
+def _servers(bootstrap: str) -> list[tuple[str, int]]:
+    out = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            out.append((host or "localhost", int(port or 9092)))
+        except ValueError as exc:
+            raise ClientError(
+                f"invalid bootstrap server {server.strip()!r}", "_INVALID_ARG"
+            ) from exc
+    if not out:
+        raise ClientError("no bootstrap server given", "_INVALID_ARG")
+    return out
+
+
+def _probe(bootstrap: str) -> None:
+    """Fail fast unless some bootstrap broker accepts a TCP connection."""
+    last: OSError | None = None
+    for host, port in _servers(bootstrap):
+        try:
+            with socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S):
+                return
+        except OSError as exc:
+            last = exc
+    detail = (last.strerror if last is not None else None) or str(last)
+    raise ClientError(f"cannot connect to {bootstrap}: {detail}", "_ALL_BROKERS_DOWN")
 
 
 def _uuid_text(uuid: Any) -> str:
-    """Kafka prints ids as URL-safe base64 (librdkafka's str() uses '+' and '/')."""
-    high = uuid.get_most_significant_bits() & (2**64 - 1)
-    low = uuid.get_least_significant_bits() & (2**64 - 1)
-    raw = high.to_bytes(8, "big") + low.to_bytes(8, "big")
+    """Kafka prints ids as URL-safe base64 without padding."""
+    raw = uuid.bytes if uuid is not None else bytes(16)
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
-def _headers(raw: Any) -> Headers:
-    """A message's headers (librdkafka gives a list of pairs, or None)."""
-    items = raw.items() if isinstance(raw, dict) else (raw or [])
-    return [(k, v.encode("utf-8") if isinstance(v, str) else v) for k, v in items]
+class _WarnHandler(logging.Handler):
+    """Forwards the clients' warnings to ``warn``, once per text."""
 
-
-_AFTER = re.compile(r"\s*\(after \d+ms in state \w+\)$")
-_TRANSPORT_NOISE = re.compile(
-    r"^\S+/(?:bootstrap|\d+): (?:Connect to \S+ failed: )?|\s*\(after .*\)$"
-)
-
-
-class _Watch:
-    """librdkafka's error events (served by poll): the last transport error, whether
-    every broker is down, and warnings (once per text) after the first connection."""
-
-    def __init__(self, bootstrap: str, warn: Warn | None) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, warn: Warn) -> None:
+        super().__init__(logging.WARNING)
         self.warn = warn
-        self.connected = False
-        self.all_down = False
-        self.last_transport: str | None = None
         self._seen: set[str] = set()
+        self._lock2 = threading.Lock()
 
-    def __call__(self, err: Any) -> None:
-        name = err.name()
-        if name == "_ALL_BROKERS_DOWN":
-            self.all_down = True
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # pragma: no cover - a bad log call
             return
-        text = err.str() or name
-        if name in ("_TRANSPORT", "_RESOLVE"):
-            self.last_transport = _TRANSPORT_NOISE.sub("", text)
-        text = _AFTER.sub("", text)  # "(after 3ms in state CONNECT)" varies; say it once
-        if self.connected and self.warn is not None and text not in self._seen:
+        with self._lock2:
+            if text in self._seen:
+                return
             self._seen.add(text)
-            self.warn(text)
+        self.warn(text)
 
-    def config(self, overrides: Mapping[str, str]) -> dict[str, Any]:
-        settings: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap,
-            "error_cb": self,
-            "log_level": 0,  # errors arrive through error_cb instead
-            "log.connection.close": False,
-        }
-        settings.update(overrides)
-        return settings
 
-    def connect(self, client: Any, poll: Callable[[], Any]) -> Any:
-        """Cluster metadata, failing fast when no bootstrap broker can be reached."""
-        deadline = time.monotonic() + REQUEST_TIMEOUT_S
-        step = _CONNECT_STEP_S
-        while True:
-            try:
-                metadata = client.list_topics(timeout=step)
-            except Exception as exc:
-                step = min(step * 2, 2.0)
-                error = _error(exc)
-                poll()
-                if self.all_down or error.code in ("_RESOLVE", "_INVALID_ARG"):
-                    detail = self.last_transport or str(error)
-                    raise ClientError(f"cannot connect to {self.bootstrap}: {detail}",
-                                      "_ALL_BROKERS_DOWN") from exc  # fmt: skip
-                if time.monotonic() > deadline:
-                    raise ClientError(f"no response from {self.bootstrap}: {error}",
-                                      error.code) from exc  # fmt: skip
-                continue
-            self.connected = True
-            return metadata
+def _watch(warn: Warn | None) -> _WarnHandler | None:
+    if warn is None:
+        return None
+    handler = _WarnHandler(warn)
+    log = logging.getLogger("sluice.client")
+    log.addHandler(handler)
+    log.propagate = False
+    return handler
+
+
+def _unwatch(handler: _WarnHandler | None) -> None:
+    if handler is not None:
+        log = logging.getLogger("sluice.client")
+        log.removeHandler(handler)
+        if not log.handlers:
+            log.propagate = True
 
 
 class Admin:
-    """Topic administration: list, describe, create, delete, add partitions, configs."""
+    """Topic and group administration."""
 
     def __init__(
         self, bootstrap: str, config: Mapping[str, str] | None = None, warn: Warn | None = None
     ) -> None:
-        self._mod = _kafka().admin
-        self._watch = _Watch(bootstrap, warn)
+        from sluice.client import Admin as SluiceAdmin
+
+        _probe(bootstrap)
+        settings: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "request.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
+        }
+        settings.update(config or {})
         try:
-            self._admin = self._mod.AdminClient(self._watch.config(config or {}))
+            self._admin = SluiceAdmin(settings)
+            self._admin._client.refresh_metadata([])
         except Exception as exc:
             raise _error(exc) from exc
-        self._watch.connect(self._admin, lambda: self._admin.poll(0))
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise _error(exc) from exc
 
     def list_topics(self) -> list[str]:
-        try:
-            metadata = self._admin.list_topics(timeout=REQUEST_TIMEOUT_S)
-        except Exception as exc:
-            raise _error(exc) from exc
-        return sorted(metadata.topics)
+        return list(self._call(self._admin.list_topics, internal=True))
 
     def describe_topics(self, names: Sequence[str]) -> list[TopicDescription]:
         """Descriptions in the order given; raises ClientError for an unknown topic."""
         if not names:
             return []
-        collection = _kafka().TopicCollection(list(names))
-        futures = self._admin.describe_topics(collection, request_timeout=REQUEST_TIMEOUT_S)
+        body = self._call(self._admin._client.refresh_metadata, list(names))
+        by_name = {t.name: t for t in body.topics}
         result = []
         for name in names:
-            desc = _wait(futures[name])
+            t = by_name.get(name)
+            if t is None or t.error_code:
+                code = "UNKNOWN_TOPIC_OR_PART" if t is None else _code_name(int(t.error_code))
+                raise ClientError(f"Topic '{name}' does not exist", code)
             partitions = [
                 PartitionDescription(
-                    p.id,
-                    p.leader.id if p.leader is not None else -1,
-                    [n.id for n in p.replicas],
-                    [n.id for n in p.isr],
+                    int(p.partition_index),
+                    int(p.leader_id),
+                    [int(r) for r in p.replica_nodes],
+                    [int(r) for r in p.isr_nodes],
                 )
-                for p in sorted(desc.partitions, key=lambda p: p.id)
+                for p in sorted(t.partitions, key=lambda p: int(p.partition_index))
             ]
             result.append(
-                TopicDescription(desc.name, _uuid_text(desc.topic_id), desc.is_internal, partitions)
+                TopicDescription(name, _uuid_text(t.topic_id), bool(t.is_internal), partitions)
             )
         return result
 
     def topic_configs(self, name: str) -> dict[str, str]:
         """The topic's non-default configs (overrides and broker-level settings), by name."""
-        resource = self._mod.ConfigResource(self._mod.ResourceType.TOPIC, name)
-        futures = self._admin.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
-        entries = _wait(futures[resource])
+        from sluice.client.admin import RESOURCE_TOPIC
+
+        configs = self._call(self._admin.describe_configs, topics=[name])
+        entries = configs.get((RESOURCE_TOPIC, name), {})
         return {
             e.name: e.value if e.value is not None else ""
             for e in sorted(entries.values(), key=lambda e: e.name)
@@ -223,46 +230,90 @@ class Admin:
         configs: Mapping[str, str],
     ) -> None:
         """None means the broker's default (num.partitions, default.replication.factor)."""
-        topic = self._mod.NewTopic(
+        from sluice.client import NewTopic
+
+        topic = NewTopic(
             name,
             num_partitions=-1 if partitions is None else partitions,
             replication_factor=-1 if replication_factor is None else replication_factor,
             config=dict(configs),
         )
-        self._run_one(self._admin.create_topics, [topic], name)
+        self._call(self._admin.create_topics, [topic])
 
     def delete_topic(self, name: str) -> None:
-        self._run_one(self._admin.delete_topics, [name], name)
+        self._call(self._admin.delete_topics, [name])
 
     def create_partitions(self, name: str, total: int) -> None:
-        self._run_one(self._admin.create_partitions, [self._mod.NewPartitions(name, total)], name)
+        self._call(self._admin.create_partitions, {name: total})
 
     def alter_topic_configs(
         self, name: str, set_: Mapping[str, str], delete: Sequence[str]
     ) -> None:
         """Set and remove topic overrides, leaving the others as they are."""
-        mod = self._mod
-        entries = [
-            mod.ConfigEntry(k, v, incremental_operation=mod.AlterConfigOpType.SET)
-            for k, v in set_.items()
-        ] + [
-            mod.ConfigEntry(k, None, incremental_operation=mod.AlterConfigOpType.DELETE)
-            for k in delete
-        ]
-        resource = mod.ConfigResource(mod.ResourceType.TOPIC, name, incremental_configs=entries)
-        futures = self._admin.incremental_alter_configs(
-            [resource], request_timeout=REQUEST_TIMEOUT_S
-        )
-        _wait(futures[resource])
+        changes: dict[str, str | None] = dict(set_)
+        changes.update({k: None for k in delete})
+        self._call(self._admin.alter_configs, {name: changes})
 
-    def _run_one(self, call: Callable[..., Any], items: list[Any], key: str) -> None:
-        try:
-            futures = call(
-                items, request_timeout=REQUEST_TIMEOUT_S, operation_timeout=REQUEST_TIMEOUT_S
+    # -- groups ------------------------------------------------------------------------
+
+    def list_groups(self) -> list[str]:
+        return [g.group_id for g in self._call(self._admin.list_groups)]
+
+    def describe_group(self, group: str) -> GroupDescription:
+        """The group's state and members, and per committed partition its offset,
+        the log end offset and the lag."""
+        described = self._call(self._admin.describe_groups, [group])
+        desc = described.get(group)
+        members: list[GroupMember] = []
+        state = "Dead"
+        if desc is not None:
+            state = desc.state
+            members = [
+                GroupMember(
+                    m.member_id,
+                    m.client_id,
+                    m.host,
+                    [(tp.topic, tp.partition) for tp in m.assignment],
+                )
+                for m in desc.members
+            ]
+        committed = self._call(self._admin.list_group_offsets, group)
+        owners = {tp: m for m in members for tp in m.assignment}
+        wanted = set(committed) | {_tp(t, p) for m in members for t, p in m.assignment}
+        ends = self._call(self._admin.list_offsets, sorted(wanted), "latest") if wanted else {}
+        partitions = []
+        for tp in sorted(wanted):
+            om = committed.get(tp)
+            current = om.offset if om is not None else None
+            end = ends.get(tp)
+            lag = None if current is None or end is None else max(end - current, 0)
+            partitions.append(
+                GroupPartitionLag(
+                    tp.topic, tp.partition, current, end, lag, owners.get((tp.topic, tp.partition))
+                )
             )
-        except Exception as exc:
-            raise _error(exc) from exc
-        _wait(futures[key])
+        return GroupDescription(group, state, members, partitions)
+
+    def delete_group(self, group: str) -> None:
+        self._call(self._admin.delete_groups, [group])
+
+    def close(self) -> None:
+        self._admin.close()
+
+
+def _tp(topic: str, partition: int) -> Any:
+    from sluice.client import TopicPartition
+
+    return TopicPartition(topic, partition)
+
+
+def _code_name(code: int) -> str:
+    from sluice.protocol import ErrorCode
+
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return str(code)
 
 
 class Producer:
@@ -271,25 +322,34 @@ class Producer:
     def __init__(
         self, bootstrap: str, config: Mapping[str, str] | None = None, warn: Warn | None = None
     ) -> None:
-        self._watch = _Watch(bootstrap, warn)
+        from sluice.client import Producer as SluiceProducer
+
+        _probe(bootstrap)
+        settings: dict[str, Any] = {"bootstrap.servers": bootstrap}
+        settings.update(config or {})
+        if "max.block.ms" not in settings:
+            # A record for a missing partition fails within the delivery timeout.
+            delivery = int(settings.get("delivery.timeout.ms", 120_000))
+            settings["max.block.ms"] = min(delivery, _DEFAULT_MAX_BLOCK_MS)
+        self._handler = _watch(warn)
         try:
-            self._producer: confluent_kafka.Producer = _kafka().Producer(
-                self._watch.config(config or {})
-            )
+            self._producer = SluiceProducer(settings)
         except Exception as exc:
+            _unwatch(self._handler)
             raise _error(exc) from exc
-        self._watch.connect(self._producer, lambda: self._producer.poll(0))
+        self._lock = threading.Lock()
         self.delivered = 0
         self.failed = 0
         self.first_error: str | None = None
 
-    def _on_delivery(self, err: Any, _msg: Any) -> None:
-        if err is None:
-            self.delivered += 1
-            return
-        self.failed += 1
-        if self.first_error is None:
-            self.first_error = err.str() or err.name()
+    def _on_delivery(self, _metadata: Any, exc: Exception | None) -> None:
+        with self._lock:
+            if exc is None:
+                self.delivered += 1
+                return
+            self.failed += 1
+            if self.first_error is None:
+                self.first_error = str(_error(exc))
 
     def send(
         self,
@@ -299,27 +359,29 @@ class Producer:
         headers: Headers | None = None,
         partition: int | None = None,
     ) -> None:
-        """Queue one record, waiting for room in the local queue if it is full."""
-        kwargs: dict[str, Any] = {"on_delivery": self._on_delivery}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if headers:
-            kwargs["headers"] = headers
-        while True:
-            try:
-                self._producer.produce(topic, value=value, key=key, **kwargs)
-            except BufferError:
-                self._producer.poll(0.1)
-                continue
-            except Exception as exc:
-                raise _error(exc) from exc
-            break
-        self._producer.poll(0)
+        """Queue one record, waiting for room in the local buffer if it is full."""
+        try:
+            self._producer.send(
+                topic, value, key, partition=partition, headers=headers or None,
+                callback=self._on_delivery,
+            )  # fmt: skip
+        except Exception as exc:
+            raise _error(exc) from exc
 
     def flush(self) -> int:
         """Wait for outstanding deliveries (bounded by delivery.timeout.ms); returns how
-        many are still undelivered."""
-        return int(self._producer.flush())
+        many are still undelivered (always 0: failures are counted in ``failed``)."""
+        try:
+            self._producer.flush()
+        except Exception as exc:
+            raise _error(exc) from exc
+        return 0
+
+    def close(self) -> None:
+        try:
+            self._producer.close()
+        finally:
+            _unwatch(self._handler)
 
 
 class Consumer:
@@ -332,62 +394,63 @@ class Consumer:
         config: Mapping[str, str] | None = None,
         warn: Warn | None = None,
     ) -> None:
-        kafka = _kafka()
-        self._kafka = kafka
+        from sluice.client import Consumer as SluiceConsumer
+
+        _probe(bootstrap)
         self.group = group
-        self._watch = _Watch(bootstrap, warn)
-        settings = {
-            # confluent-kafka insists on a group id; without --group none is ever
-            # used for coordination or commits, only direct assignment.
-            "group.id": group or "sluice-console-consumer",
-            "enable.auto.commit": "true" if group is not None else "false",
-            "enable.auto.offset.store": "true" if group is not None else "false",
-            "allow.auto.create.topics": "false",
+        settings: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": group is not None,
+            "allow.auto.create.topics": False,
         }
         settings.update(config or {})
+        self._handler = _watch(warn)
         try:
-            self._consumer: confluent_kafka.Consumer = kafka.Consumer(self._watch.config(settings))
+            self._consumer = SluiceConsumer(settings)
         except Exception as exc:
+            _unwatch(self._handler)
             raise _error(exc) from exc
-        # No assignment yet, so polling only serves error events.
-        self._watch.connect(self._consumer, lambda: self._consumer.poll(0))
+        self._buffer: collections.deque[Any] = collections.deque()
 
     def partitions(self, topic: str) -> list[int]:
         """The topic's partition ids; raises ClientError if it does not exist."""
         try:
-            metadata = self._consumer.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
+            partitions = self._consumer.partitions_for(topic)
         except Exception as exc:
             raise _error(exc) from exc
-        info = metadata.topics.get(topic)
-        err = getattr(info, "error", None)
-        if info is None or err is not None:
-            if err is not None and err.name() != "UNKNOWN_TOPIC_OR_PART":
-                raise ClientError(f"topic '{topic}': {err.str()}", err.name())
+        if not partitions:
             raise ClientError(f"Topic '{topic}' does not exist", "UNKNOWN_TOPIC_OR_PART")
-        return sorted(info.partitions)
+        return list(partitions)
 
     def check_group(self, topic: str, partitions: Sequence[int]) -> None:
         """Fail fast unless the group's coordinator answers (fetching committed offsets)."""
-        tps = [self._kafka.TopicPartition(topic, p) for p in partitions]
+        tps = [_tp(topic, p) for p in partitions]
+        pool = concurrent.futures.ThreadPoolExecutor(1, "sluice-group-probe")
         try:
-            self._consumer.committed(tps, timeout=GROUP_PROBE_TIMEOUT_S)
+            pool.submit(self._consumer.committed, tps).result(timeout=GROUP_PROBE_TIMEOUT_S)
         except Exception as exc:
+            reason = (
+                "timed out" if isinstance(exc, concurrent.futures.TimeoutError) else _error(exc)
+            )
             raise ClientError(
                 f"no answer from the coordinator of group '{self.group}' (does the broker "
-                f"support consumer groups?): {_error(exc)}",
+                f"support consumer groups?): {reason}",
                 "COORDINATOR_NOT_AVAILABLE",
             ) from exc
+        finally:
+            pool.shutdown(wait=False)
 
     def assign(self, topic: str, partitions: Sequence[int], start: StartOffset) -> None:
-        kafka = self._kafka
-        if start == EARLIEST:
-            offset = kafka.OFFSET_BEGINNING
-        elif start == LATEST:
-            offset = kafka.OFFSET_END
-        else:
-            offset = int(start)
+        from sluice.client.fetcher import EARLIEST as FROM_START
+        from sluice.client.fetcher import LATEST as FROM_END
+
+        tps = [_tp(topic, p) for p in partitions]
+        offset = FROM_START if start == EARLIEST else FROM_END if start == LATEST else int(start)
         try:
-            self._consumer.assign([kafka.TopicPartition(topic, p, offset) for p in partitions])
+            self._consumer.assign(tps)
+            for tp in tps:
+                self._consumer.seek(tp, offset)
         except Exception as exc:
             raise _error(exc) from exc
 
@@ -398,30 +461,25 @@ class Consumer:
             raise _error(exc) from exc
 
     def poll(self, timeout_s: float) -> Record | None:
-        """The next record, or None after ``timeout_s``; raises ClientError on fatal errors
-        (non-fatal ones, like a partition end or a transient broker error, give None)."""
-        try:
-            msg = self._consumer.poll(timeout_s)
-        except Exception as exc:
-            raise _error(exc) from exc
-        if msg is None:
-            return None
-        err = msg.error()
-        if err is not None:
-            if err.fatal() or err.name() in ("UNKNOWN_TOPIC_OR_PART", "TOPIC_AUTHORIZATION_FAILED"):
-                raise ClientError(err.str() or err.name(), err.name())
-            return None
-        ts_type, ts = msg.timestamp()
-        kind = {1: "CreateTime", 2: "LogAppendTime"}.get(ts_type)
+        """The next record, or None after ``timeout_s``; raises ClientError on errors."""
+        if not self._buffer:
+            try:
+                self._buffer.extend(self._consumer.poll(timeout_s))
+            except Exception as exc:
+                raise _error(exc) from exc
+            if not self._buffer:
+                return None
+        msg = self._buffer.popleft()
+        kind = {1: "CreateTime", 2: "LogAppendTime"}.get(int(msg.timestamp_type))
         return Record(
-            topic=msg.topic() or "",
-            partition=msg.partition() or 0,
-            offset=msg.offset() or 0,
+            topic=msg.topic,
+            partition=msg.partition,
+            offset=msg.offset,
             timestamp_type=kind,
-            timestamp=ts if kind is not None else -1,
-            key=msg.key(),
-            value=msg.value(),
-            headers=_headers(msg.headers()),
+            timestamp=msg.timestamp if kind is not None else -1,
+            key=msg.key,
+            value=msg.value,
+            headers=list(msg.headers or []),
         )
 
     def close(self) -> None:
@@ -429,3 +487,5 @@ class Consumer:
             self._consumer.close()
         except Exception as exc:
             raise _error(exc) from exc
+        finally:
+            _unwatch(self._handler)

@@ -1,6 +1,6 @@
 """The library-neutral side of the tools' client interface: results, errors, offsets.
 
-:mod:`sluice.tools_impl.client` implements the interface (today on confluent-kafka)
+:mod:`sluice.tools_impl.client` implements the interface (on Sluice's own clients)
 and re-exports these names, so the tools import everything from there.
 """
 
@@ -14,6 +14,9 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "ClientError",
+    "GroupDescription",
+    "GroupMember",
+    "GroupPartitionLag",
     "Headers",
     "PartitionDescription",
     "Record",
@@ -63,3 +66,29 @@ class Record:
     key: bytes | None
     value: bytes | None
     headers: Headers
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: list[tuple[str, int]]  # (topic, partition)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupPartitionLag:
+    topic: str
+    partition: int
+    current_offset: int | None  # None: nothing committed
+    log_end_offset: int | None
+    lag: int | None
+    member: GroupMember | None  # the member it is assigned to, if any
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupDescription:
+    group: str
+    state: str
+    members: list[GroupMember]
+    partitions: list[GroupPartitionLag]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -228,7 +229,15 @@ def _run(args: argparse.Namespace) -> int:
         pass
     except ClientError as exc:
         error = ToolError(str(exc))
-    undelivered = producer.flush()
+    try:
+        undelivered = producer.flush()
+    except ClientError as exc:
+        undelivered = sent - producer.delivered - producer.failed
+        if producer.first_error is None:
+            producer.first_error = str(exc)
+    finally:
+        with contextlib.suppress(Exception):
+            producer.close()
     if error is not None:
         fail(PROG, error)
     failed = producer.failed + undelivered
