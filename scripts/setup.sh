@@ -53,7 +53,7 @@ stamp_src=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat .venv/.setup-stamp 2>/dev/null)" != "$stamp_src" ]; then
     log "installing Python packages into .venv"
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e '.[dev,bench,tools]'
+    .venv/bin/python -m pip install -q -e '.[dev,bench]'
     echo "$stamp_src" > .venv/.setup-stamp
 fi
 log "ready: $(.venv/bin/python --version)"
