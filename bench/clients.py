@@ -1,4 +1,5 @@
-"""Producer throughput of Sluice's producer beside kafka-python, aiokafka and confluent-kafka.
+"""Producer and consumer throughput of Sluice's clients beside kafka-python, aiokafka
+and confluent-kafka.
 
 One Sluice broker (``python -m sluice broker`` on a loopback port, fresh log directory)
 serves every client in the same run. Each measurement runs in its own Python process
@@ -15,6 +16,13 @@ For each size it prints the median records/s and MB/s (10**6 payload bytes) over
 ratios), and the raw runs. Figures only: nothing here asserts a time.
 
     python bench/clients.py [--repeat 3] [--records 100000] [--quick] [--profile]
+
+Consumer throughput (``--consumers``, on by default; ``--no-producers`` skips the
+producer section): N records of one size are written once to a fresh one-partition
+topic (untimed), then every client reads all of them from offset 0 in assign mode
+(no group, no commits, auto.offset.reset=earliest, otherwise each client's default
+fetch settings); the time is from ``assign`` to the N-th record in the application's
+hands, so it includes the first metadata and fetch round trips.
 
 ``--profile`` runs one Sluice measurement under cProfile and prints the top functions
 by own time (the producer's network thread gets its own profiler).
@@ -65,7 +73,7 @@ def _sluice(bootstrap: str, topic: str, payload: bytes, n: int) -> float:
 def _kafka_python(bootstrap: str, topic: str, payload: bytes, n: int) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from kafka import KafkaProducer
+        from kafka import KafkaProducer  # type: ignore[import-untyped]
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=LINGER_MS,
                              batch_size=BATCH_SIZE, enable_idempotence=False)  # fmt: skip
@@ -82,7 +90,7 @@ def _kafka_python(bootstrap: str, topic: str, payload: bytes, n: int) -> float:
 
 
 def _aiokafka(bootstrap: str, topic: str, payload: bytes, n: int) -> float:
-    from aiokafka import AIOKafkaProducer
+    from aiokafka import AIOKafkaProducer  # type: ignore[import-untyped]
 
     async def run() -> float:
         producer = AIOKafkaProducer(
@@ -124,6 +132,83 @@ def _confluent(bootstrap: str, topic: str, payload: bytes, n: int) -> float:
     return time.perf_counter() - start
 
 
+def _c_sluice(bootstrap: str, topic: str, n: int) -> float:
+    from sluice.client import Consumer
+    from sluice.client.consumer import TopicPartition
+
+    with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
+                   "enable.auto.commit": False}) as consumer:  # fmt: skip
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, 0)])
+        got = 0
+        while got < n:
+            got += len(consumer.poll(1.0))
+        return time.perf_counter() - start
+
+
+def _c_kafka_python(bootstrap: str, topic: str, n: int) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             enable_auto_commit=False, group_id=None)  # fmt: skip
+    try:
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, 0)])
+        got = 0
+        while got < n:
+            got += sum(len(v) for v in consumer.poll(timeout_ms=1000).values())
+        return time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
+def _c_aiokafka(bootstrap: str, topic: str, n: int) -> float:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> float:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    enable_auto_commit=False)  # fmt: skip
+        await consumer.start()
+        try:
+            start = time.perf_counter()
+            consumer.assign([TopicPartition(topic, 0)])
+            got = 0
+            while got < n:
+                batches = await consumer.getmany(timeout_ms=1000)
+                got += sum(len(v) for v in batches.values())
+            return time.perf_counter() - start
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def _c_confluent(bootstrap: str, topic: str, n: int) -> float:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
+    try:
+        start = time.perf_counter()
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        got = 0
+        while got < n:
+            got += sum(1 for m in consumer.consume(10_000, 1.0) if not m.error())
+        return time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
+CONSUMERS: dict[str, Callable[[str, str, int], float]] = {
+    "sluice": _c_sluice,
+    "kafka-python": _c_kafka_python,
+    "aiokafka": _c_aiokafka,
+    "confluent-kafka": _c_confluent,
+}
+
+
 WORKERS: dict[str, Callable[[str, str, bytes, int], float]] = {
     "sluice": _sluice,
     "kafka-python": _kafka_python,
@@ -132,7 +217,11 @@ WORKERS: dict[str, Callable[[str, str, bytes, int], float]] = {
 }
 
 
-def worker(client: str, bootstrap: str, size: int, n: int) -> None:
+def worker(client: str, bootstrap: str, size: int, n: int, topic: str | None = None) -> None:
+    if topic is not None:  # consume: the topic holds the records already
+        seconds = CONSUMERS[client](bootstrap, topic, n)
+        print(json.dumps({"client": client, "size": size, "records": n, "seconds": seconds}))
+        return
     topic = f"bench-{client}-{uuid.uuid4().hex[:8]}"
     seconds = WORKERS[client](bootstrap, topic, b"x" * size, n)
     print(json.dumps({"client": client, "size": size, "records": n, "seconds": seconds}))
@@ -168,9 +257,13 @@ def profile_worker(bootstrap: str, size: int, n: int) -> None:
 # -- the harness ----------------------------------------------------------------------
 
 
-def run_worker(client: str, bootstrap: str, size: int, n: int) -> dict[str, Any]:
+def run_worker(
+    client: str, bootstrap: str, size: int, n: int, topic: str | None = None
+) -> dict[str, Any]:
     argv = [sys.executable, str(Path(__file__)), "--worker", client, "--bootstrap", bootstrap,
             "--size", str(size), "--records", str(n)]  # fmt: skip
+    if topic is not None:
+        argv += ["--topic", topic]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{client} failed:\n{done.stderr[-2000:]}")
@@ -190,12 +283,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 repeat, 20k records")
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--no-producers", action="store_true", help="skip producer runs")
+    parser.add_argument("--no-consumers", action="store_true", help="skip consumer runs")
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=CLIENTS, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, default=100, help=argparse.SUPPRESS)
     args = parser.parse_args()  # fmt: skip
     if args.worker:
-        worker(args.worker, args.bootstrap, args.size, args.records)
+        worker(args.worker, args.bootstrap, args.size, args.records, args.topic)
         return
     if args.quick:
         args.repeat, args.records = 1, 20_000
@@ -207,19 +303,55 @@ def main() -> None:
         if args.profile:
             profile_worker(bootstrap, 100, args.records)
             return
-        print(f"# Producer throughput against one Sluice broker at {bootstrap}")
-        print(f"# python {platform.python_version()}, {platform.machine()}, acks=1 "
-              f"linger.ms={LINGER_MS} batch.size={BATCH_SIZE} max.in.flight=5, "
-              f"repeat={args.repeat}")  # fmt: skip
-        for size in SIZES:
-            n = args.records if size <= 100 else args.records // 2
-            runs: dict[str, list[float]] = {c: [] for c in clients}
-            for repeat in range(args.repeat):
-                order = clients[repeat % len(clients) :] + clients[: repeat % len(clients)]
-                for client in order:
-                    result = run_worker(client, bootstrap, size, n)
-                    runs[client].append(n / result["seconds"])
-            report(size, n, runs)
+        if not args.no_producers:
+            producers(bootstrap, clients, args.repeat, args.records)
+        if not args.no_consumers:
+            consumers(bootstrap, clients, args.repeat, args.records)
+
+
+def producers(bootstrap: str, clients: list[str], repeats: int, records: int) -> None:
+    print(f"# Producer throughput against one Sluice broker at {bootstrap}")
+    print(f"# python {platform.python_version()}, {platform.machine()}, acks=1 "
+          f"linger.ms={LINGER_MS} batch.size={BATCH_SIZE} max.in.flight=5, "
+          f"repeat={repeats}")  # fmt: skip
+    for size in SIZES:
+        n = records if size <= 100 else records // 2
+        runs: dict[str, list[float]] = {c: [] for c in clients}
+        for repeat in range(repeats):
+            order = clients[repeat % len(clients) :] + clients[: repeat % len(clients)]
+            for client in order:
+                result = run_worker(client, bootstrap, size, n)
+                runs[client].append(n / result["seconds"])
+        report(size, n, runs)
+
+
+def consumers(bootstrap: str, clients: list[str], repeats: int, records: int) -> None:
+    print(f"\n# Consumer throughput against one Sluice broker at {bootstrap}")
+    print(f"# python {platform.python_version()}, {platform.machine()}, assign mode, "
+          f"from offset 0, one partition, repeat={repeats}")  # fmt: skip
+    for size in SIZES:
+        n = records if size <= 100 else records // 2
+        topic = f"bench-consume-{size}-{uuid.uuid4().hex[:8]}"
+        _fill(bootstrap, topic, size, n)
+        runs: dict[str, list[float]] = {c: [] for c in clients}
+        for repeat in range(repeats):
+            order = clients[repeat % len(clients) :] + clients[: repeat % len(clients)]
+            for client in order:
+                result = run_worker(client, bootstrap, size, n, topic)
+                runs[client].append(n / result["seconds"])
+        report(size, n, runs)
+
+
+def _fill(bootstrap: str, topic: str, size: int, n: int) -> None:
+    """Write ``n`` records of ``size`` bytes to partition 0 of ``topic`` (untimed)."""
+    from sluice.client import Producer
+
+    with Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": LINGER_MS,
+                   "enable.idempotence": False}) as producer:  # fmt: skip
+        payload = b"x" * size
+        for _ in range(n):
+            producer.send(topic, payload, partition=0)
+        producer.flush()
 
 
 def report(size: int, n: int, runs: dict[str, list[float]]) -> None:

@@ -240,6 +240,9 @@ class Consumer:
         }  # fmt: skip
         return sorted(explicit | matched)
 
+    def _cooperative(self) -> bool:
+        return self._coordinator is not None and self._coordinator.cooperative
+
     def _revoked(self, partitions: list[TopicPartition]) -> None:
         if self.auto_commit and partitions:
             # if the generation is gone, the next owner restarts from the last commit
@@ -249,10 +252,21 @@ class Consumer:
             self._listener.on_partitions_revoked(partitions)
         if self._on_revoke is not None:
             self._on_revoke(self, partitions)
-        self._subs.assign([], needs_committed=False)
+        remaining: list[TopicPartition] = []
+        if self._cooperative():  # KIP-429: only the partitions that move are dropped
+            gone = set(partitions)
+            with self._subs.lock:
+                remaining = [tp for tp in self._subs.partitions if tp not in gone]
+        self._subs.assign(remaining, needs_committed=False)
 
     def _assigned(self, partitions: list[TopicPartition]) -> None:
-        self._subs.assign(partitions, needs_committed=True)
+        if self._cooperative():  # KIP-429: the new partitions are added
+            with self._subs.lock:
+                current = list(self._subs.partitions)
+            partitions_now = current + [tp for tp in partitions if tp not in set(current)]
+            self._subs.assign(partitions_now, needs_committed=True)
+        else:
+            self._subs.assign(partitions, needs_committed=True)
         if self._listener is not None:
             self._listener.on_partitions_assigned(partitions)
         if self._on_assign is not None:

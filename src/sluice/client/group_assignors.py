@@ -8,7 +8,13 @@ decodes everyone's subscription and encodes everyone's assignment.
 Assignors: ``range`` (per topic, consecutive partition ranges to members sorted by
 member id, the first ones getting one extra) and ``roundrobin`` (all partitions,
 sorted, dealt to the members sorted by id, skipping members not subscribed to the
-topic), both exactly as Kafka computes them.
+topic), both exactly as Kafka computes them; ``cooperative-sticky`` (Kafka's
+CooperativeStickyAssignor, KIP-429): balanced within one partition per member when
+the subscriptions agree, every member keeping the partitions it owns (the
+``owned_partitions`` of its ConsumerProtocolSubscription v1+) as far as balance
+allows; a partition that moves from one live member to another is left out of this
+round's assignment, so its owner revokes it and rejoins, and the follow-up
+rebalance hands it to its new member (the cooperative two-phase rebalance).
 """
 
 from __future__ import annotations
@@ -22,12 +28,14 @@ __all__ = [
     "ASSIGNORS",
     "Assignment",
     "Subscription",
+    "cooperative_sticky_assign",
     "decode_assignment",
     "decode_subscription",
     "encode_assignment",
     "encode_subscription",
     "range_assign",
     "roundrobin_assign",
+    "sticky_assign",
 ]
 
 _I16: Final = struct.Struct(">h")
@@ -185,7 +193,84 @@ def roundrobin_assign(
     return out
 
 
+def sticky_assign(
+    partitions_per_topic: dict[str, int], subscriptions: dict[str, Subscription]
+) -> dict[str, list[tuple[str, int]]]:
+    """The sticky target assignment: owned partitions kept up to the balanced quota,
+    the rest dealt to the least loaded eligible member, then single partitions moved
+    from the most to the least loaded member while that narrows a gap of two or more.
+
+    When every member subscribes to the same topics, a member owning no more than
+    ``floor(partitions / members)`` of them keeps all of them. A partition claimed by
+    two members goes to the first by member id.
+    """
+    members = sorted(subscriptions)
+    out: dict[str, list[tuple[str, int]]] = {m: [] for m in members}
+    if not members:
+        return out
+    eligible: dict[tuple[str, int], list[str]] = {}
+    for topic in sorted(partitions_per_topic):
+        subscribed = [m for m in members if topic in subscriptions[m].topics]
+        if subscribed:
+            for p in range(partitions_per_topic[topic]):
+                eligible[(topic, p)] = subscribed
+    if not eligible:
+        return out
+    quota = -(-len(eligible) // len(members))  # ceil: nobody keeps more than that
+    owners: dict[tuple[str, int], str] = {}
+    for m in members:
+        for tp in sorted(set(subscriptions[m].owned_partitions)):
+            if tp in eligible and tp not in owners and len(out[m]) < quota and m in eligible[tp]:
+                owners[tp] = m
+                out[m].append(tp)
+    for tp in eligible:
+        if tp not in owners:
+            m = min(eligible[tp], key=lambda c: (len(out[c]), c))
+            owners[tp] = m
+            out[m].append(tp)
+    owned = {m: set(subscriptions[m].owned_partitions) for m in members}
+    while True:  # each move lowers the sum of squared loads: this terminates
+        moved = False
+        for donor in sorted(members, key=lambda c: (-len(out[c]), c)):
+            # partitions the donor did not own before move first
+            candidates = sorted(out[donor], key=lambda tp: tp in owned[donor])
+            for tp in candidates:
+                taker = min(eligible[tp], key=lambda c: (len(out[c]), c))
+                if len(out[donor]) - len(out[taker]) >= 2:
+                    out[donor].remove(tp)
+                    out[taker].append(tp)
+                    moved = True
+                    break
+            if moved:
+                break
+        if not moved:
+            break
+    for m in members:
+        out[m].sort()
+    return out
+
+
+def cooperative_sticky_assign(
+    partitions_per_topic: dict[str, int], subscriptions: dict[str, Subscription]
+) -> dict[str, list[tuple[str, int]]]:
+    """Kafka's CooperativeStickyAssignor: :func:`sticky_assign`, minus the partitions
+    still owned by another member of the group (they are revoked first, then assigned
+    in the follow-up rebalance)."""
+    target = sticky_assign(partitions_per_topic, subscriptions)
+    owner: dict[tuple[str, int], str] = {}
+    for m in sorted(subscriptions):
+        for tp in subscriptions[m].owned_partitions:
+            owner.setdefault(tp, m)
+    return {
+        m: [tp for tp in parts if owner.get(tp, m) == m or tp in subscriptions[m].owned_partitions]
+        for m, parts in target.items()
+    }
+
+
 ASSIGNORS: Final[dict[str, Assignor]] = {
     "range": range_assign,
     "roundrobin": roundrobin_assign,
+    "cooperative-sticky": cooperative_sticky_assign,
 }
+COOPERATIVE: Final = frozenset({"cooperative-sticky"})
+ALIASES: Final = {"cooperativesticky": "cooperative-sticky"}

@@ -6,7 +6,11 @@ member elected leader runs the assignor over every member's subscription. A
 heartbeat thread keeps the membership alive and flags a rejoin when the
 coordinator reports a rebalance; the rejoin happens in the application's next
 ``poll`` (eager protocol: everything is revoked, then the new assignment is
-assigned, and the rebalance listener hears both). Offsets are committed with
+assigned, and the rebalance listener hears both). With ``cooperative-sticky`` as
+the only strategy the rebalance is cooperative (KIP-429): nothing is revoked before
+joining, the subscription carries the partitions owned, and after SyncGroup only
+the partitions taken away are revoked and only the new ones assigned; if any were
+revoked the member rejoins at once so that they can be handed on. Offsets are committed with
 OffsetCommit and read with OffsetFetch; ``close`` sends LeaveGroup.
 """
 
@@ -24,7 +28,9 @@ from .consumer_net import BlockingClient
 from .errors import KafkaException, RetriableException, exception_for
 from .fetcher import TopicPartition
 from .group_assignors import (
+    ALIASES,
     ASSIGNORS,
+    COOPERATIVE,
     Assignment,
     Subscription,
     decode_assignment,
@@ -74,9 +80,11 @@ class ConsumerCoordinator:
         self.strategies = []
         for name in strategies.replace(" ", "").split(","):
             short = name.rsplit(".", 1)[-1].lower().removesuffix("assignor")
+            short = ALIASES.get(short, short)
             if short not in ASSIGNORS:
                 raise KafkaException(f"unsupported partition.assignment.strategy {name!r}")
             self.strategies.append(short)
+        self.cooperative = all(s in COOPERATIVE for s in self.strategies)
         self.coordinator: tuple[str, int] | None = None
         self.member_id = ""
         self.generation = -1
@@ -142,26 +150,44 @@ class ConsumerCoordinator:
     ) -> bool:
         """(Re)join the group; returns True once assigned, False on timeout."""
         deadline = time.monotonic() + timeout_s
-        if self.assignment or self.generation >= 0:
+        if not self.cooperative and (self.assignment or self.generation >= 0):
             revoked = list(self.assignment)
             self.assignment = []
             self.stable = False
             on_revoke(revoked)
+        self.stable = False
         while time.monotonic() < deadline:
             try:
-                if self._join_once(topics):
-                    on_assign(list(self.assignment))
+                owned = list(self.assignment)
+                if self._join_once(topics, owned if self.cooperative else []):
+                    if not self.cooperative:
+                        on_assign(list(self.assignment))
+                        self._start_heartbeat()
+                        return True
+                    now = set(self.assignment)
+                    revoked = [tp for tp in owned if tp not in now]
+                    added = [tp for tp in self.assignment if tp not in set(owned)]
+                    if revoked:
+                        on_revoke(revoked)
+                    on_assign(added)
                     self._start_heartbeat()
-                    return True
+                    if not revoked:
+                        return True
+                    self.stable = False  # phase two: rejoin so the revoked move on
+                    continue
             except KafkaException as exc:
+                if self.cooperative and self.generation < 0 and self.assignment:
+                    lost, self.assignment = list(self.assignment), []
+                    on_revoke(lost)  # the membership is gone: so are the partitions
                 if not isinstance(exc, RetriableException):
                     raise
                 log.debug("join of %s: %s", self.group_id, exc)
                 time.sleep(0.05)
         return False
 
-    def _join_once(self, topics: list[str]) -> bool:
-        metadata = encode_subscription(Subscription(sorted(topics)))
+    def _join_once(self, topics: list[str], owned: list[TopicPartition] | None = None) -> bool:
+        owned_partitions = [(tp.topic, tp.partition) for tp in owned or []]
+        metadata = encode_subscription(Subscription(sorted(topics), None, owned_partitions))
         join_timeout = self.rebalance_timeout_ms / 1000 + 5
         body = self.request(
             ApiKey.JOIN_GROUP,
