@@ -35,6 +35,11 @@ def _wait_spread(bootstrap: str, group: str, members: list[Any], timeout_s: floa
         state, view = coordinator_view(bootstrap, group)
         if state != "STABLE" or len(view) != len(members):
             return False
+        # A cooperative rebalance passes through a Stable interim generation in which
+        # revoked partitions are not yet reassigned: wait for the complete spread.
+        owned = sorted(p for m in members for p in m.owned)
+        if owned != list(range(PARTITIONS)):
+            return False
         return sorted(map(sorted, view.values())) == sorted(sorted(m.owned) for m in members)
 
     wait_until(settled, timeout_s, f"{len(members)} members sharing {group}")
