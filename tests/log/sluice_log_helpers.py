@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import cramjam
 from crc32c import crc32c
 
-from sluice.log.record_scan import _unsnappy
+from sluice.log.cleaner_records import _unsnappy
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 

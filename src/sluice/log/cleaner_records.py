@@ -44,6 +44,7 @@ __all__ = [
     "decompress",
     "delete_horizon_of",
     "empty_batch",
+    "read_varint",
 ]
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
@@ -110,7 +111,7 @@ def _unsnappy(view: memoryview) -> bytes:
 
 
 # -- varints --------------------------------------------------------------------------------
-def _varint(buf: Buffer, position: int) -> tuple[int, int]:
+def read_varint(buf: Buffer, position: int) -> tuple[int, int]:
     """Decode a zig-zag varint/varlong at ``position``; returns (value, next position)."""
     result = 0
     shift = 0
@@ -179,16 +180,16 @@ def decode_records(batch: Buffer, header: BatchHeader) -> tuple[Buffer, list[Rec
         position = 0
         for _ in range(header.records_count):
             start = position
-            length, body = _varint(payload, position)
+            length, body = read_varint(payload, position)
             end = body + length
-            timestamp_delta, after_timestamp = _varint(payload, body + 1)
-            offset_delta, position = _varint(payload, after_timestamp)
-            key_length, position = _varint(payload, position)
+            timestamp_delta, after_timestamp = read_varint(payload, body + 1)
+            offset_delta, position = read_varint(payload, after_timestamp)
+            key_length, position = read_varint(payload, position)
             key: bytes | None = None
             if key_length >= 0:
                 key = bytes(payload[position : position + key_length])
                 position += key_length
-            value_length, _ = _varint(payload, position)
+            value_length, _ = read_varint(payload, position)
             if end > len(payload) or position > end:
                 raise ValueError("record overruns the batch")
             info = RecordInfo(
@@ -298,10 +299,10 @@ def check_keys_present(buf: Buffer, headers: Sequence[BatchHeader], partition: s
             )
             position = 0
             for _ in range(header.records_count):
-                length, body = _varint(payload, position)
-                _, after = _varint(payload, body + 1)  # timestampDelta
-                _, after = _varint(payload, after)  # offsetDelta
-                key_length, _ = _varint(payload, after)
+                length, body = read_varint(payload, position)
+                _, after = read_varint(payload, body + 1)  # timestampDelta
+                _, after = read_varint(payload, after)  # offsetDelta
+                key_length, _ = read_varint(payload, after)
                 if key_length < 0:
                     raise InvalidRecordException(
                         f"Compacted topic cannot accept message without key in topic "
