@@ -33,6 +33,7 @@ from sluice.log.producer_state_manager import (
     rebuild_producer_state,
 )
 from sluice.log.segment import LogSegment
+from sluice.log.transaction_index import AbortedTxn
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -244,6 +245,14 @@ class Log:
             state.snapshot_at_roll(local.active_segment.base_offset)
         state.apply(analysis)
         state.update_map_end_offset(info.last_offset + 1)
+        for txn in analysis.completed:
+            if txn.is_aborted:
+                self._local.active_segment.txn_index.append(
+                    AbortedTxn(
+                        txn.producer_id, txn.first_offset, txn.last_offset,
+                        state.last_stable_offset_after(txn),
+                    )
+                )  # fmt: skip
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or ``expected_next_offset``)."""
@@ -275,6 +284,24 @@ class Log:
             )
         limit = leo if max_offset_exclusive is None else max_offset_exclusive
         return local.read(fetch_offset, max_bytes, limit, min_one_message)
+
+    # -- transactions ----------------------------------------------------------------------
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction (None: none is open); the
+        partition's last stable offset is the smaller of this and the high watermark."""
+        return self._producer_state.first_unstable_offset()
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)``, for a
+        read_committed fetch (their markers are at or after ``fetch_offset``, so only the
+        transaction indexes of the segment holding it and later ones are searched)."""
+        local = self._local
+        segments = local.segments
+        found: list[AbortedTxn] = []
+        for i in range(local.segment_index_for(fetch_offset), len(segments)):
+            found.extend(segments[i].txn_index.collect(fetch_offset, upper_bound))
+        return found
 
     # -- retention and DeleteRecords -----------------------------------------------------
     def delete_old_segments(self, high_watermark: int | None = None) -> int:

@@ -38,6 +38,7 @@ from sluice.log.producer_state import (
     read_end_txn_marker,
 )
 from sluice.log.segment import LogSegment, filename_prefix_from_offset
+from sluice.log.transaction_index import AbortedTxn
 
 __all__ = [
     "PRODUCER_SNAPSHOT_SUFFIX",
@@ -115,6 +116,13 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest ongoing transaction (bounds the LSO)."""
         return min(self._ongoing_txns, default=None)
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` ended (Kafka's ``lastStableOffset(completedTxn)``):
+        the first offset of another still open transaction, else one past its marker."""
+        pid = completed.producer_id
+        others = (f for f, t in self._ongoing_txns.items() if t.producer_id != pid)
+        return min(others, default=completed.last_offset + 1)
 
     def update_map_end_offset(self, offset: int) -> None:
         self._last_map_offset = offset
@@ -434,5 +442,16 @@ def _replay_segment(
         data = segment.log.read(header.position, header.size_in_bytes)
         return read_end_txn_marker(data, header._replace(position=0))
 
-    manager.apply(manager.analyze_and_validate(headers, AppendOrigin.REPLICATION, read_marker))
+    analysis = manager.analyze_and_validate(headers, AppendOrigin.REPLICATION, read_marker)
+    manager.apply(analysis)
+    index = segment.txn_index
+    for txn in analysis.completed:
+        if txn.is_aborted and txn.last_offset > index.last_offset:
+            # The marker was appended but its index entry lost (a crash): write it again.
+            index.append(
+                AbortedTxn(
+                    txn.producer_id, txn.first_offset, txn.last_offset,
+                    manager.last_stable_offset_after(txn),
+                )
+            )  # fmt: skip
     return len(headers)

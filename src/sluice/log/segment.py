@@ -21,6 +21,7 @@ from sluice.log.index import (
     OffsetIndex,
     TimeIndex,
 )
+from sluice.log.transaction_index import TXN_INDEX_FILE_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment", "TimestampAndOffset", "filename_prefix_from_offset"]
 
@@ -30,6 +31,12 @@ _INT32_MAX = 2**31 - 1
 def filename_prefix_from_offset(offset: int) -> str:
     """Kafka's file name stem: the base offset zero-padded to 20 digits."""
     return f"{offset:020d}"
+
+
+def _txn_index_name(log_name: str) -> str:
+    """``<base>.log[suffix]`` -> ``<base>.txnindex[suffix]``."""
+    stem, _, rest = log_name.partition(LOG_FILE_SUFFIX)
+    return f"{stem}{TXN_INDEX_FILE_SUFFIX}{rest}"
 
 
 class LogSegment:
@@ -49,6 +56,7 @@ class LogSegment:
         "_time_index",
         "base_offset",
         "created_ms",
+        "txn_index",
     )
 
     def __init__(
@@ -59,8 +67,14 @@ class LogSegment:
         base_offset: int,
         index_interval_bytes: int,
         clock: Clock,
+        txn_index: TransactionIndex | None = None,
     ) -> None:
         self._log = log
+        self.txn_index = (
+            txn_index
+            if txn_index is not None
+            else TransactionIndex(log.path.with_name(_txn_index_name(log.path.name)))
+        )
         self._offset_index = offset_index
         self._time_index = time_index
         self.base_offset = base_offset
@@ -96,7 +110,10 @@ class LogSegment:
         time_index = TimeIndex(
             directory / f"{stem}{TIME_INDEX_FILE_SUFFIX}{file_suffix}", base_offset, max_index_size
         )
-        return cls(log, offset_index, time_index, base_offset, index_interval_bytes, clock)
+        txn_index = TransactionIndex(directory / f"{stem}{TXN_INDEX_FILE_SUFFIX}{file_suffix}")
+        return cls(
+            log, offset_index, time_index, base_offset, index_interval_bytes, clock, txn_index
+        )
 
     # -- properties --------------------------------------------------------------------
     @property
@@ -339,6 +356,7 @@ class LogSegment:
                 last_index_entry = valid_bytes
             valid_bytes += header.size_in_bytes
         truncated = self._log.truncate_to(valid_bytes)
+        self.txn_index.truncate_to(self.read_next_offset())
         self._time_index.maybe_append(max_timestamp, offset_of_max, skip_full_check=True)
         self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
@@ -351,6 +369,7 @@ class LogSegment:
         self._offset_index.truncate_to(offset)
         self._time_index.truncate_to(offset)
         removed = 0 if header is None else self._log.truncate_to(header.position)
+        self.txn_index.truncate_to(offset)
         if self._log.size == 0:
             self.created_ms = self._clock()
             self._rolling_based_timestamp = None
@@ -376,6 +395,7 @@ class LogSegment:
         self._log.flush()
         self._offset_index.flush()
         self._time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Record the final time index entry, sync the indexes and close every file."""
@@ -385,6 +405,7 @@ class LogSegment:
         self._time_index.flush()
         self._offset_index.close()
         self._time_index.close()
+        self.txn_index.close()
         self._log.close()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
@@ -393,12 +414,16 @@ class LogSegment:
             name = file.path.name
             stem = name[: len(name) - len(old_suffix)] if old_suffix else name
             file.rename_to(file.path.with_name(stem + new_suffix))
+        name = self.txn_index.path.name
+        stem = name[: len(name) - len(old_suffix)] if old_suffix else name
+        self.txn_index.rename_to(self.txn_index.path.with_name(stem + new_suffix))
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
         self._log.delete()
         self._offset_index.delete()
         self._time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._log.size})"

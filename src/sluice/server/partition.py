@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 from sluice.common import TopicPartition
 from sluice.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata
+from sluice.log.append import AppendOrigin
+from sluice.log.transaction_index import AbortedTxn
 from sluice.protocol import ErrorCode
 
 __all__ = ["FetchIsolation", "LogReadInfo", "NotEnoughReplicasError", "Partition"]
@@ -33,6 +35,7 @@ class LogReadInfo:
     """A log read with the partition's offsets at the time of the read."""
 
     __slots__ = (
+        "aborted_transactions",
         "data",
         "high_watermark",
         "last_stable_offset",
@@ -46,6 +49,7 @@ class LogReadInfo:
         self.last_stable_offset = lso
         self.log_start_offset = log_start
         self.log_end_offset = leo
+        self.aborted_transactions: list[AbortedTxn] | None = None
 
 
 class Partition:
@@ -94,7 +98,12 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self._hw
+        """The high watermark, or the first offset of the earliest open transaction below it
+        (read_committed consumers read up to here)."""
+        first_unstable = self.log.first_unstable_offset
+        if first_unstable is None or first_unstable > self._hw:
+            return self._hw
+        return max(first_unstable, self.log.log_start_offset)
 
     def _leo_of(self, broker_id: int) -> int:
         if broker_id == self.local_broker_id:
@@ -169,12 +178,14 @@ class Partition:
     def update_follower_high_watermark(self, leader_hw: int) -> None:
         self._hw = max(self._hw, min(leader_hw, self.log.log_end_offset))
 
-    def append_records_to_leader(self, records: bytes, required_acks: int) -> LogAppendInfo:
+    def append_records_to_leader(
+        self, records: bytes, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
         if required_acks == -1 and len(self.isr) < self.min_isr():
             raise NotEnoughReplicasError(
                 f"ISR {sorted(self.isr)} of {self.tp} is below min.insync.replicas {self.min_isr()}"
             )
-        return self.log.append_as_leader(records, self.leader_epoch)
+        return self.log.append_as_leader(records, self.leader_epoch, origin)
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """For DelayedProduce: has the HW reached ``required_offset``?"""
@@ -205,7 +216,14 @@ class Partition:
         leo, start = self.log.log_end_offset, self.log.log_start_offset
         limit = {FetchIsolation.LOG_END: leo, FetchIsolation.HIGH_WATERMARK: hw}.get(isolation, lso)
         data = self.log.read(fetch_offset, max_bytes, limit, min_one_message)
-        return LogReadInfo(data, hw, lso, start, leo)
+        info = LogReadInfo(data, hw, lso, start, leo)
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            info.aborted_transactions = (
+                self.log.collect_aborted_transactions(fetch_offset, lso)
+                if data.records.size
+                else []
+            )
+        return info
 
     def offset_metadata(self, isolation: FetchIsolation) -> LogOffsetMetadata:
         """The end a delayed fetch waits for, with its segment position when known."""

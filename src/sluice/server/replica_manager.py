@@ -14,6 +14,8 @@ from sluice.log import (
     LogOffsetMetadata,
     OffsetOutOfRangeException,
 )
+from sluice.log.append import AppendOrigin
+from sluice.log.transaction_index import AbortedTxn
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.delayed import (
@@ -67,6 +69,7 @@ class FetchPartitionData:
     log_start_offset: int = -1
     records: FileSlice | None = None
     error_message: str | None = None
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 def _error_of(exc: BaseException) -> ErrorCode:
@@ -138,11 +141,13 @@ class ReplicaManager:
         required_acks: int,
         entries: dict[TopicPartition, bytes],
         callback: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> None:
-        """Append to the leader logs; answer now, or after the HW catches up for acks=all."""
+        """Append to the leader logs; answer now, or after the HW catches up for acks=all.
+        Transaction markers come with origin COORDINATOR."""
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
-            statuses[tp] = self._append_one(tp, records, required_acks)
+            statuses[tp] = self._append_one(tp, records, required_acks, origin)
         needs_wait = required_acks == -1 and any(
             s.error == ErrorCode.none for s in statuses.values()
         )
@@ -153,7 +158,7 @@ class ReplicaManager:
         self.produce_purgatory.try_complete_else_watch(op, list(statuses))
 
     def _append_one(
-        self, tp: TopicPartition, records: bytes, required_acks: int
+        self, tp: TopicPartition, records: bytes, required_acks: int, origin: AppendOrigin
     ) -> ProducePartitionStatus:
         partition = self.partitions.get(tp)
         if partition is None:
@@ -161,7 +166,7 @@ class ReplicaManager:
         if not partition.is_leader:
             return ProducePartitionStatus(-1, -1, error=ErrorCode.not_leader_or_follower)
         try:
-            info = partition.append_records_to_leader(records, required_acks)
+            info = partition.append_records_to_leader(records, required_acks, origin)
         except NotEnoughReplicasError as exc:
             return ProducePartitionStatus(-1, -1, error=exc.code, error_message=str(exc))
         except LogError as exc:
@@ -225,6 +230,7 @@ class ReplicaManager:
             last_stable_offset=info.last_stable_offset,
             log_start_offset=info.log_start_offset,
             records=info.data.records,
+            aborted_transactions=info.aborted_transactions,
         )
 
     def fetch_messages(

@@ -68,8 +68,11 @@ def _response(
                 "last_stable_offset": data.last_stable_offset,
                 "log_start_offset": data.log_start_offset,
                 "aborted_transactions": None
-                if field(request.body, "isolation_level", 0) == 0
-                else [],
+                if data.aborted_transactions is None
+                else [
+                    {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                    for t in data.aborted_transactions
+                ],
                 "preferred_read_replica": -1,
                 "records": records,
             }
