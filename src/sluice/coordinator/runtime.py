@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 from sluice.common import TopicPartition
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME, GroupConfig, GroupCoordinator
 from sluice.coordinator.group.manager import AppendCallback
+from sluice.log.append import AppendOrigin
 from sluice.server.delayed import ProducePartitionStatus
 
 if TYPE_CHECKING:
@@ -44,13 +45,18 @@ class ReplicaManagerGroupLog:
     """A ``GroupLog`` over the broker's ``__consumer_offsets`` partitions: acks=all
     appends through the replica manager, reads from the partition logs up to the HW."""
 
-    def __init__(self, replica_manager: ReplicaManager, timeout_ms: int = 5000) -> None:
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        timeout_ms: int = 5000,
+        topic: str = GROUP_METADATA_TOPIC_NAME,
+    ) -> None:
         self.replica_manager = replica_manager
         self.timeout_ms = timeout_ms
+        self.topic = topic
 
-    @staticmethod
-    def _tp(partition: int) -> TopicPartition:
-        return TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
+    def _tp(self, partition: int) -> TopicPartition:
+        return TopicPartition(self.topic, partition)
 
     def append(self, partition: int, records: bytes, callback: AppendCallback) -> None:
         tp = self._tp(partition)
@@ -59,7 +65,11 @@ class ReplicaManagerGroupLog:
             status = statuses[tp]
             callback(status.error, status.base_offset)
 
-        self.replica_manager.append_records(self.timeout_ms, -1, {tp: records}, done)
+        # Coordinator origin: transactional offset commits carry a producer id but no
+        # sequence numbers.
+        self.replica_manager.append_records(
+            self.timeout_ms, -1, {tp: records}, done, AppendOrigin.COORDINATOR
+        )
 
     def offsets(self, partition: int) -> tuple[int, int]:
         p = self.replica_manager.get_partition(self._tp(partition))

@@ -179,6 +179,10 @@ DEFAULT_VERSIONS: Final = VersionTable(
         _R(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
         _R(ApiKey.END_TXN, 0, 3),
         _R(ApiKey.TXN_OFFSET_COMMIT, 0, 3),
+        _R(ApiKey.WRITE_TXN_MARKERS, 1, 1),
+        # ListTransactions v1 adds the duration filter (KIP-994).
+        _R(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
+        _R(ApiKey.LIST_TRANSACTIONS, 0, 1),
         _R(ApiKey.DESCRIBE_CONFIGS, 1, 4),
         _R(ApiKey.ALTER_CONFIGS, 0, 2),
         _R(ApiKey.SASL_AUTHENTICATE, 0, 2),

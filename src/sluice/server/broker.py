@@ -22,6 +22,11 @@ from sluice.config import (
 )
 from sluice.coordinator import GroupCoordinator
 from sluice.coordinator.runtime import build_group_coordinator, run_group_coordinator
+from sluice.coordinator.transaction import TransactionCoordinator
+from sluice.coordinator.txn_runtime import (
+    build_transaction_coordinator,
+    run_transaction_coordinator,
+)
 from sluice.log import Log, LogConfig, LogManager
 from sluice.log.cleaner import CompactionConfig, LogCleaner
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
@@ -63,6 +68,7 @@ class Broker:
         self.replica_manager: ReplicaManager
         self.log_cleaner: LogCleaner
         self.group_coordinator: GroupCoordinator
+        self.txn_coordinator: TransactionCoordinator
         self.producer_id_manager: ProducerIdManager
         self.versions: VersionTable = DEFAULT_VERSIONS
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
@@ -99,6 +105,11 @@ class Broker:
         # Group coordinator: creates __consumer_offsets if needed, loads it in the background.
         self.group_coordinator = build_group_coordinator(self)
         self._tasks.append(asyncio.create_task(run_group_coordinator(self.group_coordinator)))
+        # Transaction coordinator: __transaction_state, loaded in the background likewise.
+        self.txn_coordinator = build_transaction_coordinator(self)
+        self._tasks.append(
+            asyncio.create_task(run_transaction_coordinator(self.txn_coordinator))
+        )
         from sluice.server.handlers import build_handlers, build_raw_handlers
 
         handlers: dict[int, Handler] = {
@@ -133,6 +144,7 @@ class Broker:
         for server in self.servers:
             await server.stop_accepting()
         self.group_coordinator.shutdown()  # answer waiting JoinGroup/SyncGroup: NOT_COORDINATOR
+        self.txn_coordinator.shutdown()
         for server in self.servers:
             await server.drain_and_close(timeout_s=10)
         for task in self._tasks:

@@ -122,13 +122,63 @@ class GroupAdminSupport(CoordinatorBase):
     def handle_fetch_offsets(
         self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """Committed offsets whatever the group's state (simple consumers have none).
-        Transactional commits do not exist yet, so nothing is ever pending for
-        ``require_stable``."""
+        """Committed offsets whatever the group's state (simple consumers have none);
+        with ``require_stable`` see :meth:`unstable_partitions`."""
         error = self.validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return error, {}
         return ErrorCode.none, self.group_manager.get_offsets(group_id, partitions)
+
+    def unstable_partitions(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> frozenset[TopicPartition]:
+        """The partitions with a transactional offset commit still open (OffsetFetch with
+        require_stable answers them UNSTABLE_OFFSET_COMMIT, and the client retries)."""
+        group = self.group_manager.get_group(group_id)
+        if group is None:
+            return frozenset()
+        with group.lock:
+            return frozenset(tp for tp in partitions if group.has_pending_txn_offsets(tp))
+
+    # -- TxnOffsetCommit -------------------------------------------------------------------
+    def handle_txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        callback: CommitCallback,
+    ) -> None:
+        """Offsets committed inside a transaction: visible once it commits. Members of a
+        group are checked as for OffsetCommit (KIP-447); generation -1 skips the check."""
+        error = self.validate_group_status(group_id, allow_empty=True)
+        if error is not None:
+            callback(dict.fromkeys(offsets, error))
+            return
+        group = self.group_manager.get_group(group_id)
+        if group is None:
+            group = self.group_manager.add_group(
+                GroupMetadata(group_id, _S.EMPTY, self.group_manager.now_ms)
+            )
+        with group.lock:
+            if group.is_(_S.DEAD):
+                callback(dict.fromkeys(offsets, ErrorCode.coordinator_not_available))
+                return
+            if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID:
+                error = self._validate_offset_commit(
+                    group, generation_id, member_id, group_instance_id
+                )
+                if error is not None:
+                    callback(dict.fromkeys(offsets, error))
+                    return
+        self.group_manager.store_txn_offsets(group, producer_id, producer_epoch, offsets, callback)
+
+    def handle_txn_completion(self, partition: int, producer_id: int, commit: bool) -> int:
+        """A marker of ``producer_id``'s transaction reached that offsets partition."""
+        return self.group_manager.handle_txn_completion(partition, producer_id, commit)
 
     # -- OffsetDelete ----------------------------------------------------------------------
     def handle_delete_offsets(

@@ -29,7 +29,7 @@ from sluice.coordinator.group.records import (
     group_metadata_value,
     offset_commit_key,
     offset_commit_value,
-    read_batches,
+    read_batch_entries,
     read_group_metadata_value,
     read_key,
     read_offset_commit_value,
@@ -150,10 +150,57 @@ class GroupMetadataManager:
 
     # -- writes ----------------------------------------------------------------------------
     def _append(
-        self, group_id: str, records: list[tuple[bytes, bytes | None]], callback: AppendCallback
+        self,
+        group_id: str,
+        records: list[tuple[bytes, bytes | None]],
+        callback: AppendCallback,
+        producer: tuple[int, int] = (-1, -1),
     ) -> None:
-        batch = build_batch(records, self.now_ms())
+        batch = build_batch(records, self.now_ms(), *producer)
         self.group_log.append(self.partition_for(group_id), batch, callback)
+
+    def store_txn_offsets(
+        self,
+        group: GroupMetadata,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+    ) -> None:
+        """TxnOffsetCommit: append the commits in a transactional batch of the producer;
+        they stay pending until the transaction's marker reaches this partition."""
+        limit = self.config.offset_metadata_max_bytes
+        valid = {tp: om for tp, om in offsets.items() if len(om.metadata) <= limit}
+        errors = {tp: ErrorCode.offset_metadata_too_large for tp in offsets if tp not in valid}
+        if not valid:
+            callback(errors)
+            return
+        records: list[tuple[bytes, bytes | None]] = [
+            (offset_commit_key(group.group_id, tp.topic, tp.partition), offset_commit_value(om))
+            for tp, om in valid.items()
+        ]
+
+        def done(error: ErrorCode, base_offset: int) -> None:
+            if error == ErrorCode.none:
+                with group.lock:
+                    for tp, om in valid.items():
+                        entry = CommitRecordMetadataAndOffset(base_offset, om)
+                        group.on_txn_offset_commit_append(producer_id, tp, entry)
+            code = map_store_error(error, for_offsets=True)
+            callback({**errors, **dict.fromkeys(valid, code)})
+
+        self._append(group.group_id, records, done, (producer_id, producer_epoch))
+
+    def handle_txn_completion(self, partition: int, producer_id: int, commit: bool) -> int:
+        """A transaction marker was written to ``partition``: settle the producer's
+        pending offsets in the groups of that partition."""
+        moved = 0
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) != partition:
+                continue
+            with group.lock:
+                moved += group.complete_pending_txn_offset_commit(producer_id, commit)
+        return moved
 
     def store_group(
         self,
@@ -292,16 +339,29 @@ class GroupMetadataManager:
         """Read the partition from its start: last value per key wins, tombstones delete.
         Returns the number of groups loaded."""
         offsets: dict[str, dict[TopicPartition, CommitRecordMetadataAndOffset]] = {}
+        # Transactional commits by producer id, applied when their COMMIT marker is read.
+        pending_txn: dict[int, dict[str, dict[TopicPartition, CommitRecordMetadataAndOffset]]]
+        pending_txn = {}
         values: dict[str, GroupMetadataValue] = {}
         position, end = self.group_log.offsets(partition)
         while position < end:
             chunk = self.group_log.read(partition, position, _READ_BYTES)
             advanced = position
             try:
-                for base_offset, next_offset, records in read_batches(chunk):
-                    advanced = max(advanced, next_offset)
-                    for key, value in records:
-                        self._replay(key, value, base_offset, offsets, values)
+                for entry in read_batch_entries(chunk):
+                    advanced = max(advanced, entry.next_offset)
+                    if entry.is_control:
+                        txn_offsets = pending_txn.pop(entry.producer_id, {})
+                        if entry.commits:
+                            for group_id, committed in txn_offsets.items():
+                                offsets.setdefault(group_id, {}).update(committed)
+                        continue
+                    if entry.is_transactional:
+                        target = pending_txn.setdefault(entry.producer_id, {})
+                    else:
+                        target = offsets
+                    for key, value in entry.records:
+                        self._replay(key, value, entry.base_offset, target, values)
             except RecordError:
                 log.exception("stopped loading %s at offset %d", partition, advanced)
                 break
@@ -309,9 +369,13 @@ class GroupMetadataManager:
                 break  # nothing readable (a batch larger than the read, or a torn tail)
             position = advanced
         loaded = 0
-        for group_id in set(values) | {g for g, o in offsets.items() if o}:
+        open_txn_groups = {g for by_group in pending_txn.values() for g in by_group}
+        for group_id in set(values) | {g for g, o in offsets.items() if o} | open_txn_groups:
             group = self._group_from(group_id, values.get(group_id))
             group.init_offsets(offsets.get(group_id, {}))
+            for producer_id, by_group in pending_txn.items():
+                for tp, pending in by_group.get(group_id, {}).items():
+                    group.on_txn_offset_commit_append(producer_id, tp, pending)
             self.groups[group_id] = group
             on_group_loaded(group)
             loaded += 1

@@ -51,10 +51,36 @@ class GroupOffsets:
 
     offsets: dict[TopicPartition, CommitRecordMetadataAndOffset]
     pending_offset_commits: dict[TopicPartition, OffsetAndMetadata]
+    # TxnOffsetCommit: producer id -> offsets appended, visible once the transaction commits.
+    pending_txn_offset_commits: dict[int, dict[TopicPartition, CommitRecordMetadataAndOffset]]
 
     def _init_offsets(self) -> None:
         self.offsets = {}
         self.pending_offset_commits = {}
+        self.pending_txn_offset_commits = {}
+
+    # -- transactional offset commits (Kafka's pendingTransactionalOffsetCommits) -------------
+    def on_txn_offset_commit_append(
+        self, producer_id: int, tp: TopicPartition, committed: CommitRecordMetadataAndOffset
+    ) -> None:
+        self.pending_txn_offset_commits.setdefault(producer_id, {})[tp] = committed
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, commit: bool) -> int:
+        """The transaction of ``producer_id`` ended: on commit its offsets become the
+        committed ones (unless a newer commit record exists); returns how many moved."""
+        pending = self.pending_txn_offset_commits.pop(producer_id, {})
+        if not commit:
+            return 0
+        moved = 0
+        for tp, committed in pending.items():
+            current = self.offsets.get(tp)
+            if current is None or current.older_than(committed):
+                self.offsets[tp] = committed
+                moved += 1
+        return moved
+
+    def has_pending_txn_offsets(self, tp: TopicPartition) -> bool:
+        return any(tp in pending for pending in self.pending_txn_offset_commits.values())
 
     # Provided by GroupMetadata.
     def _offsets_expire_base(
@@ -64,7 +90,11 @@ class GroupOffsets:
 
     @property
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return (
+            bool(self.offsets)
+            or bool(self.pending_offset_commits)
+            or bool(self.pending_txn_offset_commits)
+        )
 
     def offset(self, tp: TopicPartition) -> OffsetAndMetadata | None:
         entry = self.offsets.get(tp)

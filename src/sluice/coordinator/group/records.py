@@ -25,6 +25,7 @@ from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 from sluice.coordinator.group.offsets import OffsetAndMetadata
 
 __all__ = [
+    "BatchEntry",
     "GroupMetadataKey",
     "GroupMetadataValue",
     "MemberRecord",
@@ -35,6 +36,7 @@ __all__ = [
     "group_metadata_value",
     "offset_commit_key",
     "offset_commit_value",
+    "read_batch_entries",
     "read_batches",
     "read_group_metadata_value",
     "read_key",
@@ -44,6 +46,8 @@ __all__ = [
 
 _COMPRESSION_MASK = 0x07
 _CONTROL_FLAG = 0x20
+_TRANSACTIONAL_FLAG = 0x10
+_PRODUCER_ID_AT = 43  # ... attributes 2, last offset delta 4, two timestamps 16
 _ATTRIBUTES_AT = 21  # base offset 8, length 4, epoch 4, magic 1, crc 4
 
 
@@ -280,14 +284,20 @@ def read_subscription_topics(metadata: bytes) -> list[str]:
 
 
 # -- batches ----------------------------------------------------------------------------
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """An uncompressed magic-v2 batch of (key, value) records; the log assigns offsets."""
+def build_batch(
+    records: list[tuple[bytes, bytes | None]],
+    timestamp_ms: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+) -> bytes:
+    """An uncompressed magic-v2 batch of (key, value) records; the log assigns offsets.
+    With a producer id it is a transactional batch (TxnOffsetCommit)."""
     ts = TZAwareMicros.parse(datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC))
     batch = NewRecordBatch(
-        producer_id=i64(-1),
-        producer_epoch=i16(-1),
+        producer_id=i64(producer_id),
+        producer_epoch=i16(producer_epoch),
         base_sequence=i32(-1),
-        attributes=i16(0),
+        attributes=i16(_TRANSACTIONAL_FLAG if producer_id >= 0 else 0),
         records=tuple(
             Record(attributes=i8(0), timestamp=ts, offset=i64(i), key=k, value=v, headers=())
             for i, (k, v) in enumerate(records)
@@ -318,3 +328,40 @@ def read_batches(data: bytes) -> Iterator[tuple[int, int, list[tuple[bytes | Non
         records = [] if attributes & _CONTROL_FLAG else [(r.key, r.value) for r in batch.records]
         yield base_offset, base_offset + batch.last_offset_delta + 1, records
         pos = end
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchEntry:
+    """A batch of an internal topic with what transactions need: its producer id, whether
+    it is transactional, and for a marker whether it commits."""
+
+    base_offset: int
+    next_offset: int
+    producer_id: int
+    is_transactional: bool
+    is_control: bool
+    commits: bool
+    records: list[tuple[bytes | None, bytes | None]]
+
+
+def read_batch_entries(data: bytes) -> Iterator[BatchEntry]:
+    """Like :func:`read_batches`, with the producer and marker fields of each batch."""
+    pos = 0
+    for base_offset, next_offset, records in read_batches(data):
+        while True:  # the batch read_batches yielded starts at or after pos
+            start, length = struct.unpack_from(">qi", data, pos)
+            if start == base_offset:
+                break
+            pos += 12 + length
+        (attributes,) = struct.unpack_from(">h", data, pos + _ATTRIBUTES_AT)
+        (producer_id,) = struct.unpack_from(">q", data, pos + _PRODUCER_ID_AT)
+        commits = False
+        if attributes & _CONTROL_FLAG:
+            batch, _ = read_batch(memoryview(data).toreadonly(), pos)
+            key = batch.records[0].key if batch.records else None
+            commits = key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 1
+        yield BatchEntry(
+            base_offset, next_offset, producer_id, bool(attributes & _TRANSACTIONAL_FLAG),
+            bool(attributes & _CONTROL_FLAG), commits, records,
+        )  # fmt: skip
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]

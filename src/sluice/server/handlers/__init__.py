@@ -20,6 +20,8 @@ __all__ = ["build_handlers", "build_raw_handlers"]
 def build_handlers() -> dict[int, Callable[..., Any]]:
     """API key -> handler function; the broker advertises exactly these APIs."""
     from sluice.server.handlers import (
+        add_offsets_to_txn,
+        add_partitions_to_txn,
         alter_configs,
         api_versions,
         create_partitions,
@@ -30,6 +32,8 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         describe_cluster,
         describe_configs,
         describe_groups,
+        describe_transactions,
+        end_txn,
         fetch,
         find_coordinator,
         heartbeat,
@@ -39,6 +43,7 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         leave_group,
         list_groups,
         list_offsets,
+        list_transactions,
         metadata,
         offset_commit,
         offset_delete,
@@ -46,6 +51,8 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         offset_for_leader_epoch,
         produce,
         sync_group,
+        txn_offset_commit,
+        write_txn_markers,
     )
 
     return {
@@ -76,6 +83,14 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         ApiKey.LIST_GROUPS: list_groups.handle,
         ApiKey.DELETE_GROUPS: delete_groups.handle,
         ApiKey.OFFSET_DELETE: offset_delete.handle,
+        # Transaction coordinator APIs.
+        ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
+        ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
+        ApiKey.END_TXN: end_txn.handle,
+        ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
+        ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
+        ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
+        ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
     }
 
 

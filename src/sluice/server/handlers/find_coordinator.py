@@ -1,4 +1,5 @@
-"""FindCoordinator (10): which broker coordinates a group (v0-v3 one key, v4+ a batch)."""
+"""FindCoordinator (10): which broker coordinates a group or a transactional id (v0-v3
+one key, v4+ a batch)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
             "error_code": ErrorCode.none, "error_message": None,
         }  # fmt: skip
     if key_type == TRANSACTION_KEY_TYPE:
-        return _error(
-            key, ErrorCode.coordinator_not_available,
-            "Sluice has no transaction coordinator yet.",
-        )  # fmt: skip
+        if not broker.txn_coordinator.is_local(key):
+            message = "The coordinator is not available."
+            return _error(key, ErrorCode.coordinator_not_available, message)
+        return {
+            "key": key, "node_id": broker.broker_id, "host": host, "port": port,
+            "error_code": ErrorCode.none, "error_message": None,
+        }  # fmt: skip
     return _error(key, ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}.")
 
 

@@ -4,18 +4,20 @@ As Kafka's transaction coordinator does for a null transactional id, every reque
 fresh producer id with epoch 0, also when it names the producer's current id and epoch
 (KIP-360: the client asks to bump its epoch after an unknown-producer or sequence error;
 for an idempotent producer Kafka answers with a new id, which resets its sequences the same
-way). A request naming only one of producer id / epoch is INVALID_REQUEST. Transactional
-ids need the transaction coordinator, which Sluice does not run yet: they are answered
-COORDINATOR_NOT_AVAILABLE (an empty one INVALID_REQUEST, as in Kafka).
+way). A request naming only one of producer id / epoch is INVALID_REQUEST. A transactional
+id goes to the transaction coordinator, which bumps its epoch (fencing older producers);
+an empty one is INVALID_REQUEST, as in Kafka.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from sluice.coordinator.runtime import deferred
 from sluice.protocol import ErrorCode, Request
-from sluice.server.messages import build, field
+from sluice.server.messages import build, field, ms
 from sluice.server.producer_ids import ProducerIdsExhaustedError
 
 if TYPE_CHECKING:
@@ -37,6 +39,27 @@ def _response(request: Request, error: ErrorCode, producer_id: int, epoch: int) 
     )
 
 
+def _transactional(
+    broker: Broker, request: Request, transactional_id: str, producer_id: int, epoch: int
+) -> Any:
+    body: Any = request.body
+    callback: Callable[[tuple[ErrorCode, int, int]], None]
+    callback, result = deferred()
+    expected = None if producer_id == NO_PRODUCER_ID else (producer_id, epoch)
+    broker.txn_coordinator.handle_init_producer_id(
+        transactional_id, ms(body.transaction_timeout), expected,
+        lambda error, pid, new_epoch: callback((error, pid, new_epoch)),
+    )  # fmt: skip
+
+    async def respond() -> Any:
+        error, pid, new_epoch = await result
+        if error == ErrorCode.producer_fenced and request.api_version < 4:
+            error = ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED came with v4 (KIP-588)
+        return _response(request, error, pid, new_epoch)
+
+    return respond()
+
+
 def handle(broker: Broker, request: Request) -> Any:
     body: Any = request.body
     transactional_id = field(body, "transactional_id")
@@ -44,11 +67,10 @@ def handle(broker: Broker, request: Request) -> Any:
     producer_epoch = int(field(body, "producer_epoch", NO_PRODUCER_EPOCH))
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
         return _response(request, ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    if transactional_id == "":
+        return _response(request, ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     if transactional_id is not None:
-        error = ErrorCode.invalid_request if transactional_id == "" else None
-        return _response(
-            request, error or ErrorCode.coordinator_not_available, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        )
+        return _transactional(broker, request, transactional_id, producer_id, producer_epoch)
     try:
         new_id = broker.producer_id_manager.generate_producer_id()
     except (ProducerIdsExhaustedError, OSError, ValueError) as exc:

@@ -20,10 +20,19 @@ def _partitions(topics: Any) -> list[TopicPartition] | None:
 
 
 def _topics(
-    offsets: dict[TopicPartition, OffsetAndMetadata | None], error: ErrorCode
+    offsets: dict[TopicPartition, OffsetAndMetadata | None],
+    error: ErrorCode,
+    unstable: frozenset[TopicPartition] = frozenset(),
 ) -> list[dict[str, Any]]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, om in offsets.items():
+        if tp in unstable:  # a transactional commit of it is still open (require_stable)
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "committed_offset": -1,
+                 "committed_leader_epoch": -1, "metadata": "",
+                 "error_code": ErrorCode.unstable_offset_commit}
+            )  # fmt: skip
+            continue
         by_topic.setdefault(tp.topic, []).append(
             {
                 "partition_index": tp.partition,
@@ -41,10 +50,14 @@ def _topics(
 def _fetch(
     broker: Broker, group_id: str, requested: list[TopicPartition] | None, require_stable: bool
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
-    error, offsets = broker.group_coordinator.handle_fetch_offsets(
-        group_id, requested, require_stable
+    coordinator = broker.group_coordinator
+    error, offsets = coordinator.handle_fetch_offsets(group_id, requested, require_stable)
+    unstable = (
+        coordinator.unstable_partitions(group_id, offsets)
+        if require_stable and error == ErrorCode.none
+        else frozenset()
     )
-    return error, _topics(offsets, ErrorCode.none)
+    return error, _topics(offsets, ErrorCode.none, unstable)
 
 
 def handle(broker: Broker, request: Request) -> Any:

@@ -1,0 +1,511 @@
+"""``TransactionCoordinator`` (sans I/O): Kafka's transaction coordinator and its state
+machine over ``__transaction_state``.
+
+Every state change is first written to the transactional id's ``__transaction_state``
+partition (through a :class:`~sluice.coordinator.group.manager.GroupLog`-shaped log) and
+applied once the write succeeded; while it is in flight the id is *pending* and other
+requests for it get CONCURRENT_TRANSACTIONS. Ending a transaction writes PrepareCommit or
+PrepareAbort (the client is answered then), has the :class:`TxnMarkerWriter` write a
+marker to every partition of the transaction, and only then writes CompleteCommit or
+CompleteAbort. Transactions open longer than their timeout are aborted with a bumped
+epoch (fencing their producer) by a delayed operation on the timer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from sluice.common import TopicPartition
+from sluice.coordinator.group.manager import GroupLog, map_store_error, partition_for
+from sluice.coordinator.group.records import RecordError, build_batch, read_batches
+from sluice.coordinator.transaction.metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TransactionMetadata,
+    TransactionState,
+)
+from sluice.coordinator.transaction.records import (
+    read_txn_key,
+    read_txn_value,
+    txn_key,
+    txn_value,
+)
+from sluice.protocol import ErrorCode
+from sluice.purgatory import DelayedOperation, DelayedOperationPurgatory
+
+__all__ = [
+    "TRANSACTION_STATE_TOPIC_NAME",
+    "TransactionConfig",
+    "TransactionCoordinator",
+    "TxnMarkerWriter",
+]
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
+_S = TransactionState
+_READ_BYTES = 1 << 20
+_MAX_EPOCH = 32767
+InitCallback = Callable[[ErrorCode, int, int], None]
+ErrorCallback = Callable[[ErrorCode], None]
+
+
+class TransactionConfig:
+    """The coordinator's settings (Kafka's names): transaction.max.timeout.ms and
+    transaction.state.log.num.partitions."""
+
+    __slots__ = ("num_partitions", "transaction_max_timeout_ms")
+
+    def __init__(self, transaction_max_timeout_ms: int = 900_000, num_partitions: int = 50) -> None:
+        self.transaction_max_timeout_ms = transaction_max_timeout_ms
+        self.num_partitions = num_partitions
+
+
+class TxnMarkerWriter(Protocol):
+    """Writes a COMMIT or ABORT marker to each partition (retrying retriable errors;
+    a partition that no longer exists counts as written) and calls ``done`` once all are."""
+
+    def write_markers(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+        partitions: set[TopicPartition], done: Callable[[], None],
+    ) -> None: ...  # fmt: skip
+
+
+class DelayedTxnExpiration(DelayedOperation):
+    """Fires when an open transaction outlives its timeout; completes (harmlessly) as soon
+    as that transaction ended."""
+
+    __slots__ = ("coordinator", "producer_epoch", "producer_id", "start", "transactional_id")
+
+    def __init__(
+        self, coordinator: TransactionCoordinator, meta: TransactionMetadata, delay_ms: int
+    ) -> None:
+        super().__init__(max(delay_ms, 0))
+        self.coordinator = coordinator
+        self.transactional_id = meta.transactional_id
+        self.producer_id = meta.producer_id
+        self.producer_epoch = meta.producer_epoch
+        self.start = meta.txn_start_timestamp
+
+    def _still_open(self) -> bool:
+        meta = self.coordinator.transactions.get(self.transactional_id)
+        return (
+            meta is not None
+            and meta.state is _S.ONGOING
+            and meta.producer_id == self.producer_id
+            and meta.producer_epoch == self.producer_epoch
+            and meta.txn_start_timestamp == self.start
+        )
+
+    def try_complete(self) -> bool:
+        return False if self._still_open() else self.force_complete()
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        if self._still_open():
+            self.coordinator.abort_timed_out_transaction(self.transactional_id)
+
+
+class TransactionCoordinator:
+    """Kafka's transaction coordinator for the ``__transaction_state`` partitions this
+    broker leads: producer ids and epochs of transactional ids, the transaction state
+    machine, markers, timeouts, and recovery from the log."""
+
+    def __init__(
+        self,
+        config: TransactionConfig,
+        txn_log: GroupLog,
+        marker_writer: TxnMarkerWriter,
+        generate_producer_id: Callable[[], int],
+        now_ms: Callable[[], int],
+        expiration_purgatory: DelayedOperationPurgatory[DelayedTxnExpiration] | None = None,
+    ) -> None:
+        self.config = config
+        self.txn_log = txn_log
+        self.marker_writer = marker_writer
+        self.generate_producer_id = generate_producer_id
+        self.now_ms = now_ms
+        self.expiration_purgatory = expiration_purgatory
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self.owned: dict[int, int] = {}  # partition -> coordinator epoch
+        self.loading: set[int] = set()
+
+    # -- ownership -------------------------------------------------------------------------
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.num_partitions)
+
+    def is_local(self, transactional_id: str) -> bool:
+        return self.partition_for(transactional_id) in self.owned
+
+    @property
+    def is_active(self) -> bool:
+        return bool(self.owned)
+
+    def _check_owner(self, transactional_id: str) -> ErrorCode | None:
+        partition = self.partition_for(transactional_id)
+        if partition not in self.owned:
+            return ErrorCode.not_coordinator
+        if partition in self.loading:
+            return ErrorCode.coordinator_load_in_progress
+        return None
+
+    def startup(self, owned: dict[int, int], load: bool = True) -> None:
+        """Own the partitions (with their coordinator epochs); load them now or later."""
+        for partition, epoch in owned.items():
+            self.on_elected(partition, epoch, load)
+
+    def on_elected(self, partition: int, coordinator_epoch: int, load: bool = True) -> None:
+        self.owned[partition] = coordinator_epoch
+        self.loading.add(partition)
+        if load:
+            self.load_partition(partition)
+
+    def on_resigned(self, partition: int) -> None:
+        """Another broker leads the partition now: forget its transactional ids."""
+        self.owned.pop(partition, None)
+        self.loading.discard(partition)
+        for txn_id in [t for t in self.transactions if self.partition_for(t) == partition]:
+            del self.transactions[txn_id]
+
+    def load_partition(self, partition: int) -> int:
+        """Read the partition (last record per transactional id wins), then finish what
+        was in flight: markers of PrepareCommit/PrepareAbort transactions are written
+        again, open transactions get their timeout back. Returns ids loaded."""
+        loaded: dict[str, TransactionMetadata | None] = {}
+        position, end = self.txn_log.offsets(partition)
+        while position < end:
+            chunk = self.txn_log.read(partition, position, _READ_BYTES)
+            advanced = position
+            try:
+                for _base, next_offset, records in read_batches(chunk):
+                    advanced = max(advanced, next_offset)
+                    for key, value in records:
+                        if key is None:
+                            continue
+                        try:
+                            txn_id = read_txn_key(key)
+                            loaded[txn_id] = (
+                                None if value is None else read_txn_value(txn_id, value)
+                            )
+                        except RecordError as exc:
+                            log.warning(
+                                "skipping a bad %s record: %s", TRANSACTION_STATE_TOPIC_NAME, exc
+                            )
+            except RecordError:
+                log.exception(
+                    "stopped loading %s-%d at %d", TRANSACTION_STATE_TOPIC_NAME, partition, advanced
+                )
+                break
+            if advanced == position:
+                break
+            position = advanced
+        self.loading.discard(partition)
+        count = 0
+        for txn_id, meta in loaded.items():
+            if meta is None:
+                continue
+            self.transactions[txn_id] = meta
+            count += 1
+            if meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+                self._send_markers(meta, meta.state is _S.PREPARE_COMMIT)
+            elif meta.state is _S.ONGOING:
+                self._schedule_expiration(meta)
+        return count
+
+    def shutdown(self) -> None:
+        self.owned.clear()
+        self.transactions.clear()
+
+    # -- writes ----------------------------------------------------------------------------
+    def _write(
+        self, meta: TransactionMetadata, target: TransactionMetadata, callback: ErrorCallback
+    ) -> None:
+        """Persist ``target`` and apply it to ``meta`` once written."""
+        partition = self.partition_for(meta.transactional_id)
+        coordinator_epoch = self.owned.get(partition)
+        meta.pending_state = target.state
+        batch = build_batch([(txn_key(meta.transactional_id), txn_value(target))], self.now_ms())
+
+        def done(error: ErrorCode, _base_offset: int) -> None:
+            meta.pending_state = None
+            if error == ErrorCode.none and self.owned.get(partition) != coordinator_epoch:
+                error = ErrorCode.not_coordinator  # the partition moved meanwhile
+            if error == ErrorCode.none:
+                meta.apply(target)
+            else:
+                log.warning(
+                    "writing %s of transactional id %s failed: %s",
+                    target.state.state_name, meta.transactional_id, error.name,
+                )  # fmt: skip
+            callback(map_store_error(error, for_offsets=False))
+
+        self.txn_log.append(partition, batch, done)
+
+    def _prepare_epoch_bump(self, meta: TransactionMetadata) -> TransactionMetadata:
+        """The same id with the next epoch (a new producer id when the epoch would
+        overflow), remembering the previous producer id and epoch."""
+        target = meta.copy()
+        target.last_producer_id = meta.producer_id
+        target.last_producer_epoch = meta.producer_epoch
+        if meta.producer_epoch >= _MAX_EPOCH - 1:
+            target.producer_id = self.generate_producer_id()
+            target.producer_epoch = 0
+        else:
+            target.producer_epoch = meta.producer_epoch + 1
+        target.txn_last_update_timestamp = self.now_ms()
+        return target
+
+    # -- InitProducerId --------------------------------------------------------------------
+    def handle_init_producer_id(
+        self,
+        transactional_id: str,
+        txn_timeout_ms: int,
+        expected: tuple[int, int] | None,
+        callback: InitCallback,
+    ) -> None:
+        """A producer id and a new epoch for ``transactional_id``: fences older producers
+        with the same id; an open transaction of the previous epoch is aborted first (the
+        caller gets CONCURRENT_TRANSACTIONS and retries)."""
+        if not 0 < txn_timeout_ms <= self.config.transaction_max_timeout_ms:
+            callback(ErrorCode.invalid_transaction_timeout, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return
+        error = self._check_owner(transactional_id)
+        if error is not None:
+            callback(error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            now = self.now_ms()
+            meta = TransactionMetadata(
+                transactional_id, self.generate_producer_id(), NO_PRODUCER_EPOCH,
+                txn_timeout_ms, _S.EMPTY, None, -1, now,
+            )  # fmt: skip
+            self.transactions[transactional_id] = meta
+        if meta.pending_state is not None or meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+            callback(ErrorCode.concurrent_transactions, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return
+        if expected is not None and expected not in (
+            (meta.producer_id, meta.producer_epoch),
+            (meta.last_producer_id, meta.last_producer_epoch),
+        ):
+            callback(ErrorCode.producer_fenced, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return
+        if meta.state is _S.ONGOING:
+            self._fence_and_abort(meta)
+            callback(ErrorCode.concurrent_transactions, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return
+        if expected is not None and expected == (meta.last_producer_id, meta.last_producer_epoch):
+            # A retry of an InitProducerId that already bumped the epoch.
+            callback(ErrorCode.none, meta.producer_id, meta.producer_epoch)
+            return
+        target = self._prepare_epoch_bump(meta)
+        target.state = _S.EMPTY
+        target.topic_partitions = set()
+        target.txn_timeout_ms = txn_timeout_ms
+        target.txn_start_timestamp = -1
+
+        def written(error: ErrorCode) -> None:
+            if error == ErrorCode.none:
+                log.info(
+                    "transactional id %s: producer %d epoch %d",
+                    transactional_id, target.producer_id, target.producer_epoch,
+                )  # fmt: skip
+                callback(error, target.producer_id, target.producer_epoch)
+            else:
+                callback(error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+
+        self._write(meta, target, written)
+
+    def _fence_and_abort(self, meta: TransactionMetadata) -> None:
+        """Bump the epoch of an open transaction and abort it with the new epoch, so the
+        old producer's further writes are rejected (Kafka's PrepareEpochFence)."""
+        target = self._prepare_epoch_bump(meta)
+        target.state = _S.PREPARE_ABORT
+        log.info("aborting the open transaction of %s with a bumped epoch", meta)
+
+        def written(error: ErrorCode) -> None:
+            if error == ErrorCode.none:
+                self._send_markers(meta, commit=False)
+
+        self._write(meta, target, written)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------
+    def _validate_producer(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        error = self._check_owner(transactional_id)
+        if error is not None:
+            return error, None
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, None
+        if meta.producer_epoch != producer_epoch:
+            return ErrorCode.producer_fenced, None
+        if meta.pending_state is not None:
+            return ErrorCode.concurrent_transactions, None
+        return ErrorCode.none, meta
+
+    def handle_add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+        callback: ErrorCallback,
+    ) -> None:
+        """Add partitions to the transaction (opening it): Ongoing, with the partitions."""
+        error, meta = self._validate_producer(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            callback(error)
+            return
+        if meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+            callback(ErrorCode.concurrent_transactions)
+            return
+        if meta.state is _S.DEAD:
+            callback(ErrorCode.invalid_txn_state)
+            return
+        new = set(partitions)
+        if meta.state is _S.ONGOING and new <= meta.topic_partitions:
+            callback(ErrorCode.none)
+            return
+        target = meta.copy()
+        now = self.now_ms()
+        target.topic_partitions |= new
+        target.txn_last_update_timestamp = now
+        starting = meta.state is not _S.ONGOING
+        if starting:
+            target.txn_start_timestamp = now
+        target.state = _S.ONGOING
+
+        def written(error: ErrorCode) -> None:
+            if error == ErrorCode.none and starting:
+                self._schedule_expiration(meta)
+            callback(error)
+
+        self._write(meta, target, written)
+
+    # -- EndTxn ----------------------------------------------------------------------------
+    def handle_end_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        callback: ErrorCallback,
+    ) -> None:
+        """Commit or abort: answered once PrepareCommit/PrepareAbort is written; the
+        markers and the Complete state follow."""
+        error, meta = self._validate_producer(transactional_id, producer_id, producer_epoch)
+        if meta is None:
+            callback(error)
+            return
+        state = meta.state
+        if state is _S.ONGOING:
+            target = meta.copy()
+            target.state = _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT
+            target.txn_last_update_timestamp = self.now_ms()
+
+            def written(error: ErrorCode) -> None:
+                callback(error)
+                if error == ErrorCode.none:
+                    self._send_markers(meta, commit)
+
+            self._write(meta, target, written)
+        elif state is (_S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT):
+            callback(ErrorCode.none)  # a retry of an EndTxn that succeeded
+        elif state is (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
+            callback(ErrorCode.concurrent_transactions)
+        else:
+            callback(ErrorCode.invalid_txn_state)
+
+    def _send_markers(self, meta: TransactionMetadata, commit: bool) -> None:
+        partition = self.partition_for(meta.transactional_id)
+        coordinator_epoch = self.owned.get(partition, 0)
+        producer_id, producer_epoch = meta.producer_id, meta.producer_epoch
+
+        def all_written() -> None:
+            if self.owned.get(partition) != coordinator_epoch:
+                return  # resigned: the new coordinator completes it
+            if meta.state is not (_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT):
+                return
+            target = meta.copy()
+            target.state = _S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT
+            target.topic_partitions = set()
+            target.txn_last_update_timestamp = self.now_ms()
+
+            def written(error: ErrorCode) -> None:
+                if error != ErrorCode.none:
+                    log.warning("completing %s failed: %s", meta, error.name)
+                elif self.expiration_purgatory is not None:
+                    self.expiration_purgatory.check_and_complete(meta.transactional_id)
+
+            self._write(meta, target, written)
+
+        self.marker_writer.write_markers(
+            producer_id, producer_epoch, commit, coordinator_epoch, set(meta.topic_partitions),
+            all_written,
+        )  # fmt: skip
+
+    # -- timeouts --------------------------------------------------------------------------
+    def _schedule_expiration(self, meta: TransactionMetadata) -> None:
+        if self.expiration_purgatory is None:
+            return
+        delay = meta.txn_start_timestamp + meta.txn_timeout_ms - self.now_ms()
+        op = DelayedTxnExpiration(self, meta, delay)
+        self.expiration_purgatory.try_complete_else_watch(op, [meta.transactional_id])
+
+    def abort_timed_out_transaction(self, transactional_id: str) -> bool:
+        """Abort an open transaction past its timeout, bumping the epoch so its producer
+        is fenced. Returns whether an abort started."""
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.state is not _S.ONGOING or not self.is_local(transactional_id):
+            return False
+        if meta.pending_state is not None:
+            return False
+        log.info("transaction of %s timed out after %d ms", transactional_id, meta.txn_timeout_ms)
+        self._fence_and_abort(meta)
+        return True
+
+    def abort_timed_out_transactions(self) -> int:
+        """Kafka's periodic sweep: abort every open transaction past its timeout."""
+        now = self.now_ms()
+        due = [
+            m.transactional_id for m in self.transactions.values()
+            if m.state is _S.ONGOING and m.pending_state is None
+            and m.txn_start_timestamp + m.txn_timeout_ms <= now
+        ]  # fmt: skip
+        return sum(self.abort_timed_out_transaction(t) for t in due)
+
+    # -- Describe / List -------------------------------------------------------------------
+    def handle_describe(
+        self, transactional_id: str
+    ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        error = self._check_owner(transactional_id)
+        if error is not None:
+            return error, None
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            return ErrorCode.transactional_id_not_found, None
+        return ErrorCode.none, meta
+
+    def handle_list(
+        self, states: set[TransactionState] | None, producer_ids: set[int] | None,
+        min_duration_ms: int = -1,
+    ) -> list[TransactionMetadata]:  # fmt: skip
+        now = self.now_ms()
+        out = []
+        for meta in self.transactions.values():
+            if states and meta.state not in states:
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (
+                meta.state is not _S.ONGOING or now - meta.txn_start_timestamp < min_duration_ms
+            ):
+                continue
+            out.append(meta)
+        return out

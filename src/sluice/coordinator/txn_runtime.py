@@ -1,0 +1,184 @@
+"""The transaction coordinator's I/O shell: ``__transaction_state`` through the replica
+manager, the transaction markers written to the partition leaders, loading, and the
+periodic sweep for transactions past their timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sluice.common import TopicPartition
+from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
+from sluice.coordinator.runtime import ReplicaManagerGroupLog, wall_clock_ms
+from sluice.coordinator.transaction import (
+    TRANSACTION_STATE_TOPIC_NAME,
+    TransactionConfig,
+    TransactionCoordinator,
+    build_marker_batch,
+)
+from sluice.log.append import AppendOrigin
+from sluice.protocol import ErrorCode
+from sluice.server.delayed import ProducePartitionStatus
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+__all__ = [
+    "ReplicaManagerMarkerWriter",
+    "build_transaction_coordinator",
+    "run_transaction_coordinator",
+    "write_marker",
+]
+
+log = logging.getLogger(__name__)
+
+# Kafka's transaction log topic configs: compacted, 100 MiB segments.
+TRANSACTION_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+MARKER_RETRY_BACKOFF_S = 0.1
+# Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms, a safety net: each
+# open transaction also has a delayed operation on the timer.
+ABORT_TIMED_OUT_INTERVAL_S = 10.0
+
+
+def write_marker(
+    broker: Broker,
+    tp: TopicPartition,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    callback: Callable[[ErrorCode], None],
+) -> None:
+    """Append one marker to a partition this broker leads (WriteTxnMarkers, or the
+    coordinator in process); a marker in ``__consumer_offsets`` also settles the
+    producer's transactional offset commits."""
+    batch = build_marker_batch(
+        producer_id, producer_epoch, commit, coordinator_epoch, wall_clock_ms()
+    )
+
+    def done(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+        error = statuses[tp].error
+        if error == ErrorCode.none and tp.topic == GROUP_METADATA_TOPIC_NAME:
+            broker.group_coordinator.handle_txn_completion(tp.partition, producer_id, commit)
+        callback(error)
+
+    broker.replica_manager.append_records(
+        broker.config["request.timeout.ms"], -1, {tp: batch}, done, AppendOrigin.COORDINATOR,
+    )  # fmt: skip
+
+
+class ReplicaManagerMarkerWriter:
+    """Writes the markers of a transaction to its partitions, retrying until each is
+    written; a partition whose topic is gone counts as written."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def _topic_exists(self, topic: str) -> bool:
+        broker = self.broker
+        if broker.registry.get(topic) is not None:
+            return True
+        return broker.cluster is not None and broker.cluster.cached_topic(topic) is not None
+
+    def write_markers(
+        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+        partitions: set[TopicPartition], done: Callable[[], None],
+    ) -> None:  # fmt: skip
+        remaining = set(partitions)
+        if not remaining:
+            done()
+            return
+        loop = asyncio.get_running_loop()
+
+        def finished(tp: TopicPartition) -> None:
+            if tp in remaining:
+                remaining.discard(tp)
+                if not remaining:
+                    done()
+
+        def attempt(tp: TopicPartition) -> None:
+            partition = self.broker.replica_manager.get_partition(tp)
+            if partition is None and not self._topic_exists(tp.topic):
+                finished(tp)
+                return
+            if partition is None or not partition.is_leader:
+                # Another broker leads it: that broker's WriteTxnMarkers path is not wired
+                # yet; retry until leadership settles here (see docs/transactions.md).
+                loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)
+                return
+
+            def written(error: ErrorCode) -> None:
+                if error in (ErrorCode.none, ErrorCode.transaction_coordinator_fenced):
+                    finished(tp)
+                    return
+                log.info("marker for producer %d in %s failed: %s", producer_id, tp, error.name)
+                loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)
+
+            write_marker(
+                self.broker, tp, producer_id, producer_epoch, commit, coordinator_epoch, written
+            )
+
+        for tp in sorted(partitions):
+            attempt(tp)
+
+
+def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
+    """Create ``__transaction_state`` if needed (compacted, one replica on a single node)
+    and a coordinator for the partitions this broker leads, not yet loaded."""
+    num_partitions = broker.config["transaction.state.log.num.partitions"]
+    config = TransactionConfig(broker.config["transaction.max.timeout.ms"], num_partitions)
+    info = broker.registry.get(TRANSACTION_STATE_TOPIC_NAME)
+    if info is None and broker.cluster is not None:
+        from sluice.server.topics import TopicInfo
+
+        info = broker.cluster.existing_topic(TRANSACTION_STATE_TOPIC_NAME) or TopicInfo(
+            TRANSACTION_STATE_TOPIC_NAME, uuid.UUID(int=0), {p: [] for p in range(num_partitions)},
+            {},
+        )  # fmt: skip
+    if info is None:
+        info = broker.create_topic(
+            TRANSACTION_STATE_TOPIC_NAME, num_partitions, 1, dict(TRANSACTION_TOPIC_CONFIGS)
+        )
+    config.num_partitions = info.num_partitions
+    coordinator = TransactionCoordinator(
+        config,
+        ReplicaManagerGroupLog(broker.replica_manager, 30000, TRANSACTION_STATE_TOPIC_NAME),
+        ReplicaManagerMarkerWriter(broker),
+        broker.producer_id_manager.generate_producer_id,
+        wall_clock_ms,
+        broker._make_purgatory("TxnExpiration", 1000),
+    )
+    owned = {}
+    for p in info.assignment:
+        partition = broker.replica_manager.get_partition(TopicPartition(info.name, p))
+        if partition is not None and partition.is_leader:
+            owned[p] = partition.leader_epoch
+    coordinator.startup(owned, load=False)
+    return coordinator
+
+
+async def run_transaction_coordinator(coordinator: TransactionCoordinator) -> None:
+    """Load the owned partitions (ids in a partition not loaded yet get
+    COORDINATOR_LOAD_IN_PROGRESS), then sweep for timed-out transactions."""
+    started = time.monotonic()
+    loaded = 0
+    for partition in sorted(coordinator.loading):
+        try:
+            loaded += coordinator.load_partition(partition)
+        except Exception:
+            log.exception("failed to load %s-%d", TRANSACTION_STATE_TOPIC_NAME, partition)
+        await asyncio.sleep(0)
+    log.info(
+        "Loaded %d transactional ids from %s in %.0f ms",
+        loaded, TRANSACTION_STATE_TOPIC_NAME, (time.monotonic() - started) * 1000,
+    )  # fmt: skip
+    while True:
+        await asyncio.sleep(ABORT_TIMED_OUT_INTERVAL_S)
+        try:
+            coordinator.abort_timed_out_transactions()
+        except Exception:
+            log.exception("aborting timed-out transactions failed")

@@ -1,0 +1,32 @@
+"""AddOffsetsToTxn (25): add the group's ``__consumer_offsets`` partition to a transaction,
+before TxnOffsetCommit sends the offsets to the group coordinator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
+from sluice.coordinator.runtime import deferred
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    partition = broker.group_coordinator.partition_for(body.group_id)
+    tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
+    callback: Callable[[ErrorCode], None]
+    callback, result = deferred()
+    broker.txn_coordinator.handle_add_partitions(
+        body.transactional_id, int(body.producer_id), int(body.producer_epoch), [tp], callback
+    )
+
+    async def respond() -> Any:
+        return build(request.response_type, throttle_time=0, error_code=await result)
+
+    return respond()

@@ -1,0 +1,57 @@
+"""AddPartitionsToTxn (24): add partitions to a producer's transaction (v0-v3)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.coordinator.runtime import deferred
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def partition_exists(broker: Broker, tp: TopicPartition) -> bool:
+    info = broker.registry.get(tp.topic)
+    if info is None and broker.cluster is not None:
+        info = broker.cluster.cached_topic(tp.topic)
+    return info is not None and tp.partition in info.assignment
+
+
+def _response(request: Request, errors: dict[TopicPartition, ErrorCode]) -> Any:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, error in errors.items():
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "partition_error_code": error}
+        )
+    results = [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+    return build(request.response_type, throttle_time=0, results_by_topic_v3_and_below=results)
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    txn_id = field(body, "v3_and_below_transactional_id") or field(body, "transactional_id")
+    producer_id = int(field(body, "v3_and_below_producer_id", field(body, "producer_id", -1)))
+    epoch = int(field(body, "v3_and_below_producer_epoch", field(body, "producer_epoch", -1)))
+    topics = field(body, "v3_and_below_topics", None) or field(body, "topics", ())
+    partitions = [TopicPartition(t.name, int(p)) for t in topics for p in t.partitions]
+    missing = [tp for tp in partitions if not partition_exists(broker, tp)]
+    if missing:
+        # Kafka: the missing ones UNKNOWN_TOPIC_OR_PARTITION, the rest not attempted.
+        errors = {
+            tp: ErrorCode.unknown_topic_or_partition
+            if tp in missing else ErrorCode.operation_not_attempted
+            for tp in partitions
+        }  # fmt: skip
+        return _response(request, errors)
+    callback: Callable[[ErrorCode], None]
+    callback, result = deferred()
+    broker.txn_coordinator.handle_add_partitions(txn_id, producer_id, epoch, partitions, callback)
+
+    async def respond() -> Any:
+        return _response(request, dict.fromkeys(partitions, await result))
+
+    return respond()

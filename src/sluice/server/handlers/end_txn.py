@@ -1,0 +1,31 @@
+"""EndTxn (26): commit or abort a producer's transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sluice.coordinator.runtime import deferred
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    callback: Callable[[ErrorCode], None]
+    callback, result = deferred()
+    broker.txn_coordinator.handle_end_transaction(
+        body.transactional_id, int(body.producer_id), int(body.producer_epoch),
+        bool(body.committed), callback,
+    )  # fmt: skip
+
+    async def respond() -> Any:
+        error = await result
+        if error == ErrorCode.producer_fenced and request.api_version < 2:
+            error = ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED came with v2 (KIP-588)
+        return build(request.response_type, throttle_time=0, error_code=error)
+
+    return respond()

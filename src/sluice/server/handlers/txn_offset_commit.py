@@ -1,0 +1,60 @@
+"""TxnOffsetCommit (28): a group's offsets committed inside a transaction, visible to
+OffsetFetch only once the transaction commits."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.coordinator.group import OffsetAndMetadata
+from sluice.coordinator.runtime import deferred, wall_clock_ms
+from sluice.protocol import ErrorCode, Request
+from sluice.server.handlers.add_partitions_to_txn import partition_exists
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    now = wall_clock_ms()
+    order: list[TopicPartition] = []
+    early: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, int(p.partition_index))
+            order.append(tp)
+            if not partition_exists(broker, tp):
+                early[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            epoch = int(field(p, "committed_leader_epoch", -1))
+            offsets[tp] = OffsetAndMetadata(
+                int(p.committed_offset), None if epoch < 0 else epoch,
+                p.committed_metadata or "", now,
+            )  # fmt: skip
+    callback: Callable[[dict[TopicPartition, ErrorCode]], None]
+    result: Awaitable[dict[TopicPartition, ErrorCode]]
+    callback, result = deferred()
+    if offsets:
+        broker.group_coordinator.handle_txn_commit_offsets(
+            body.group_id, int(body.producer_id), int(body.producer_epoch),
+            field(body, "member_id", ""), field(body, "group_instance_id"),
+            int(field(body, "generation_id", -1)), offsets, callback,
+        )  # fmt: skip
+    else:
+        callback({})
+
+    async def respond() -> Any:
+        errors = {**early, **(await result)}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp in order:
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "error_code": errors[tp]}
+            )
+        topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        return build(request.response_type, throttle_time=0, topics=topics)
+
+    return respond()

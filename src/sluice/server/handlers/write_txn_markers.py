@@ -1,0 +1,50 @@
+"""WriteTxnMarkers (27): the transaction coordinator asks the leader of each partition of
+a transaction to append its COMMIT or ABORT marker."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.coordinator.txn_runtime import write_marker
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    loop = asyncio.get_running_loop()
+    pending: list[tuple[int, TopicPartition, asyncio.Future[ErrorCode]]] = []
+    for marker in body.markers:
+        for topic in marker.topics:
+            for p in topic.partition_indexes:
+                tp = TopicPartition(topic.name, int(p))
+                future: asyncio.Future[ErrorCode] = loop.create_future()
+                pending.append((int(marker.producer_id), tp, future))
+                write_marker(
+                    broker, tp, int(marker.producer_id), int(marker.producer_epoch),
+                    bool(marker.transaction_result), int(marker.coordinator_epoch),
+                    lambda error, f=future: f.done() or f.set_result(error),  # type: ignore[misc]
+                )  # fmt: skip
+
+    async def respond() -> Any:
+        by_producer: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        for producer_id, tp, future in pending:
+            error = await future
+            by_producer.setdefault(producer_id, {}).setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "error_code": error}
+            )
+        markers = [
+            {
+                "producer_id": pid,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            }
+            for pid, topics in by_producer.items()
+        ]
+        return build(request.response_type, markers=markers)
+
+    return respond()
