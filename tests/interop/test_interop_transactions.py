@@ -262,7 +262,7 @@ def test_transaction_state_survives_a_restart(tmp_path: Path) -> None:
             lambda: _describe(broker.bootstrap, txn_id)[0] == "CompleteAbort", 30,
             "the coordinator to abort the timed-out transaction",
         )  # fmt: skip
-        state, epoch = _describe(broker.bootstrap, txn_id)
+        _state, epoch = _describe(broker.bootstrap, txn_id)
         assert epoch == epoch_before[1] + 1  # bumped: the old producer is fenced
         assert consume_all(broker.bootstrap, topic, "read_committed", 1) == [b"kept"]
         again = txn_producer(broker.bootstrap, txn_id)
