@@ -355,14 +355,15 @@ def test_init_producer_id(broker: BrokerProcess) -> None:
                        producer_id=second.producer_id),
     )  # fmt: skip
     assert (half.error_code, half.producer_id) == (ErrorCode.invalid_request, -1)
-    for txn_id, code in (
-        ("txn-1", ErrorCode.coordinator_not_available),
-        ("", ErrorCode.invalid_request),
-    ):
-        answer = init_producer_id(
-            client, InitV4(transactional_id=txn_id, transaction_timeout=TIMEOUT)
-        )
-        assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (code, -1, -1)
+    # A transactional id goes to the transaction coordinator (epoch 0, then bumped).
+    txn = init_producer_id(client, InitV4(transactional_id="txn-1", transaction_timeout=TIMEOUT))
+    assert (txn.error_code, txn.producer_epoch) == (ErrorCode.none, 0)
+    again = init_producer_id(client, InitV4(transactional_id="txn-1", transaction_timeout=TIMEOUT))
+    assert (again.producer_id, again.producer_epoch) == (txn.producer_id, 1)
+    empty = init_producer_id(client, InitV4(transactional_id="", transaction_timeout=TIMEOUT))
+    assert (empty.error_code, empty.producer_id, empty.producer_epoch) == (
+        ErrorCode.invalid_request, -1, -1,
+    )  # fmt: skip
     client.close()
 
 

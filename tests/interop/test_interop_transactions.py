@@ -340,3 +340,121 @@ def test_aiokafka_transactional_producer(txn_broker: BrokerProcess) -> None:
     assert consume_all(txn_broker.bootstrap, topic, "read_uncommitted", 2) == [
         b"aio-commit", b"aio-abort",
     ]  # fmt: skip
+
+
+# -- bad input ------------------------------------------------------------------------------------
+def test_bad_transaction_requests_get_kafkas_error_codes(txn_broker: BrokerProcess) -> None:
+    """Each bad request gets Kafka's error code and leaves a concurrent transaction of
+    another producer untouched."""
+    import datetime
+
+    from kio.schema.add_partitions_to_txn.v3 import request as add_req
+    from kio.schema.end_txn.v1.request import EndTxnRequest as EndV1
+    from kio.schema.end_txn.v3.request import EndTxnRequest as EndV3
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
+    from kio.schema.types import ProducerId, TopicName, TransactionalId
+    from kio.static.primitive import i16, i32
+
+    from sluice.protocol import ErrorCode as E
+
+    topic = _id("t")
+    bystander = txn_producer(txn_broker.bootstrap, _id("tx"))
+    bystander.begin_transaction()
+    bystander.produce(topic, value=b"bystander")
+    bystander.flush(30)
+
+    client = RawClient(txn_broker.bootstrap)
+
+    def init(txn_id: str, timeout_ms: int) -> Any:
+        return client.request(
+            InitProducerIdRequest(
+                transactional_id=TransactionalId(txn_id),
+                transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
+            )
+        )
+
+    def end(cls: Any, txn_id: str, pid: int, epoch: int, commit: bool = True) -> Any:
+        return client.request(
+            cls(transactional_id=TransactionalId(txn_id), producer_id=ProducerId(pid),
+                producer_epoch=i16(epoch), committed=commit)
+        ).error_code  # fmt: skip
+
+    def add(txn_id: str, pid: int, epoch: int, topics: dict[str, list[int]]) -> dict[Any, Any]:
+        reply: Any = client.request(
+            add_req.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=TransactionalId(txn_id),
+                v3_and_below_producer_id=ProducerId(pid),
+                v3_and_below_producer_epoch=i16(epoch),
+                v3_and_below_topics=tuple(
+                    add_req.AddPartitionsToTxnTopic(
+                        name=TopicName(t), partitions=tuple(i32(p) for p in ps)
+                    )
+                    for t, ps in topics.items()
+                ),
+            )
+        )
+        return {
+            (t.name, p.partition_index): p.partition_error_code
+            for t in reply.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
+
+    try:
+        for timeout_ms in (0, -5, 60001):
+            reply = init(_id("bad"), timeout_ms)
+            assert (reply.error_code, reply.producer_id) == (E.invalid_transaction_timeout, -1)
+        unknown = _id("never-initialised")
+        assert end(EndV3, unknown, 1234, 0) == E.invalid_producer_id_mapping
+        txn_id = _id("raw")
+        ok = init(txn_id, 10000)
+        pid, epoch = int(ok.producer_id), int(ok.producer_epoch)
+        assert ok.error_code == E.none
+        assert end(EndV3, txn_id, pid, epoch) == E.invalid_txn_state  # nothing open
+        assert end(EndV3, txn_id, pid + 1, epoch) == E.invalid_producer_id_mapping
+        assert end(EndV3, txn_id, pid, epoch + 1) == E.producer_fenced
+        assert end(EndV1, txn_id, pid, epoch + 1) == E.invalid_producer_epoch  # before KIP-588
+        missing = _id("missing")
+        assert add(txn_id, pid, epoch, {topic: [0], missing: [0]}) == {
+            (topic, 0): E.operation_not_attempted,
+            (missing, 0): E.unknown_topic_or_partition,
+        }
+        assert add(txn_id, pid, epoch, {topic: [7]}) == {(topic, 7): E.unknown_topic_or_partition}
+        assert add(txn_id, pid, epoch + 1, {topic: [0]}) == {(topic, 0): E.producer_fenced}
+        assert add(txn_id, pid, epoch, {topic: [0]}) == {(topic, 0): E.none}
+        assert end(EndV3, txn_id, pid, epoch, commit=False) == E.none
+        wait_until(lambda: _describe(txn_broker.bootstrap, txn_id)[0] == "CompleteAbort", 10,
+                   "the abort to complete")  # fmt: skip
+        assert end(EndV3, txn_id, pid, epoch, commit=False) == E.none  # a retried abort
+        assert end(EndV3, txn_id, pid, epoch, commit=True) == E.invalid_txn_state
+    finally:
+        client.close()
+    # The other producer's transaction was not disturbed.
+    bystander.commit_transaction(30)
+    assert consume_all(txn_broker.bootstrap, topic, "read_committed", 1) == [b"bystander"]
+
+
+def test_list_and_describe_transactions(txn_broker: BrokerProcess) -> None:
+    from kio.schema.list_transactions.v1.request import ListTransactionsRequest
+    from kio.static.primitive import i64
+
+    topic, txn_id = _id("t"), _id("listed")
+    producer = txn_producer(txn_broker.bootstrap, txn_id)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"x")
+    producer.flush(30)
+    client = RawClient(txn_broker.bootstrap)
+    try:
+        reply: Any = client.request(
+            ListTransactionsRequest(
+                state_filters=("Ongoing", "NoSuchState"), producer_id_filters=(),
+                duration_filter=i64(-1),
+            )
+        )  # fmt: skip
+        assert tuple(reply.unknown_state_filters) == ("NoSuchState",)
+        listed = {s.transactional_id: s.transaction_state for s in reply.transaction_states}
+        assert listed.get(txn_id) == "Ongoing"
+    finally:
+        client.close()
+    producer.commit_transaction(30)
+    wait_until(lambda: _describe(txn_broker.bootstrap, txn_id)[0] == "CompleteCommit", 10,
+               "the commit to complete")  # fmt: skip
