@@ -17,6 +17,7 @@ call the callback; misuse (a value that is not bytes, a closed producer) raises.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Iterable, Mapping
 from time import time_ns as _time_ns
@@ -46,7 +47,8 @@ from .producer_batch import Callback, FutureRecordMetadata, ProduceRequestResult
 from .producer_config import ProducerConfig
 from .records import encode_headers, estimate_size_in_bytes_upper_bound
 from .sender import Sender, SenderConfig
-from .transaction_manager import TransactionManager
+from .transaction_manager import ProducerIdAndEpoch, TransactionManager
+from .transactions import ProducerTransactions, TransactionCoordinatorClient
 
 __all__ = ["Producer"]
 
@@ -78,7 +80,18 @@ class Producer:
             cfg["metadata.max.idle.ms"],
         )
         self._metadata.bootstrap(cfg.bootstrap)
-        self._transaction_manager = TransactionManager() if cfg.idempotence else None
+        self._transaction_manager = (
+            TransactionManager(cfg.transactional_id is not None) if cfg.idempotence else None
+        )
+        self._txn: ProducerTransactions | None = None
+        if cfg.transactional_id is not None:
+            self._txn = ProducerTransactions(
+                TransactionCoordinatorClient(
+                    cfg["bootstrap.servers"], self.client_id, cfg.transactional_id,
+                    self._max_block_ms, cfg["request.timeout.ms"],
+                ),
+                cfg["transaction.timeout.ms"],
+            )  # fmt: skip
         self._accumulator = RecordAccumulator(
             AccumulatorConfig(
                 batch_size=cfg["batch.size"],
@@ -166,6 +179,9 @@ class Producer:
         tm = self._transaction_manager
         if tm is not None and tm.fatal_error is not None:
             raise tm.fatal_error
+        txn = self._txn
+        if txn is not None:
+            txn.check_send()
         if self._serializers:
             key, value = self._serialize(topic, key, value)
         if key is not None and key.__class__ is not bytes:
@@ -204,6 +220,11 @@ class Producer:
                     partition = (murmur2(key) & 0x7FFFFFFF) % count
                 else:
                     partition = UNKNOWN_PARTITION
+            if txn is not None:
+                if partition == UNKNOWN_PARTITION:  # sticky for the whole transaction
+                    partition = txn.sticky.setdefault(topic, random.randrange(count))
+                txn.maybe_add_partition(TopicPartition(topic, partition))
+                callback = _recording(txn, callback)
             result = self._append(
                 topic, partition, timestamp, key, value, header_bytes, callback,
                 self._max_block_ms - waited, now, cluster,
@@ -290,6 +311,58 @@ class Producer:
                     f"not present in metadata after {max_wait_ms} ms."
                 )
 
+    # -- transactions ------------------------------------------------------------------
+
+    def _transactions(self) -> ProducerTransactions:
+        if self._txn is None:
+            raise KafkaException("The producer has no transactional.id")
+        return self._txn
+
+    def init_transactions(self) -> None:
+        """Get the producer id and epoch of ``transactional.id`` from its coordinator,
+        fencing older producers with that id (their open transaction is aborted).
+
+        :raises ProducerFencedException: a newer producer took over (fatal).
+        :raises TimeoutException: not done within max.block.ms.
+        """
+        txn = self._transactions()
+        pid, epoch = txn.init()
+        assert self._transaction_manager is not None
+        self._transaction_manager.set_producer_id_and_epoch(ProducerIdAndEpoch(pid, epoch))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the records sent until commit or abort belong to it."""
+        self._transactions().begin()
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group_id: str, generation_id: int = -1,
+        member_id: str = "", group_instance_id: str | None = None,
+    ) -> None:  # fmt: skip
+        """Commit the consumer group's ``offsets`` (the next offsets to read) as part of
+        the transaction: visible to OffsetFetch only if the transaction commits."""
+        self._transactions().send_offsets(
+            offsets, group_id, generation_id, member_id, group_instance_id
+        )
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit: every record and offset of the transaction becomes visible
+        to read_committed consumers, atomically.
+
+        :raises KafkaException: a record of the transaction failed (abort instead).
+        """
+        txn = self._transactions()
+        txn.check_send()
+        self.flush(timeout)
+        txn.end(commit=True)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Flush what is queued, then abort: read_committed consumers never see the
+        transaction's records, and its offsets are not committed."""
+        txn = self._transactions()
+        txn.check_send()
+        self.flush(timeout)
+        txn.end(commit=False)
+
     # -- flush, close, metadata ----------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> None:
@@ -335,6 +408,8 @@ class Producer:
                 self._sender.force_close_now()
         self._io_thread.join()
         self._metadata.close()
+        if self._txn is not None:
+            self._txn.client.close()
 
     def __enter__(self) -> Producer:
         return self
@@ -365,6 +440,18 @@ class Producer:
     @property
     def transaction_manager(self) -> TransactionManager | None:
         return self._transaction_manager
+
+
+def _recording(txn: ProducerTransactions, callback: Callback | None) -> Callback:
+    """Wrap a send callback so a failed record marks the transaction uncommittable."""
+
+    def on_completion(metadata: Any, exception: Any) -> None:
+        if exception is not None:
+            txn.record_failure(exception)
+        if callback is not None:
+            callback(metadata, exception)
+
+    return on_completion
 
 
 def _as_bytes(data: Any, what: str) -> bytes:

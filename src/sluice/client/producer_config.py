@@ -78,7 +78,10 @@ PRODUCER_CONFIG = ConfigDef(
                   at_least(5000)),
         ConfigKey("key.serializer", CALLABLE, None, "serializer(topic, key) -> bytes"),
         ConfigKey("value.serializer", CALLABLE, None, "serializer(topic, value) -> bytes"),
-        ConfigKey("transactional.id", STRING, None, "Not supported yet (must be unset)"),
+        ConfigKey("transactional.id", STRING, None, "Id of a transactional producer "
+                  "(implies idempotence)"),
+        ConfigKey("transaction.timeout.ms", INT, 60_000, "The coordinator aborts a "
+                  "transaction open longer than this", at_least(1)),
     ),
 )  # fmt: skip
 
@@ -97,10 +100,11 @@ class ProducerConfig:
         self.acks = -1 if values["acks"] in ("all", "-1") else int(values["acks"])
         self.compression = CompressionType.for_name(values["compression.type"])
         self.compression_level = self._compression_level()
-        if values["transactional.id"] is not None:
-            raise ConfigException("transactional.id: transactions are not supported by the "
-                                  "Sluice producer yet")  # fmt: skip
+        self.transactional_id: str | None = values["transactional.id"] or None
         self.idempotence = self._idempotence()
+        if self.transactional_id is not None and not self.idempotence:
+            raise ConfigException("Cannot set a transactional.id without also enabling "
+                                  "idempotence.")  # fmt: skip
         self.delivery_timeout_ms = self._delivery_timeout()
         if self.values["batch.size"] < 1:
             self.values["batch.size"] = 1  # Java treats 0 as "no batching": one record each

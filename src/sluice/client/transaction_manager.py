@@ -30,6 +30,7 @@ from sluice.protocol.errors import ErrorCode
 from .errors import (
     KafkaException,
     OutOfOrderSequenceException,
+    ProducerFencedException,
     UnknownProducerIdException,
     exception_for,
 )
@@ -72,7 +73,10 @@ def increment_sequence(sequence: int, increment: int) -> int:
 class TransactionManager:
     """Producer id, epoch and per-partition sequences of an idempotent producer."""
 
-    def __init__(self) -> None:
+    def __init__(self, transactional: bool = False) -> None:
+        # A transactional producer's batches carry the transactional flag and its producer
+        # id comes from init_transactions(), never from the Sender.
+        self.transactional = transactional
         self._lock = threading.RLock()
         self.producer_id_and_epoch = NONE
         self._partitions: dict[TopicPartition, _TxnPartitionEntry] = {}
@@ -117,7 +121,7 @@ class TransactionManager:
     def needs_init_producer_id(self) -> bool:
         """Bump the epoch if asked to; whether an InitProducerId request is needed."""
         with self._lock:
-            if self._fatal_error is not None:
+            if self._fatal_error is not None or self.transactional:
                 return False
             if self._epoch_bump_required:
                 self._bump_idempotent_producer_epoch()
@@ -215,7 +219,7 @@ class TransactionManager:
             if entry.producer_id_and_epoch != self.producer_id_and_epoch and not entry.in_flight:
                 self._start_sequences_at_beginning(tp, self.producer_id_and_epoch)
             pid, epoch = self.producer_id_and_epoch
-            batch.set_producer_state(pid, epoch, entry.next_sequence, False)
+            batch.set_producer_state(pid, epoch, entry.next_sequence, self.transactional)
             entry.next_sequence = increment_sequence(entry.next_sequence, batch.record_count)
             entry.in_flight.append(batch)
             entry.in_flight.sort(key=lambda b: b.base_sequence)
@@ -258,6 +262,16 @@ class TransactionManager:
             if self._fatal_error is not None:
                 return
             tp = batch.topic_partition
+            code = getattr(exception, "code", None)
+            if self.transactional and code in (
+                ErrorCode.producer_fenced,
+                ErrorCode.invalid_producer_epoch,
+            ):
+                fenced = ProducerFencedException(
+                    f"A newer producer with the same transactional.id fenced this one ({exception})"
+                )
+                self._fatal_error = fenced
+                return
             if isinstance(exception, OutOfOrderSequenceException) and not isinstance(
                 exception, UnknownProducerIdException
             ):
