@@ -2,8 +2,9 @@
 
     with EmbeddedCluster(brokers=3) as cluster:
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
-        cluster.kill(1)      # SIGKILL
-        cluster.start(1)     # same id, same data directory
+        cluster.kill_broker(1)      # SIGKILL: session expiry, offline-partition election
+        cluster.stop_broker(2)      # SIGTERM: controlled shutdown, then a clean stop
+        cluster.restart_broker(1)   # same id, port and data directory
 
 Each broker is ``python -m sluice broker --override ...`` with ``zookeeper.connect``
 set, its own log directory and a free loopback port that it keeps across restarts.
@@ -48,10 +49,13 @@ class EmbeddedCluster:
         self.broker_ids = list(broker_ids or range(brokers))
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="sluice-cluster-"))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.overrides = {
             "zookeeper.session.timeout.ms": 6000,
             "offsets.topic.num.partitions": 1,
             "replica.lag.time.max.ms": 10000,
+            "controlled.shutdown.retry.backoff.ms": 1000,
+            "group.initial.rebalance.delay.ms": 0,
             **(overrides or {}),
         }
         self.start_timeout_s = start_timeout_s
@@ -171,8 +175,30 @@ class EmbeddedCluster:
         """SIGKILL one broker (its ZooKeeper session lives on until it times out)."""
         self._signal(broker_id, signal.SIGKILL)
 
-    def stop_broker(self, broker_id: int, timeout_s: float = 30) -> None:
+    kill_broker = kill
+
+    def stop_broker(self, broker_id: int, timeout_s: float = 60) -> None:
+        """SIGTERM one broker: controlled shutdown (its leaders move away), then a clean
+        stop; waits until the process has exited."""
         self._signal(broker_id, signal.SIGTERM, timeout_s)
+
+    def restart_broker(self, broker_id: int) -> None:
+        """Start a stopped or killed broker again (a running one is stopped first), with
+        the same id, port and data directory."""
+        if self.is_running(broker_id):
+            self.stop_broker(broker_id)
+        self.start(broker_id)
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller as the first answering running broker reports it."""
+        for broker_id in self.broker_ids:
+            if self.is_running(broker_id):
+                try:
+                    return self.metadata(broker_id)[0]
+                except (OSError, ConnectionError, ValueError):
+                    continue
+        return -1
 
     def _signal(self, broker_id: int, sig: int, timeout_s: float = 30) -> None:
         proc = self.procs.get(broker_id)

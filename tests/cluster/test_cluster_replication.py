@@ -30,9 +30,9 @@ def _read_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
     try:
 
         def done() -> bool:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                values.append(msg.value())
+            for msg in consumer.consume(500, 0.2):
+                if msg.error() is None:
+                    values.append(msg.value())
             return len(values) >= expected
 
         wait_for(done, 30, f"{expected} records from {bootstrap}")

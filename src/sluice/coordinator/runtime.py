@@ -24,6 +24,7 @@ __all__ = [
     "ReplicaManagerGroupLog",
     "build_group_coordinator",
     "deferred",
+    "load_offsets_partition",
     "run_group_coordinator",
     "wall_clock_ms",
 ]
@@ -72,16 +73,18 @@ class ReplicaManagerGroupLog:
         )
 
     def offsets(self, partition: int) -> tuple[int, int]:
+        """Loading reads to the log end, as Kafka does: a newly elected leader's high
+        watermark may still trail records that every in-sync replica already has."""
         p = self.replica_manager.get_partition(self._tp(partition))
         if p is None:
             return 0, 0
-        return p.log.log_start_offset, p.high_watermark
+        return p.log.log_start_offset, p.log.log_end_offset
 
     def read(self, partition: int, offset: int, max_bytes: int) -> bytes:
         p = self.replica_manager.get_partition(self._tp(partition))
         if p is None:
             return b""
-        return p.log.read(offset, max_bytes, p.high_watermark, True).records.read()
+        return p.log.read(offset, max_bytes, p.log.log_end_offset, True).records.read()
 
 
 def build_group_coordinator(broker: Broker) -> GroupCoordinator:
@@ -90,8 +93,9 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
     config = GroupConfig.from_broker_config(broker.config)
     info = broker.registry.get(GROUP_METADATA_TOPIC_NAME)
     if info is None and broker.cluster is not None:
-        # Cluster mode: no brokers are registered yet, the offsets topic is not created
-        # here, and the coordinator owns no partition (not wired to the controller yet).
+        # Cluster mode: the topic is created by the first FindCoordinator (replication
+        # capped by the live brokers); the coordinator owns the partitions this broker
+        # is elected to lead (LeaderAndIsr -> on_election / on_resignation).
         from sluice.server.topics import TopicInfo
 
         info = broker.cluster.existing_topic(GROUP_METADATA_TOPIC_NAME) or TopicInfo(
@@ -118,6 +122,21 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
             owned.append(p)
     coordinator.startup(owned, load=False)
     return coordinator
+
+
+async def load_offsets_partition(coordinator: GroupCoordinator, partition: int) -> None:
+    """Load one offsets partition this broker was just elected to lead."""
+    await asyncio.sleep(0)  # after the LeaderAndIsr answer
+    started = time.monotonic()
+    try:
+        groups = coordinator.load_partition(partition)
+    except Exception:
+        log.exception("failed to load %s-%d", GROUP_METADATA_TOPIC_NAME, partition)
+        return
+    log.info(
+        "Loaded %d groups from %s-%d in %.0f ms", groups, GROUP_METADATA_TOPIC_NAME, partition,
+        (time.monotonic() - started) * 1000,
+    )  # fmt: skip
 
 
 async def run_group_coordinator(coordinator: GroupCoordinator) -> None:

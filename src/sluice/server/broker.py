@@ -140,7 +140,11 @@ class Broker:
         )  # fmt: skip
 
     async def stop(self) -> None:
-        """Stop accepting, answer requests in flight, flush and close the logs cleanly."""
+        """Stop accepting, answer requests in flight, flush and close the logs cleanly.
+        In a cluster, controlled shutdown comes first: the controller moves this broker's
+        leaders away while it still serves."""
+        if self.cluster is not None:
+            await self.cluster.controlled_shutdown()
         for server in self.servers:
             await server.stop_accepting()
         self.group_coordinator.shutdown()  # answer waiting JoinGroup/SyncGroup: NOT_COORDINATOR

@@ -37,6 +37,8 @@ from sluice.controller.requests import (
     UpdateMetadataResponse,
 )
 from sluice.coordination import NodeExistsError
+from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
+from sluice.coordinator.runtime import load_offsets_partition
 from sluice.protocol import ErrorCode
 from sluice.server.inter_broker import BrokerConnection, NetworkControllerChannel
 from sluice.server.partition import Partition
@@ -84,6 +86,7 @@ class ClusterManager:
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._loads: set[asyncio.Future[None]] = set()
 
     # -- life cycle ------------------------------------------------------------------
     def connect(self) -> None:
@@ -146,6 +149,66 @@ class ClusterManager:
         self.broker.replica_manager.now_ms = wall_ms
         self._tasks.append(asyncio.create_task(self._isr_expiration()))
         log.info("broker %d registered (epoch %d)", self.broker_id, self.broker_epoch)
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaders away (and take it out of the
+        ISRs) before it stops, up to ``controlled.shutdown.max.retries`` tries
+        ``controlled.shutdown.retry.backoff.ms`` apart. True when it leads nothing
+        replicated any more; False means an unclean shutdown follows."""
+        if not self.config["controlled.shutdown.enable"] or self.broker_epoch < 0:
+            return False
+        tries = max(1, int(self.config["controlled.shutdown.max.retries"]))
+        backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        started = time.monotonic()
+        for attempt in range(1, tries + 1):
+            result = await self._send_controlled_shutdown()
+            if result is not None and result.error_code is ErrorCode.none:
+                if not result.partitions_remaining:
+                    self._demote_all_leaders()
+                    log.info("controlled shutdown of broker %d succeeded in %.0f ms",
+                             self.broker_id, (time.monotonic() - started) * 1000)  # fmt: skip
+                    return True
+                log.info("controlled shutdown try %d: still leading %s", attempt,
+                         sorted(result.partitions_remaining))  # fmt: skip
+            elif result is not None:
+                log.info("controlled shutdown try %d: %s %s", attempt,
+                         result.error_code.name, result.message)  # fmt: skip
+            if attempt < tries:
+                await asyncio.sleep(backoff_s)
+        log.warning("controlled shutdown of broker %d failed after %d tries; stopping anyway",
+                    self.broker_id, tries)  # fmt: skip
+        return False
+
+    async def _send_controlled_shutdown(self) -> Any:
+        from sluice.controller.events import ControlledShutdownResult
+
+        controller_id = self.active_controller_id
+        target = self.me() if controller_id == self.broker_id else (
+            self.live_brokers.get(controller_id)
+        )  # fmt: skip
+        if target is None or not target.endpoints:
+            return ControlledShutdownResult(ErrorCode.not_controller, message="no controller")
+        ep = target.endpoints[0]
+        conn = BrokerConnection(ep.host, ep.port, f"controlled-shutdown-{self.broker_id}")
+        try:
+            return await asyncio.wait_for(
+                conn.send_controlled_shutdown(self.broker_id, self.broker_epoch), 30
+            )
+        except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+            log.info("controlled shutdown request to %d failed: %r", controller_id, exc)
+            return None
+        finally:
+            conn.close()
+
+    def _demote_all_leaders(self) -> None:
+        """The controller moved every replicated leadership away: answer produce and
+        fetch with NOT_LEADER from now on, even before its LeaderAndIsr arrives."""
+        rm = self.broker.replica_manager
+        for partition in list(rm.partitions.values()):
+            if partition.is_leader and len(partition.assigned_replicas) > 1:
+                partition.leader_id = -1
+                self._coordinator_resign(partition.tp)
+                rm.wake(partition.tp, True)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -233,6 +296,23 @@ class ClusterManager:
             return None
         return TopicInfo(name, self.topic_ids.get(name, uuid.UUID(int=0)), parts, {})
 
+    def internal_topic_leader(
+        self, topic: str, partition: int, num_partitions: int, replication_factor: int,
+        configs: dict[str, str],
+    ) -> BrokerInfo | None:  # fmt: skip
+        """The live leader of an internal topic's partition, from the metadata cache.
+        When the topic does not exist yet it is created (its replication factor capped by
+        the live brokers) and None is returned: the caller answers
+        COORDINATOR_NOT_AVAILABLE and the client retries."""
+        state = self.partition_states.get(TopicPartition(topic, partition))
+        if state is not None:
+            return self.live_brokers.get(state.leader)
+        if self.zk.get_topic_assignment(topic) is None:
+            rf = max(1, min(replication_factor, len(self.live_broker_ids())))
+            with contextlib.suppress(FileExistsError, NodeExistsError):
+                self.create_topic(topic, num_partitions, rf, configs, validate_only=False)
+        return None
+
     # -- controller requests (on the event loop) --------------------------------------
     def _ensure_topic(self, topic: str) -> TopicInfo:
         registry = self.broker.registry
@@ -284,9 +364,10 @@ class ClusterManager:
                         "%s: leader at epoch %d, ISR %s, LEO %d, HW %d", tp, s.leader_epoch,
                         list(s.isr), partition.log.log_end_offset, partition.high_watermark,
                     )  # fmt: skip
-                    self._group_coordinator_elect(tp)
+                    self._coordinator_elect(tp)
                 else:
                     self._remove_from_fetchers(tp)
+                    self._coordinator_resign(tp)
                     partition.make_follower(
                         s.leader, s.leader_epoch, list(s.isr), list(s.replicas),
                         s.partition_epoch, s.controller_epoch,
@@ -305,8 +386,18 @@ class ClusterManager:
                 errors[tp] = ErrorCode.kafka_storage_error
         return LeaderAndIsrResponse(ErrorCode.none, errors)
 
-    def _group_coordinator_elect(self, tp: TopicPartition) -> None:
-        return  # group coordination in cluster mode is not wired yet
+    def _coordinator_elect(self, tp: TopicPartition) -> None:
+        """Leading an offsets partition makes this broker its groups' coordinator."""
+        if tp.topic == GROUP_METADATA_TOPIC_NAME:
+            coordinator = self.broker.group_coordinator
+            coordinator.on_election(tp.partition)
+            task = asyncio.ensure_future(load_offsets_partition(coordinator, tp.partition))
+            self._loads.add(task)
+            task.add_done_callback(self._loads.discard)
+
+    def _coordinator_resign(self, tp: TopicPartition) -> None:
+        if tp.topic == GROUP_METADATA_TOPIC_NAME:
+            self.broker.group_coordinator.on_resignation(tp.partition)
 
     def _create_partition(self, tp: TopicPartition, replicas: list[int]) -> Partition:
         info = self._ensure_topic(tp.topic)
@@ -346,6 +437,7 @@ class ClusterManager:
         for s in request.partition_states:
             tp = s.topic_partition
             self._remove_from_fetchers(tp)
+            self._coordinator_resign(tp)
             if s.delete_partition:
                 broker.replica_manager.remove_partition(tp)
                 with contextlib.suppress(Exception):

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sluice.common import TopicPartition
+from sluice.controller.events import ControlledShutdownResult
 from sluice.controller.model import Broker, EndPoint
 from sluice.controller.requests import (
     ControllerRequest,
@@ -62,6 +63,10 @@ CONTROLLER_APIS = {
     STOP_REPLICA: STOP_REPLICA_VERSION,
     UPDATE_METADATA: UPDATE_METADATA_VERSION,
 }
+# A broker's request to the controller (also gone from Kafka 4's schemas): v2 carries
+# the broker epoch so that a restarted broker's stale request is refused.
+CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION = 7, 2
+RAW_API_VERSIONS = {**CONTROLLER_APIS, CONTROLLED_SHUTDOWN: CONTROLLED_SHUTDOWN_VERSION}
 
 
 class _W:
@@ -279,6 +284,31 @@ def decode_controller_response(api_key: int, body: bytes) -> Any:
     return StopReplicaResponse(error, errors)
 
 
+def encode_controlled_shutdown_request(broker_id: int, broker_epoch: int) -> bytes:
+    return _W().i32(broker_id).i64(broker_epoch).bytes()
+
+
+def decode_controlled_shutdown_request(body: bytes) -> tuple[int, int]:
+    """(broker id, broker epoch)."""
+    r = _R(body)
+    return r.i32(), r.i64()
+
+
+def encode_controlled_shutdown_response(result: ControlledShutdownResult) -> bytes:
+    remaining = sorted(result.partitions_remaining)
+    w = _W().i16(int(result.error_code)).i32(len(remaining))
+    for tp in remaining:
+        w.string(tp.topic).i32(tp.partition)
+    return w.bytes()
+
+
+def decode_controlled_shutdown_response(body: bytes) -> ControlledShutdownResult:
+    r = _R(body)
+    error = ErrorCode(r.i16())
+    remaining = frozenset(TopicPartition(r.string() or "", r.i32()) for _ in range(max(0, r.i32())))
+    return ControlledShutdownResult(error, remaining)
+
+
 def parse_raw_request(frame: bytes) -> tuple[int, int, int, bytes]:
     """(api_key, api_version, correlation_id, body) of a v1-header request frame."""
     api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame, 0)
@@ -287,7 +317,7 @@ def parse_raw_request(frame: bytes) -> tuple[int, int, int, bytes]:
 
 
 def raw_request_frame(api_key: int, correlation_id: int, body: bytes, client_id: str) -> bytes:
-    head = struct.pack(">hhi", api_key, CONTROLLER_APIS[api_key], correlation_id)
+    head = struct.pack(">hhi", api_key, RAW_API_VERSIONS[api_key], correlation_id)
     cid = client_id.encode()
     payload = head + struct.pack(">h", len(cid)) + cid + body
     return struct.pack(">i", len(payload)) + payload
@@ -333,6 +363,16 @@ class BrokerConnection:
         )
         reply = await self._roundtrip(frame)
         return decode_controller_response(api_key, reply[4:])
+
+    async def send_controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> ControlledShutdownResult:
+        frame = raw_request_frame(
+            CONTROLLED_SHUTDOWN, next(self._ids),
+            encode_controlled_shutdown_request(broker_id, broker_epoch), self.client_id,
+        )  # fmt: skip
+        reply = await self._roundtrip(frame)
+        return decode_controlled_shutdown_response(reply[4:])
 
     def close(self) -> None:
         if self._writer is not None:

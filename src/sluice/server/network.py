@@ -201,6 +201,8 @@ class KafkaServer:
                 if raw is not None:
                     try:
                         reply = raw(bytes(frame))
+                        if inspect.isawaitable(reply):
+                            reply = await reply
                     except Exception:
                         log.exception("error handling an inter-broker request from %s", conn.peer)
                         return False

@@ -62,11 +62,37 @@ class GroupCoordinator(JoinGroupSupport, GroupAdminSupport):
 
     def load_partition(self, partition: int) -> int:
         """Load one offsets partition into the cache; returns the number of groups."""
+        if partition not in self.group_manager.loading_partitions:
+            return 0  # resigned (or already loaded) before the load ran
         try:
             loaded = self.group_manager.load_partition(partition, self.on_group_loaded)
         finally:
             self.group_manager.loading_partitions.discard(partition)
         return loaded
+
+    def on_election(self, partition: int) -> None:
+        """This broker now leads offsets ``partition``: it answers
+        COORDINATOR_LOAD_IN_PROGRESS for its groups until ``load_partition`` runs."""
+        manager = self.group_manager
+        if partition in manager.owned_partitions:
+            return
+        manager.owned_partitions.add(partition)
+        manager.loading_partitions.add(partition)
+        log.info("Elected as the group coordinator for partition %d", partition)
+
+    def on_resignation(self, partition: int) -> None:
+        """Another broker leads offsets ``partition`` now: unload its groups (waiting
+        members are answered NOT_COORDINATOR and go find the new coordinator)."""
+        manager = self.group_manager
+        if partition not in manager.owned_partitions:
+            return
+        manager.owned_partitions.discard(partition)
+        manager.loading_partitions.discard(partition)
+        gone = manager.remove_partition_groups(partition)
+        for group in gone:
+            self.on_group_unloaded(group)
+        log.info("Resigned as the group coordinator for partition %d (%d groups unloaded)",
+                 partition, len(gone))  # fmt: skip
 
     def shutdown(self) -> None:
         """Stop serving: waiting JoinGroup/SyncGroup requests get NOT_COORDINATOR."""

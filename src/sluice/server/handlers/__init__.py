@@ -94,15 +94,21 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
     }
 
 
-def build_raw_handlers(broker: Any) -> dict[int, Callable[[bytes], bytes]]:
-    """The controller's inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata):
+def build_raw_handlers(broker: Any) -> dict[int, Callable[[bytes], Any]]:
+    """The controller's inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
+    and ControlledShutdown from a broker to the controller, answered asynchronously):
     kio has no schema for them, so they are decoded and encoded by
     :mod:`sluice.server.inter_broker`; each function takes a request frame and returns
     the framed response. Only served in cluster mode."""
     import struct
 
     from sluice.server import inter_broker
-    from sluice.server.handlers import leader_and_isr, stop_replica, update_metadata
+    from sluice.server.handlers import (
+        controlled_shutdown,
+        leader_and_isr,
+        stop_replica,
+        update_metadata,
+    )
 
     handlers = {
         inter_broker.LEADER_AND_ISR: leader_and_isr.handle,
@@ -119,4 +125,14 @@ def build_raw_handlers(broker: Any) -> dict[int, Callable[[bytes], bytes]]:
         )
         return struct.pack(">i", len(payload)) + payload
 
-    return {key: serve for key in handlers}
+    async def serve_controlled_shutdown(frame: bytes) -> bytes:
+        _key, _version, correlation_id, body = inter_broker.parse_raw_request(frame)
+        broker_id, broker_epoch = inter_broker.decode_controlled_shutdown_request(body)
+        result = await controlled_shutdown.handle(broker, broker_id, broker_epoch)
+        payload = struct.pack(">i", correlation_id)
+        payload += inter_broker.encode_controlled_shutdown_response(result)
+        return struct.pack(">i", len(payload)) + payload
+
+    served: dict[int, Callable[[bytes], Any]] = {key: serve for key in handlers}
+    served[inter_broker.CONTROLLED_SHUTDOWN] = serve_controlled_shutdown
+    return served

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build, field
 
@@ -17,6 +18,8 @@ TRANSACTION_KEY_TYPE = 1
 
 def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
     host, port = broker.advertised[0]
+    if key_type == GROUP_KEY_TYPE and broker.cluster is not None:
+        return _cluster_group_coordinator(broker, key)
     if key_type == GROUP_KEY_TYPE:
         coordinator = broker.group_coordinator
         if not coordinator.is_active or not coordinator.group_manager.is_group_local(key):
@@ -35,6 +38,26 @@ def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
             "error_code": ErrorCode.none, "error_message": None,
         }  # fmt: skip
     return _error(key, ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}.")
+
+
+def _cluster_group_coordinator(broker: Broker, key: str) -> dict[str, Any]:
+    """In a cluster the coordinator is the leader of the group's offsets partition."""
+    from sluice.coordinator.runtime import OFFSETS_TOPIC_CONFIGS
+
+    assert broker.cluster is not None
+    config = broker.config
+    leader = broker.cluster.internal_topic_leader(
+        GROUP_METADATA_TOPIC_NAME, broker.group_coordinator.partition_for(key),
+        broker.group_coordinator.group_manager.num_partitions,
+        config["offsets.topic.replication.factor"], dict(OFFSETS_TOPIC_CONFIGS),
+    )  # fmt: skip
+    if leader is None or not leader.endpoints:
+        return _error(key, ErrorCode.coordinator_not_available, "The coordinator is not available.")
+    ep = leader.endpoints[0]
+    return {
+        "key": key, "node_id": leader.id, "host": ep.host, "port": ep.port,
+        "error_code": ErrorCode.none, "error_message": None,
+    }  # fmt: skip
 
 
 def _error(key: str, code: ErrorCode, message: str) -> dict[str, Any]:

@@ -1,0 +1,55 @@
+"""Controlled shutdown under load: SIGTERM a broker that leads partitions while an
+idempotent acks=all producer keeps sending. The controller moves its leaders away
+first, so the producer sees no failed delivery, nothing acknowledged is lost, and the
+stopped broker leads nothing when it exits."""
+
+from __future__ import annotations
+
+import time
+
+from cluster_support import NumberedProducer, audit, read_partitions, wait_for
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluice.embedded_cluster import EmbeddedCluster
+
+TOPIC = "shutdown-load"
+PARTITIONS = 6
+
+
+def _leaders(bootstrap: str) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    topic = admin.list_topics(topic=TOPIC, timeout=5).topics[TOPIC]
+    return {p: m.leader for p, m in topic.partitions.items()}
+
+
+def test_sigterm_moves_leaders_away_before_stopping(cluster3: EmbeddedCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster3.bootstrap_servers})
+    configs = {"min.insync.replicas": "2"}
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config=configs)])[TOPIC].result(15)
+    leaders = wait_for(
+        lambda: (m := _leaders(cluster3.bootstrap_servers)) and len(m) == PARTITIONS
+        and all(v >= 0 for v in m.values()) and m,
+        30, "leaders for every partition",
+    )  # fmt: skip
+    victim = max(set(leaders.values()), key=lambda b: list(leaders.values()).count(b))
+    assert victim in leaders.values()
+
+    producer = NumberedProducer(cluster3.bootstrap_servers, TOPIC, PARTITIONS, 400).start()
+    wait_for(lambda: producer.acked_count >= 300, 30, "a first 300 acknowledged records")
+    started = time.monotonic()
+    cluster3.stop_broker(victim)
+    took = time.monotonic() - started
+    survivors = ",".join(cluster3.bootstrap_of(b) for b in cluster3.broker_ids if b != victim)
+    after = _leaders(survivors)
+    assert victim not in after.values(), f"broker {victim} still leads {after}"
+    assert "controlled shutdown of broker" in cluster3.log_tail(victim, 200)
+
+    before = producer.acked_count
+    wait_for(lambda: producer.acked_count >= before + 300, 60, "records after the shutdown")
+    assert producer.stop() == 0
+    assert producer.failed == [], producer.failed
+
+    result = audit(producer.acked, read_partitions(survivors, TOPIC, PARTITIONS))
+    print(f"controlled shutdown took {took:.2f}s; sent {producer.sent}, "
+          f"acknowledged {producer.acked_count}, {result}")  # fmt: skip
+    assert result == {"lost": 0, "duplicated": 0, "reordered": 0}
