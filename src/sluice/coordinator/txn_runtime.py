@@ -105,11 +105,6 @@ class ReplicaManagerMarkerWriter:
             if partition is None and not self._topic_exists(tp.topic):
                 finished(tp)
                 return
-            if partition is None or not partition.is_leader:
-                # Another broker leads it: that broker's WriteTxnMarkers path is not wired
-                # yet; retry until leadership settles here (see docs/transactions.md).
-                loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)
-                return
 
             def written(error: ErrorCode) -> None:
                 if error in (ErrorCode.none, ErrorCode.transaction_coordinator_fenced):
@@ -118,12 +113,66 @@ class ReplicaManagerMarkerWriter:
                 log.info("marker for producer %d in %s failed: %s", producer_id, tp, error.name)
                 loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)
 
-            write_marker(
-                self.broker, tp, producer_id, producer_epoch, commit, coordinator_epoch, written
-            )
+            if partition is not None and partition.is_leader:
+                write_marker(
+                    self.broker, tp, producer_id, producer_epoch, commit, coordinator_epoch,
+                    written,
+                )  # fmt: skip
+                return
+            cluster = self.broker.cluster
+            leader = cluster.partition_leader(tp) if cluster is not None else None
+            if leader is None or leader.id == self.broker.broker_id or not leader.endpoints:
+                loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)  # no leader known yet
+                return
+            task = asyncio.ensure_future(
+                send_write_txn_markers(
+                    leader.endpoints[0].host, leader.endpoints[0].port, self.broker.broker_id,
+                    tp, producer_id, producer_epoch, commit, coordinator_epoch,
+                )
+            )  # fmt: skip
+            task.add_done_callback(lambda t: written(_task_error(t)))
 
         for tp in sorted(partitions):
             attempt(tp)
+
+
+async def send_write_txn_markers(
+    host: str, port: int, broker_id: int, tp: TopicPartition, producer_id: int,
+    producer_epoch: int, commit: bool, coordinator_epoch: int,
+) -> ErrorCode:  # fmt: skip
+    """WriteTxnMarkers (v1) for one partition to the broker that leads it."""
+    from sluice.protocol.apis import ApiKey, request_type
+    from sluice.server.inter_broker import BrokerConnection
+    from sluice.server.messages import build
+
+    body = build(
+        request_type(ApiKey.WRITE_TXN_MARKERS, 1),
+        markers=[{
+            "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": tp.topic, "partition_indexes": [tp.partition]}],
+        }],
+    )  # fmt: skip
+    conn = BrokerConnection(host, port, f"txn-markers-{broker_id}")
+    try:
+        response = await asyncio.wait_for(conn.send(body), 30)
+    finally:
+        conn.close()
+    for marker in response.markers:
+        for topic in marker.topics:
+            for p in topic.partitions:
+                return ErrorCode(p.error_code)
+    return ErrorCode.unknown_server_error
+
+
+def _task_error(task: asyncio.Future[ErrorCode]) -> ErrorCode:
+    if task.cancelled():
+        return ErrorCode.request_timed_out
+    exc = task.exception()
+    if exc is not None:
+        log.info("WriteTxnMarkers failed: %r", exc)
+        return ErrorCode.network_exception
+    return task.result()
 
 
 def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
@@ -159,6 +208,21 @@ def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
             owned[p] = partition.leader_epoch
     coordinator.startup(owned, load=False)
     return coordinator
+
+
+async def load_transaction_partition(coordinator: TransactionCoordinator, partition: int) -> None:
+    """Load one ``__transaction_state`` partition this broker was just elected to lead."""
+    await asyncio.sleep(0)  # after the LeaderAndIsr answer
+    started = time.monotonic()
+    try:
+        loaded = coordinator.load_partition(partition)
+    except Exception:
+        log.exception("failed to load %s-%d", TRANSACTION_STATE_TOPIC_NAME, partition)
+        return
+    log.info(
+        "Loaded %d transactional ids from %s-%d in %.0f ms", loaded,
+        TRANSACTION_STATE_TOPIC_NAME, partition, (time.monotonic() - started) * 1000,
+    )  # fmt: skip
 
 
 async def run_transaction_coordinator(coordinator: TransactionCoordinator) -> None:

@@ -39,6 +39,8 @@ from sluice.controller.requests import (
 from sluice.coordination import NodeExistsError
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.coordinator.runtime import load_offsets_partition
+from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
+from sluice.coordinator.txn_runtime import load_transaction_partition
 from sluice.protocol import ErrorCode
 from sluice.server.inter_broker import BrokerConnection, NetworkControllerChannel
 from sluice.server.partition import Partition
@@ -395,9 +397,27 @@ class ClusterManager:
             self._loads.add(task)
             task.add_done_callback(self._loads.discard)
 
+        elif tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+            # The transaction coordinator moves with the leadership of its partition;
+            # the partition's leader epoch is its coordinator epoch (fences old markers).
+            partition = self.broker.replica_manager.get_partition(tp)
+            epoch = partition.leader_epoch if partition is not None else 0
+            txn_coordinator = self.broker.txn_coordinator
+            txn_coordinator.on_elected(tp.partition, epoch, load=False)
+            task = asyncio.ensure_future(load_transaction_partition(txn_coordinator, tp.partition))
+            self._loads.add(task)
+            task.add_done_callback(self._loads.discard)
+
     def _coordinator_resign(self, tp: TopicPartition) -> None:
         if tp.topic == GROUP_METADATA_TOPIC_NAME:
             self.broker.group_coordinator.on_resignation(tp.partition)
+        elif tp.topic == TRANSACTION_STATE_TOPIC_NAME:
+            self.broker.txn_coordinator.on_resigned(tp.partition)
+
+    def partition_leader(self, tp: TopicPartition) -> BrokerInfo | None:
+        """The live leader of ``tp`` in the metadata cache, if known."""
+        state = self.partition_states.get(tp)
+        return None if state is None else self.live_brokers.get(state.leader)
 
     def _create_partition(self, tp: TopicPartition, replicas: list[int]) -> Partition:
         info = self._ensure_topic(tp.topic)

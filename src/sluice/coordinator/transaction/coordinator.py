@@ -159,6 +159,11 @@ class TransactionCoordinator:
             self.on_elected(partition, epoch, load)
 
     def on_elected(self, partition: int, coordinator_epoch: int, load: bool = True) -> None:
+        """This broker leads ``partition`` (again): own it and load it, unless it is
+        owned already (a new LeaderAndIsr for the same leadership only moves the epoch)."""
+        if partition in self.owned:
+            self.owned[partition] = max(self.owned[partition], coordinator_epoch)
+            return
         self.owned[partition] = coordinator_epoch
         self.loading.add(partition)
         if load:
@@ -219,6 +224,8 @@ class TransactionCoordinator:
     def shutdown(self) -> None:
         self.owned.clear()
         self.transactions.clear()
+        if self.expiration_purgatory is not None:
+            self.expiration_purgatory.shutdown()
 
     # -- writes ----------------------------------------------------------------------------
     def _write(

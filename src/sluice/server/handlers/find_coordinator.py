@@ -29,6 +29,8 @@ def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
             "key": key, "node_id": broker.broker_id, "host": host, "port": port,
             "error_code": ErrorCode.none, "error_message": None,
         }  # fmt: skip
+    if key_type == TRANSACTION_KEY_TYPE and broker.cluster is not None:
+        return _cluster_txn_coordinator(broker, key)
     if key_type == TRANSACTION_KEY_TYPE:
         if not broker.txn_coordinator.is_local(key):
             message = "The coordinator is not available."
@@ -50,6 +52,29 @@ def _cluster_group_coordinator(broker: Broker, key: str) -> dict[str, Any]:
         GROUP_METADATA_TOPIC_NAME, broker.group_coordinator.partition_for(key),
         broker.group_coordinator.group_manager.num_partitions,
         config["offsets.topic.replication.factor"], dict(OFFSETS_TOPIC_CONFIGS),
+    )  # fmt: skip
+    if leader is None or not leader.endpoints:
+        return _error(key, ErrorCode.coordinator_not_available, "The coordinator is not available.")
+    ep = leader.endpoints[0]
+    return {
+        "key": key, "node_id": leader.id, "host": ep.host, "port": ep.port,
+        "error_code": ErrorCode.none, "error_message": None,
+    }  # fmt: skip
+
+
+def _cluster_txn_coordinator(broker: Broker, key: str) -> dict[str, Any]:
+    """In a cluster the transaction coordinator is the leader of the id's
+    ``__transaction_state`` partition (created on first use, like the offsets topic)."""
+    from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
+    from sluice.coordinator.txn_runtime import TRANSACTION_TOPIC_CONFIGS
+
+    assert broker.cluster is not None
+    coordinator = broker.txn_coordinator
+    leader = broker.cluster.internal_topic_leader(
+        TRANSACTION_STATE_TOPIC_NAME, coordinator.partition_for(key),
+        coordinator.config.num_partitions,
+        broker.config["transaction.state.log.replication.factor"],
+        dict(TRANSACTION_TOPIC_CONFIGS),
     )  # fmt: skip
     if leader is None or not leader.endpoints:
         return _error(key, ErrorCode.coordinator_not_available, "The coordinator is not available.")

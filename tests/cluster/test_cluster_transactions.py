@@ -1,0 +1,117 @@
+"""Transactions on a 3-broker cluster: ``__transaction_state`` is replicated, the
+transaction coordinator is the leader of the id's partition, and a transaction in flight
+when that broker is killed -9 either commits or aborts whole (never half) while the
+transactional id keeps working on the new coordinator."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from cluster_support import partition_metadata, wait_for
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluice.embedded_cluster import EmbeddedCluster
+
+TOPIC = "payments"
+PARTITIONS = 3
+TXN_ID = "payments-writer"
+
+
+@pytest.fixture
+def txn_cluster() -> Iterator[EmbeddedCluster]:
+    pytest.importorskip("kazoo")
+    from sluice.coordination.zk_server import find_java, find_zookeeper_classpath
+
+    if find_zookeeper_classpath() is None or find_java() is None:
+        pytest.skip("ZooKeeper not installed (apt-get install zookeeper)")
+    overrides = {"transaction.state.log.num.partitions": 1}
+    with EmbeddedCluster(brokers=3, broker_ids=[1, 2, 3], overrides=overrides) as cluster:
+        yield cluster
+
+
+def _producer(bootstrap: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": TXN_ID,
+                         "linger.ms": 5, "log_level": 0})  # fmt: skip
+    producer.init_transactions(60)
+    return producer
+
+
+def _read_committed(bootstrap: str, expected: int, timeout_s: float = 60) -> list[bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
+         "isolation.level": "read_committed", "enable.auto.commit": False, "log_level": 0}
+    )  # fmt: skip
+    consumer.assign([CkTopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and len(values) < expected:
+        values += [m.value() for m in consumer.consume(100, 0.2) if m.error() is None]
+    values += [m.value() for m in consumer.consume(100, 1.0) if m.error() is None]
+    consumer.close()
+    return values
+
+
+def _txn(producer: Producer, tag: str, n: int = 9) -> set[bytes]:
+    values = {f"{tag}-{i}".encode() for i in range(n)}
+    for value in sorted(values):
+        producer.produce(TOPIC, value, key=value)  # keyed: spread over the partitions
+    return values
+
+
+def test_in_flight_transaction_survives_the_coordinators_death(
+    txn_cluster: EmbeddedCluster,
+) -> None:
+    admin = AdminClient({"bootstrap.servers": txn_cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(15)
+    producer = _producer(txn_cluster.bootstrap_servers)
+    producer.begin_transaction()
+    first = _txn(producer, "t1")
+    producer.commit_transaction(60)
+    state = wait_for(
+        lambda: (p := partition_metadata(txn_cluster.bootstrap_servers, "__transaction_state"))
+        and p.leader >= 0 and len(p.isrs) == 3 and p,
+        30, "__transaction_state replicated to 3 brokers",
+    )  # fmt: skip
+    assert sorted(state.replicas) == [1, 2, 3]
+    assert sorted(_read_committed(txn_cluster.bootstrap_servers, len(first))) == sorted(first)
+
+    producer.begin_transaction()
+    second = _txn(producer, "t2")
+    producer.flush(30)
+    coordinator = state.leader
+    txn_cluster.kill(coordinator)
+    survivors = [b for b in txn_cluster.broker_ids if b != coordinator]
+    bootstrap = ",".join(txn_cluster.bootstrap_of(b) for b in survivors)
+    try:
+        producer.commit_transaction(90)
+        committed_second = True
+    except KafkaException as exc:
+        assert not exc.args[0].fatal(), exc
+        producer.abort_transaction(90)
+        committed_second = False
+
+    producer.begin_transaction()
+    third = _txn(producer, "t3")
+    producer.commit_transaction(90)
+    expected = first | third | (second if committed_second else set())
+    values = _read_committed(bootstrap, len(expected))
+    assert len(values) == len(set(values)), "duplicates"
+    assert set(values) == expected, (committed_second, sorted(set(values) ^ expected))
+
+    # No transaction was left hanging: every partition's LSO reached its HW.
+    def ends(isolation: str) -> list[int]:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{isolation}",
+                             "isolation.level": isolation, "log_level": 0})  # fmt: skip
+        try:
+            return [
+                consumer.get_watermark_offsets(CkTopicPartition(TOPIC, p), 30, cached=False)[1]
+                for p in range(PARTITIONS)
+            ]
+        finally:
+            consumer.close()
+
+    wait_for(lambda: ends("read_committed") == ends("read_uncommitted"), 30, "LSO == HW")
