@@ -115,3 +115,74 @@ def test_in_flight_transaction_survives_the_coordinators_death(
             consumer.close()
 
     wait_for(lambda: ends("read_committed") == ends("read_uncommitted"), 30, "LSO == HW")
+
+
+@pytest.mark.slow
+def test_exactly_once_pipeline_on_a_cluster_across_kill9(txn_cluster: EmbeddedCluster) -> None:
+    """The consume-transform-produce process of the single-node test, on a 3-broker
+    cluster with replicated topics: the process is killed -9 each round, and every other
+    round a broker too (restarted afterwards). The committed output holds every input
+    record exactly once, in order."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rounds, chunk = 4, 30
+    source, sink, group = "etl-in", "etl-out", "etl-group"
+    bootstrap = txn_cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for name in (source, sink):
+        admin.create_topics([NewTopic(name, 1, 3)])[name].result(15)
+    seed = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0})
+    script = Path(__file__).resolve().parent.parent / "interop" / "txn_transform.py"
+    log_path = txn_cluster.data_dir / "transform.log"
+
+    def start() -> subprocess.Popen[bytes]:
+        with log_path.open("ab") as log:
+            return subprocess.Popen(
+                [sys.executable, str(script), bootstrap, source, sink, group, "etl-txn"],
+                stdout=log, stderr=log, start_new_session=True,
+            )  # fmt: skip
+
+    def committed_output() -> list[bytes]:
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": f"audit-{time.monotonic_ns()}",
+             "isolation.level": "read_committed", "enable.auto.commit": False,
+             "log_level": 0}
+        )  # fmt: skip
+        consumer.assign([CkTopicPartition(sink, 0, 0)])
+        values: list[bytes] = []
+        while True:
+            batch = consumer.consume(500, 1.0)
+            if not batch:
+                break
+            values += [m.value() for m in batch if m.error() is None]
+        consumer.close()
+        return values
+
+    transform = start()
+    try:
+        for round_ in range(rounds):
+            for i in range(round_ * chunk, (round_ + 1) * chunk):
+                seed.produce(source, f"{i:04d}".encode())
+            assert seed.flush(60) == 0
+            done_before = len(committed_output())
+            wait_for(lambda n=done_before: len(committed_output()) >= n + 10, 90,  # type: ignore[misc]
+                     f"progress in round {round_}: {log_path.read_text()[-1500:]}")  # fmt: skip
+            victim = txn_cluster.broker_ids[round_ // 2] if round_ % 2 == 1 else None
+            if victim is not None:
+                txn_cluster.kill(victim)  # while the transform is mid-stream
+            os.killpg(transform.pid, signal.SIGKILL)
+            transform.wait(10)
+            if victim is not None:
+                txn_cluster.restart_broker(victim)
+            transform = start()
+        expected = [f"out-{i:04d}".encode() for i in range(rounds * chunk)]
+        wait_for(lambda: len(committed_output()) >= len(expected), 120, "all output")
+        assert committed_output() == expected
+    finally:
+        if transform.poll() is None:
+            os.killpg(transform.pid, signal.SIGKILL)
+            transform.wait(10)

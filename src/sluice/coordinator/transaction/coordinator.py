@@ -179,7 +179,10 @@ class TransactionCoordinator:
     def load_partition(self, partition: int) -> int:
         """Read the partition (last record per transactional id wins), then finish what
         was in flight: markers of PrepareCommit/PrepareAbort transactions are written
-        again, open transactions get their timeout back. Returns ids loaded."""
+        again, open transactions get their timeout back. Returns ids loaded. A partition
+        not waiting to be loaded (not owned, or loaded already) is left alone."""
+        if partition not in self.loading:
+            return 0
         loaded: dict[str, TransactionMetadata | None] = {}
         position, end = self.txn_log.offsets(partition)
         while position < end:
