@@ -300,9 +300,21 @@ class Broker:
         replication_factor: int,
         configs: dict[str, str],
         validate_only: bool = False,
+        assignment: dict[int, list[int]] | None = None,
     ) -> TopicInfo:
         """Create a topic and its partition logs; raises InvalidTopicError, ConfigError,
-        FileExistsError, or ValueError for bad partition/replica counts."""
+        FileExistsError, or ValueError for bad partition/replica counts. ``assignment``
+        (partition -> replicas) replaces the counts, which must then be -1."""
+        if assignment is not None:
+            if num_partitions != -1 or replication_factor != -1:
+                raise InvalidRequest(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time."
+                )
+            live = self.cluster.live_broker_ids() if self.cluster is not None else [self.broker_id]
+            check_replica_assignment(assignment, live)
+            num_partitions = len(assignment)
+            replication_factor = len(assignment[0])
         if num_partitions == -1:
             num_partitions = self.config["num.partitions"]
         if replication_factor == -1:
@@ -316,7 +328,7 @@ class Broker:
             validate_topic_name(name)
             validate_topic_configs(configs)
             return self.cluster.create_topic(  # type: ignore[no-any-return]
-                name, num_partitions, replication_factor, configs, validate_only
+                name, num_partitions, replication_factor, configs, validate_only, assignment
             )
         if replication_factor < 1 or replication_factor > 1:
             raise InvalidReplicationFactor(
@@ -392,3 +404,31 @@ class Broker:
 
 class InvalidReplicationFactor(ValueError):
     """INVALID_REPLICATION_FACTOR."""
+
+
+class InvalidReplicaAssignment(ValueError):
+    """INVALID_REPLICA_ASSIGNMENT."""
+
+
+class InvalidRequest(ValueError):
+    """INVALID_REQUEST."""
+
+
+def check_replica_assignment(assignment: dict[int, list[int]], live: list[int]) -> None:
+    """Kafka's rules for a manual assignment: partitions 0..n-1, each with the same number
+    of distinct replicas, every one a live broker."""
+    if not assignment:
+        raise InvalidReplicaAssignment("The replica assignment is empty.")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise InvalidReplicaAssignment(
+            "Partitions should be a consecutive 0-based integer sequence."
+        )
+    sizes = {len(r) for r in assignment.values()}
+    if 0 in sizes or len(sizes) > 1:
+        raise InvalidReplicaAssignment("All partitions should have the same number of replicas.")
+    for p, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignment(f"Duplicate brokers in the replicas of partition {p}.")
+        unknown = sorted(set(replicas) - set(live))
+        if unknown:
+            raise InvalidReplicaAssignment(f"Unknown broker(s) in replica assignment: {unknown}.")

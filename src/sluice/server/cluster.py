@@ -234,12 +234,12 @@ class ClusterManager:
 
     def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
-        validate_only: bool,
+        validate_only: bool, manual: dict[int, list[int]] | None = None,
     ) -> TopicInfo:  # fmt: skip
         from sluice.server.broker import InvalidReplicationFactor
 
         brokers = self.live_broker_ids()
-        if replication_factor < 1 or replication_factor > len(brokers):
+        if manual is None and (replication_factor < 1 or replication_factor > len(brokers)):
             raise InvalidReplicationFactor(
                 f"Replication factor: {replication_factor} larger than available brokers: "
                 f"{len(brokers)}." if replication_factor > 1
@@ -247,7 +247,9 @@ class ClusterManager:
             )  # fmt: skip
         if self.zk.get_topic_assignment(name) is not None:
             raise FileExistsError(f"Topic '{name}' already exists.")
-        assignment = assign_replicas_to_brokers(brokers, num_partitions, replication_factor)
+        assignment = manual or assign_replicas_to_brokers(
+            brokers, num_partitions, replication_factor
+        )
         topic_id = None
         if not validate_only:
             topic_id = self.admin.create_topic_with_assignment(name, assignment, configs)
