@@ -87,6 +87,7 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.broker_id, self._make_purgatory, min_isr=self._min_isr
         )
+        self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
         if self.config["zookeeper.connect"]:
             from sluice.server.cluster import ClusterManager
@@ -145,6 +146,7 @@ class Broker:
             await self.cluster.stop()
         self.log_cleaner.shutdown()  # drops a half-written cleaned segment
         self.replica_manager.shutdown()
+        self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
@@ -200,10 +202,15 @@ class Broker:
         # Kafka's producer.id.expiration.check.interval.ms (10 min), never longer than the expiry.
         expiry_s = min(600_000, self.config["producer.id.expiration.ms"]) / 1000
         next_expiry = time.monotonic() + expiry_s
+        hw_s = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        next_hw = time.monotonic() + hw_s
         while True:
-            await asyncio.sleep(flush_s)
+            await asyncio.sleep(min(flush_s, hw_s))
             try:
                 self.log_manager.flush_dirty_logs()
+                if time.monotonic() >= next_hw:
+                    next_hw = time.monotonic() + hw_s
+                    self.replica_manager.checkpoint_high_watermarks()
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + interval_s
                     self.run_retention()
@@ -400,6 +407,9 @@ class Broker:
 
     def path(self) -> Path:
         return self.log_dir
+
+
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 
 
 class InvalidReplicationFactor(ValueError):
