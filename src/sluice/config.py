@@ -147,9 +147,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("unclean.leader.election.enable", "bool", False, "Elect out-of-ISR leaders."),
     ConfigDef("replica.lag.time.max.ms", "long", 30_000, "Follower lag before ISR removal."),
     ConfigDef(
-        "replica.high.watermark.checkpoint.interval.ms", "long", 5000,
-        "How often high watermarks are written to replication-offset-checkpoint.", min=1,
-    ),  # fmt: skip
+        "replica.high.watermark.checkpoint.interval.ms",
+        "long",
+        5000,
+        "How often high watermarks are written to replication-offset-checkpoint.",
+        min=1,
+    ),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500, "Follower fetch max wait.", min=0),
     ConfigDef("replica.fetch.min.bytes", "int", 1, "Follower fetch min bytes.", min=1),
     ConfigDef("replica.fetch.max.bytes", "int", 1_048_576, "Follower fetch max bytes.", min=0),
