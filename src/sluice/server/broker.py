@@ -274,10 +274,18 @@ class Broker:
                 props[key] = ",".join(value) if isinstance(value, list) else value
         return LogConfig.from_properties(props)
 
+    def topic_info(self, name: str) -> TopicInfo | None:
+        """The topic as this broker knows it; in a cluster a topic with no replica here
+        is read from ZooKeeper."""
+        info = self.registry.get(name)
+        if info is None and self.cluster is not None:
+            info = self.cluster.existing_topic(name)
+        return info
+
     def topic_configs(self, topic: str) -> dict[str, Any]:
         """Effective topic configs: broker defaults overlaid with the topic's overrides."""
         values = topic_config_defaults(self.config)
-        info = self.registry.get(topic)
+        info = self.topic_info(topic)
         if info is not None:
             for key, raw in info.configs.items():
                 values[key] = TOPIC_CONFIGS[key][1].parse(raw)
@@ -401,7 +409,16 @@ class Broker:
         log.info("topic %s now has %d partitions", name, total)
 
     def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's overrides (validated first). In a cluster they go to
+        ZooKeeper, and every broker applies them when notified."""
         self._log_config_from({**topic_config_defaults(self.config), **configs})
+        if self.cluster is not None:
+            self.cluster.change_topic_config(name, configs)
+        self.apply_topic_configs(name, configs)
+
+    def apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        if self.registry.get(name) is None:
+            return  # no replica here (a cluster keeps the overrides in ZooKeeper)
         self.registry.set_configs(name, configs)
         self.log_manager.update_config(name, self.log_config_for(name))
 

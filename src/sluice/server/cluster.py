@@ -87,6 +87,8 @@ class ClusterManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loads: set[asyncio.Future[None]] = set()
+        self._config_watch: Any = None
+        self._config_seen: set[str] = set()
 
     # -- life cycle ------------------------------------------------------------------
     def connect(self) -> None:
@@ -148,6 +150,7 @@ class ClusterManager:
         self.broker.replica_manager.on_isr_expand = self._expand_isr
         self.broker.replica_manager.now_ms = wall_ms
         self._tasks.append(asyncio.create_task(self._isr_expiration()))
+        self._watch_config_changes()
         log.info("broker %d registered (epoch %d)", self.broker_id, self.broker_epoch)
 
     async def controlled_shutdown(self) -> bool:
@@ -314,6 +317,72 @@ class ClusterManager:
             with contextlib.suppress(FileExistsError, NodeExistsError):
                 self.create_topic(topic, num_partitions, rf, configs, validate_only=False)
         return None
+
+    # -- topic configs (/config/topics, announced under /config/changes) ----------------
+    def change_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        """Write the topic's overrides and announce the change to every broker."""
+        from sluice.controller.zk_data import (
+            ConfigEntityChangeNotificationZNode as Change,
+        )
+        from sluice.controller.zk_data import TopicConfigZNode
+        from sluice.coordination.store import CreateMode, ensure_path
+
+        ensure_path(self.store, "/config/topics")
+        path, data = TopicConfigZNode.path(topic), TopicConfigZNode.encode(configs)
+        if self.store.exists(path) is None:
+            with contextlib.suppress(NodeExistsError):
+                self.store.create(path, data)
+        self.store.set(path, data)
+        ensure_path(self.store, Change.path)
+        self.store.create(
+            f"{Change.path}/{Change.prefix}", Change.encode(f"topics/{topic}"),
+            CreateMode.PERSISTENT_SEQUENTIAL,
+        )  # fmt: skip
+
+    def _watch_config_changes(self) -> None:
+        """Arm the /config/changes watch; new notifications are applied on the loop."""
+        from sluice.controller.zk_data import ConfigEntityChangeNotificationZNode as Change
+        from sluice.coordination.store import ensure_path
+
+        loop = asyncio.get_running_loop()
+
+        def fired(_event: object) -> None:  # on the coordination client's thread
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._process_config_changes)
+
+        ensure_path(self.store, Change.path)
+        self._config_watch = fired
+        self._config_seen = set(self.store.get_children(Change.path, watch=fired))
+
+    def _process_config_changes(self) -> None:
+        from sluice.controller.zk_data import ConfigEntityChangeNotificationZNode as Change
+
+        try:
+            children = set(self.store.get_children(Change.path, watch=self._config_watch))
+        except Exception:
+            log.exception("reading %s failed", Change.path)
+            return
+        for child in sorted(children - self._config_seen):
+            try:
+                entity = Change.decode(self.store.get(f"{Change.path}/{child}")[0])
+            except Exception:
+                continue  # purged meanwhile
+            kind, _, name = entity.partition("/")
+            if kind == "topics" and name:
+                self.apply_topic_config(name)
+        self._config_seen = children
+
+    def apply_topic_config(self, topic: str) -> None:
+        """Take the topic's overrides from ZooKeeper into the registry and its logs."""
+        broker = self.broker
+        if broker.registry.get(topic) is None:
+            return
+        configs = self.zk.get_topic_config(topic)
+        try:
+            broker.apply_topic_configs(topic, configs)
+            log.info("applied new config of topic %s: %s", topic, configs)
+        except Exception:
+            log.exception("config of topic %s not applied", topic)
 
     # -- controller requests (on the event loop) --------------------------------------
     def _ensure_topic(self, topic: str) -> TopicInfo:
