@@ -23,7 +23,8 @@ def test_config_changes_reach_every_broker(cluster3: EmbeddedCluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster3.bootstrap_of(1)})
     admin.create_topics([NewTopic("cfg", 1, 3)])["cfg"].result(15)
     wait_for(
-        lambda: all(_config_on(cluster3, b, "cfg", "min.insync.replicas") == "1" for b in (1, 2, 3)),
+        lambda: all(_config_on(cluster3, b, "cfg", "min.insync.replicas") == "1"
+                    for b in (1, 2, 3)),
         30, "the topic on every broker",
     )  # fmt: skip
 
@@ -71,8 +72,10 @@ def test_config_changes_reach_every_broker(cluster3: EmbeddedCluster) -> None:
     def refused() -> bool:
         producer.produce("cfg", b"x", on_delivery=lambda err, _m: errors.append(err))
         producer.flush(10)
-        return bool(errors) and errors[-1] is not None and (
-            errors[-1].code() == KafkaError.NOT_ENOUGH_REPLICAS
+        return (
+            bool(errors)
+            and errors[-1] is not None
+            and (errors[-1].code() == KafkaError.NOT_ENOUGH_REPLICAS)
         )
 
     wait_for(refused, 45, "NOT_ENOUGH_REPLICAS after the ISR shrank below 3")
@@ -92,6 +95,4 @@ def test_topic_deletion_removes_data_on_every_broker(cluster3: EmbeddedCluster) 
 
     admin.delete_topics(["doomed"])["doomed"].result(15)
     wait_for(lambda: not any(d.exists() for d in dirs), 30, "the data gone on every broker")
-    wait_for(
-        lambda: "doomed" not in admin.list_topics(timeout=5).topics, 30, "the topic gone"
-    )
+    wait_for(lambda: "doomed" not in admin.list_topics(timeout=5).topics, 30, "the topic gone")
