@@ -8,6 +8,7 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,16 @@ def wall_clock_ms() -> int:
 class Broker:
     """A single Sluice broker: ``await start()``, serve, ``await stop()``."""
 
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock | None = None,
+        coordination_store: Callable[[], Any] | None = None,
+    ) -> None:
+        """``coordination_store`` (a factory of CoordinationStore sessions) puts the
+        broker in cluster mode without ZooKeeper, e.g. on an in-process DataTree."""
         self.config = config
+        self._store_factory = coordination_store
         self.broker_id = config.broker_id
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         self.log_dir = config.log_dir
@@ -89,10 +98,10 @@ class Broker:
         )
         self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
-        if self.config["zookeeper.connect"]:
+        if self.config["zookeeper.connect"] or self._store_factory is not None:
             from sluice.server.cluster import ClusterManager
 
-            self.cluster = ClusterManager(self)
+            self.cluster = ClusterManager(self, self._store_factory)
             await self._loop.run_in_executor(None, self.cluster.connect)
         else:  # in a cluster, partitions are hosted when the controller says so
             for info in self.registry.topics.values():
@@ -149,6 +158,22 @@ class Broker:
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
+        self._stopped.set()
+
+    async def crash(self) -> None:
+        """Stop as kill -9 would: connections dropped, nothing answered or flushed, no
+        controlled shutdown, no clean-shutdown marker, the coordination session left to
+        expire. For in-process fault tests (EmbeddedCluster.kill_broker)."""
+        for server in self.servers:
+            server.abort()
+        for task in self._tasks:
+            task.cancel()
+        if self.cluster is not None:
+            await self.cluster.crash()
+        self.log_cleaner.shutdown()
+        self.replica_manager.shutdown()
+        self.log_manager.abandon()
+        log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
 
     async def wait_stopped(self) -> None:

@@ -69,8 +69,9 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
 class ClusterManager:
     """One broker's part of a ZooKeeper cluster."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, store_factory: Any = None) -> None:
         self.broker = broker
+        self._store_factory = store_factory
         self.broker_id = broker.broker_id
         self.config = broker.config
         self.store: Any = None
@@ -93,13 +94,16 @@ class ClusterManager:
     # -- life cycle ------------------------------------------------------------------
     def connect(self) -> None:
         """Open the ZooKeeper session (blocking, before the broker serves)."""
-        from sluice.coordination.zookeeper import ZooKeeperStore
+        if self._store_factory is not None:
+            self.store = self._store_factory()
+        else:
+            from sluice.coordination.zookeeper import ZooKeeperStore
 
-        self.store = ZooKeeperStore(
-            self.config["zookeeper.connect"],
-            session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
-            connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"],
-        )
+            self.store = ZooKeeperStore(
+                self.config["zookeeper.connect"],
+                session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
+                connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"],
+            )
         self.zk = KafkaZkClient(self.store)
         self.zk.create_top_level_paths()
         self.admin = AdminZkClient(self.zk)
@@ -212,6 +216,19 @@ class ClusterManager:
                 partition.leader_id = -1
                 self._coordinator_resign(partition.tp)
                 rm.wake(partition.tp, True)
+
+    async def crash(self) -> None:
+        """Stop everything here without telling anyone; the session stays open until it
+        times out (the in-process equivalent of kill -9)."""
+        for task in [*self._tasks, *self._loads]:
+            task.cancel()
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()
+        if self.controller is not None:  # its thread stops; ZooKeeper is not touched
+            await asyncio.get_running_loop().run_in_executor(None, self.controller.shutdown)
+        if self.channel is not None:
+            self.channel.close()
 
     async def stop(self) -> None:
         for task in self._tasks:
