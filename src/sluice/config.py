@@ -153,6 +153,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "How often high watermarks are written to replication-offset-checkpoint.",
         min=1,
     ),
+    ConfigDef("num.replica.fetchers", "int", 1, "Fetchers (connections) per leader.", min=1),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500, "Follower fetch max wait.", min=0),
     ConfigDef("replica.fetch.min.bytes", "int", 1, "Follower fetch min bytes.", min=1),
     ConfigDef("replica.fetch.max.bytes", "int", 1_048_576, "Follower fetch max bytes.", min=0),

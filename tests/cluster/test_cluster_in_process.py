@@ -18,7 +18,7 @@ PARTITIONS = 3
 
 @pytest.fixture
 def cluster() -> Iterator[EmbeddedCluster]:
-    overrides = {"zookeeper.session.timeout.ms": 2000}
+    overrides = {"zookeeper.session.timeout.ms": 2000, "num.replica.fetchers": 2}
     with EmbeddedCluster(brokers=3, zookeeper=False, overrides=overrides) as c:
         yield c
 

@@ -12,6 +12,7 @@ import datetime
 import logging
 import time
 import uuid
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from sluice.clock import MonotonicClock
@@ -85,7 +86,7 @@ class ClusterManager:
         self.live_brokers: dict[int, BrokerInfo] = {}
         self.partition_states: dict[TopicPartition, UpdateMetadataPartitionState] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loads: set[asyncio.Future[None]] = set()
         self._config_watch: Any = None
@@ -547,14 +548,21 @@ class ClusterManager:
 
     # -- replica fetchers ---------------------------------------------------------------
     def _add_to_fetcher(self, leader: BrokerInfo, partition: Partition) -> None:
-        fetcher = self.fetchers.get(leader.id)
+        """Each leader's partitions are spread over ``num.replica.fetchers`` fetchers
+        (one connection each), by a stable hash of the partition as Kafka does."""
+        tp = partition.tp
+        index = zlib.crc32(f"{tp.topic}-{tp.partition}".encode()) % max(
+            1, int(self.config["num.replica.fetchers"])
+        )
+        key = (leader.id, index)
+        fetcher = self.fetchers.get(key)
         ep = leader.endpoints[0]
         if fetcher is not None and (fetcher.host, fetcher.port) != (ep.host, ep.port):
             fetcher.stop()
             fetcher = None
         if fetcher is None:
             fetcher = ReplicaFetcher(self, leader.id, ep.host, ep.port)
-            self.fetchers[leader.id] = fetcher
+            self.fetchers[key] = fetcher
         fetcher.partitions[partition.tp] = partition
         fetcher.wakeup.set()
 
