@@ -31,7 +31,10 @@ class EmbeddedBroker:
         config: Mapping[str, Any] | None = None,
         log_dir: str | Path | None = None,
         startup_timeout_s: float = 30.0,
+        coordination_store: Any = None,
     ) -> None:
+        """``coordination_store``: a factory of coordination-store sessions that makes
+        the broker a cluster member without ZooKeeper (see EmbeddedCluster)."""
         self._own_dir = log_dir is None
         own = log_dir is None
         self.log_dir = Path(tempfile.mkdtemp(prefix="sluice-")) if own else Path(str(log_dir))
@@ -47,6 +50,8 @@ class EmbeddedBroker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
+        self._store_factory = coordination_store
+        self._crash = False
         self._error: BaseException | None = None
         self.broker: Any = None
 
@@ -75,7 +80,7 @@ class EmbeddedBroker:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
             try:
-                self.broker = Broker(self.config)
+                self.broker = Broker(self.config, coordination_store=self._store_factory)
                 await self.broker.start()
             except BaseException as exc:
                 self._error = exc
@@ -83,7 +88,10 @@ class EmbeddedBroker:
                 return
             self._ready.set()
             await self._stop.wait()
-            await self.broker.stop()
+            if self._crash:
+                await self.broker.crash()
+            else:
+                await self.broker.stop()
 
         asyncio.run(main())
 
@@ -95,6 +103,18 @@ class EmbeddedBroker:
             return fn(*args)
 
         return asyncio.run_coroutine_threadsafe(invoke(), self._loop).result(self._timeout)
+
+    def kill(self) -> None:
+        """Stop abruptly, as kill -9 would (no controlled shutdown, no clean marker);
+        the data directory is kept so that the broker can be started again."""
+        self._crash = True
+        own, self._own_dir = self._own_dir, False
+        self.stop()
+        self._own_dir = own
+
+    @property
+    def is_running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
         if self._loop is not None and self._stop is not None and not self._loop.is_closed():

@@ -1,17 +1,23 @@
-"""``EmbeddedCluster``: a throwaway ZooKeeper and N Sluice broker processes, for tests.
+"""``EmbeddedCluster``: a throwaway Sluice cluster for tests and users.
 
     with EmbeddedCluster(brokers=3) as cluster:
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
-        cluster.kill_broker(1)      # SIGKILL: session expiry, offline-partition election
-        cluster.stop_broker(2)      # SIGTERM: controlled shutdown, then a clean stop
+        cluster.kill_broker(1)      # abrupt, as kill -9: session expiry, offline election
+        cluster.stop_broker(2)      # controlled shutdown, then a clean stop
         cluster.restart_broker(1)   # same id, port and data directory
 
-Each broker is ``python -m sluice broker --override ...`` with ``zookeeper.connect``
-set, its own log directory and a free loopback port that it keeps across restarts.
+Two modes. By default the brokers run in this process, each on its own event-loop
+thread, coordinated through one in-process store (a shared
+:class:`~sluice.coordination.DataTree`): nothing to install, quick to start.
+``EmbeddedCluster(zookeeper=True)`` starts a real ZooKeeper (Debian's ``zookeeper``
+package, on a free loopback port) and each broker as its own process
+(``python -m sluice broker --override ...``), where ``kill_broker`` is a real SIGKILL.
+Every broker keeps its id, loopback port and data directory across restarts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -19,11 +25,15 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from sluice.coordination.data_tree import DataTree
+from sluice.coordination.memory import InProcessStore
 from sluice.coordination.zk_server import ZooKeeperServer
+from sluice.embedded import EmbeddedBroker
 
 __all__ = ["EmbeddedCluster"]
 
@@ -35,7 +45,8 @@ def _free_port() -> int:
 
 
 class EmbeddedCluster:
-    """A ZooKeeper plus ``brokers`` broker processes (ids 0..N-1 unless given)."""
+    """``brokers`` brokers (ids 0..N-1 unless given), in this process on an in-process
+    coordination store, or as processes on a real ZooKeeper (``zookeeper=True``)."""
 
     def __init__(
         self,
@@ -45,8 +56,10 @@ class EmbeddedCluster:
         data_dir: str | Path | None = None,
         overrides: dict[str, Any] | None = None,
         start_timeout_s: float = 30.0,
+        zookeeper: bool = True,
     ) -> None:
         self.broker_ids = list(broker_ids or range(brokers))
+        self.uses_zookeeper = zookeeper
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="sluice-cluster-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -62,6 +75,13 @@ class EmbeddedCluster:
         self.zookeeper: ZooKeeperServer | None = None
         self.ports = {b: _free_port() for b in self.broker_ids}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        # In-process mode: one shared tree, a broker thread and a live session each.
+        self.tree: DataTree | None = None
+        self.embedded: dict[int, EmbeddedBroker] = {}
+        self._sessions: dict[int, InProcessStore] = {}
+        self._sessions_lock = threading.Lock()
+        self._heartbeat: threading.Thread | None = None
+        self._closing = threading.Event()
 
     # -- life cycle --------------------------------------------------------------------
     def __enter__(self) -> EmbeddedCluster:
@@ -71,7 +91,14 @@ class EmbeddedCluster:
         self.stop()
 
     def start_all(self) -> EmbeddedCluster:
-        self.zookeeper = ZooKeeperServer().start()
+        if self.uses_zookeeper:
+            self.zookeeper = ZooKeeperServer().start()
+        else:
+            self.tree = DataTree()
+            self._heartbeat = threading.Thread(
+                target=self._keep_sessions, name="sluice-cluster-sessions", daemon=True
+            )
+            self._heartbeat.start()
         try:
             for broker_id in self.broker_ids:
                 self.start(broker_id)
@@ -83,7 +110,8 @@ class EmbeddedCluster:
 
     @property
     def zookeeper_connect(self) -> str:
-        assert self.zookeeper is not None
+        if self.zookeeper is None:
+            raise RuntimeError("an in-process cluster has no ZooKeeper (zookeeper=True)")
         return str(self.zookeeper.connect_string)
 
     @property
@@ -99,6 +127,9 @@ class EmbeddedCluster:
     def start(self, broker_id: int) -> None:
         """Start (or restart) one broker and wait until it listens."""
         if self.is_running(broker_id):
+            return
+        if not self.uses_zookeeper:
+            self._start_in_process(broker_id)
             return
         port = self.ports[broker_id]
         settings = {
@@ -168,11 +199,22 @@ class EmbeddedCluster:
             time.sleep(0.05)
 
     def is_running(self, broker_id: int) -> bool:
+        if not self.uses_zookeeper:
+            embedded = self.embedded.get(broker_id)
+            return embedded is not None and embedded.is_running
         proc = self.procs.get(broker_id)
         return proc is not None and proc.poll() is None
 
     def kill(self, broker_id: int) -> None:
-        """SIGKILL one broker (its ZooKeeper session lives on until it times out)."""
+        """Kill one broker abruptly (SIGKILL, or its in-process equivalent); its session
+        lives on until it times out."""
+        if not self.uses_zookeeper:
+            embedded = self.embedded.get(broker_id)
+            if embedded is not None and embedded.is_running:
+                with self._sessions_lock:
+                    self._sessions.pop(broker_id, None)  # no more heartbeats
+                embedded.kill()
+            return
         self._signal(broker_id, signal.SIGKILL)
 
     kill_broker = kill
@@ -180,6 +222,13 @@ class EmbeddedCluster:
     def stop_broker(self, broker_id: int, timeout_s: float = 60) -> None:
         """SIGTERM one broker: controlled shutdown (its leaders move away), then a clean
         stop; waits until the process has exited."""
+        if not self.uses_zookeeper:
+            embedded = self.embedded.get(broker_id)
+            if embedded is not None and embedded.is_running:
+                embedded.stop()  # the broker closes its session itself
+                with self._sessions_lock:
+                    self._sessions.pop(broker_id, None)
+            return
         self._signal(broker_id, signal.SIGTERM, timeout_s)
 
     def restart_broker(self, broker_id: int) -> None:
@@ -213,13 +262,57 @@ class EmbeddedCluster:
 
     def stop(self) -> None:
         """Stop every broker (SIGTERM), then ZooKeeper; remove the data unless given."""
-        for broker_id in list(self.procs):
+        for broker_id in list(self.procs) + list(self.embedded):
             self.stop_broker(broker_id, timeout_s=15)
+        self._closing.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join(5)
+            self._heartbeat = None
         if self.zookeeper is not None:
             self.zookeeper.stop()
             self.zookeeper = None
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    # -- in-process mode ------------------------------------------------------------------
+    def _start_in_process(self, broker_id: int) -> None:
+        assert self.tree is not None
+        tree = self.tree
+        port = self.ports[broker_id]
+        timeout_ms = int(self.overrides["zookeeper.session.timeout.ms"])
+
+        def open_session() -> InProcessStore:
+            store = InProcessStore(tree, session_timeout_ms=timeout_ms)
+            with self._sessions_lock:
+                self._sessions[broker_id] = store
+            return store
+
+        config = {
+            **{k: v for k, v in self.overrides.items() if not k.startswith("zookeeper.")},
+            "broker.id": broker_id,
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        }
+        embedded = EmbeddedBroker(
+            config, log_dir=self.data_dir / f"data-{broker_id}",
+            startup_timeout_s=self.start_timeout_s, coordination_store=open_session,
+        )  # fmt: skip
+        self.embedded[broker_id] = embedded
+        embedded.start()
+
+    def _keep_sessions(self) -> None:
+        """What a ZooKeeper server and its clients do for sessions: live brokers ping,
+        and sessions not heard from within their timeout expire."""
+        from sluice.coordination.errors import SessionClosedError, SessionExpiredError
+
+        assert self.tree is not None
+        while not self._closing.wait(0.1):
+            with self._sessions_lock:
+                sessions = list(self._sessions.values())
+            for store in sessions:
+                with contextlib.suppress(SessionClosedError, SessionExpiredError):
+                    store.heartbeat()
+            self.tree.expire_timed_out_sessions()
 
     def log_tail(self, broker_id: int, lines: int = 40) -> str:
         try:

@@ -62,3 +62,36 @@ def test_one_controller_and_failover(cluster3: EmbeddedCluster, zk: object) -> N
         lambda: sorted(int(b) for b in zk.get_children("/brokers/ids")) == survivors,  # type: ignore[attr-defined]
         30, "the dead broker's registration gone",
     )  # fmt: skip
+
+    # The old controller's epoch is fenced: a LeaderAndIsr carrying it is refused...
+    import asyncio
+
+    from sluice.common import TopicPartition
+    from sluice.controller.requests import LeaderAndIsrPartitionState, LeaderAndIsrRequest
+    from sluice.protocol import ErrorCode
+    from sluice.server.inter_broker import BrokerConnection
+
+    target = survivors[0]
+    stale = LeaderAndIsrRequest(
+        controller_id=controller, controller_epoch=epoch, broker_epoch=-1,
+        partition_states=(LeaderAndIsrPartitionState(
+            TopicPartition("anything", 0), epoch, target, 99, (target,), 0, (target,),
+        ),),
+        topic_ids={}, live_leaders=(),
+    )  # fmt: skip
+
+    async def send() -> object:
+        conn = BrokerConnection("127.0.0.1", cluster3.ports[target], "stale-controller")
+        try:
+            return await conn.send_controller(stale)
+        finally:
+            conn.close()
+
+    response = asyncio.run(send())
+    assert response.error_code == ErrorCode.stale_controller_epoch  # type: ignore[attr-defined]
+
+    # ...and when the old controller comes back it follows the new one.
+    cluster3.restart_broker(controller)
+    cluster3.wait_ready()
+    assert _controller(zk) == (new_controller, new_epoch)
+    assert _metadata_controllers(cluster3, ids) == {new_controller}

@@ -210,6 +210,32 @@ def test_create_partitions_kafka_python(admin: AdminClient, kadmin: KafkaAdminCl
     assert partition_count(admin, topic) == 4
 
 
+def test_create_topic_with_manual_assignment_kafka_python(
+    broker: sluice.EmbeddedBroker, admin: AdminClient, kadmin: KafkaAdminClient
+) -> None:
+    from kafka.admin import NewTopic as KNewTopic
+
+    me = broker.broker.broker_id
+    name = unique("manual")
+    response = kadmin.create_topics([KNewTopic(name, -1, -1, {0: [me], 1: [me]})])
+    assert [(t["name"], t["error_code"]) for t in response["topics"]] == [(name, 0)]
+    assert partition_count(admin, name) == 2
+    bad = {
+        "unknown": {0: [me + 7]},
+        "gap": {0: [me], 2: [me]},
+        "duplicate": {0: [me, me]},
+    }
+    for what, assignment in bad.items():
+        response = kadmin.create_topics(
+            [KNewTopic(unique(what), -1, -1, assignment)], raise_errors=False
+        )
+        assert [t["error_code"] for t in response["topics"]] == [
+            ErrorCode.invalid_replica_assignment.value
+        ], what
+    both = kadmin.create_topics([KNewTopic(unique("both"), 2, -1, {0: [me]})], raise_errors=False)
+    assert [t["error_code"] for t in both["topics"]] == [ErrorCode.invalid_request.value]
+
+
 # -- DescribeConfigs ----------------------------------------------------------------------
 
 

@@ -118,6 +118,42 @@ def test_acks_all_below_min_isr_is_rejected(h: Harness) -> None:
     assert h.log.log_end_offset == 0  # nothing appended
 
 
+def test_hw_holds_while_the_isr_is_below_min_isr(h: Harness) -> None:
+    h.rm.append_records(1000, 1, {TP: batch(b"a")}, lambda _: None)
+    assert h.partition.high_watermark == 1
+    h.min_isr = 2  # ISR {0} is below it now: acks=1 appends are not committed
+    h.rm.append_records(1000, 1, {TP: batch(b"b", b"c")}, lambda _: None)
+    assert h.log.log_end_offset == 3 and h.partition.high_watermark == 1
+    h.partition.isr = {0, 1}
+    h.partition.replica_leos[1] = 3  # a follower caught up and rejoined
+    assert h.partition.maybe_increment_high_watermark()
+    assert h.partition.high_watermark == 3
+
+
+def test_high_watermarks_survive_a_restart(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    checkpoint = tmp_path / "replication-offset-checkpoint"
+    h.rm.load_high_watermarks(checkpoint)
+    h.partition.isr = {0, 1}
+    h.partition.replica_leos[1] = 2
+    h.rm.append_records(1000, 1, {TP: batch(b"a", b"b", b"c")}, lambda _: None)
+    assert h.partition.high_watermark == 2  # the follower has two of the three
+    h.rm.checkpoint_high_watermarks()
+    h.rm.shutdown()
+    h.log.close()
+    assert checkpoint.read_text().split() == ["0", "1", "t", "0", "2"]
+
+    again = Harness.__new__(Harness)
+    Harness.__init__(again, tmp_path / "unused")  # a fresh manager and clock
+    again.rm.load_high_watermarks(checkpoint)
+    log = Log(tmp_path / "t-0", LogConfig())
+    partition = again.rm.add_partition(TP, log, [0, 1])  # a replicated partition
+    assert log.log_end_offset == 3 and partition.high_watermark == 2
+    again.rm.shutdown()
+    again.log.close()
+    log.close()
+
+
 def fetch_params(min_bytes: int = 1, max_wait_ms: int = 500) -> FetchParams:
     return FetchParams(-1, max_wait_ms, min_bytes, 1 << 20, FetchIsolation.HIGH_WATERMARK)
 

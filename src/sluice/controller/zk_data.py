@@ -29,6 +29,7 @@ __all__ = [
     "BrokerIdZNode",
     "BrokerIdsZNode",
     "ClusterIdZNode",
+    "ConfigEntityChangeNotificationZNode",
     "ControllerEpochZNode",
     "ControllerZNode",
     "DeleteTopicsTopicZNode",
@@ -263,6 +264,22 @@ class TopicPartitionStateZNode:
             leader_recovery_state=int(value.get("leader_recovery_state", 0)),
         )
         return LeaderIsrAndControllerEpoch(lai, int(value["controller_epoch"]))
+
+
+class ConfigEntityChangeNotificationZNode:
+    """``/config/changes/config_change_<seq>``: ``{"version":2,"entity_path":"topics/t"}``,
+    one per config change, which every broker watches."""
+
+    path = "/config/changes"
+    prefix = "config_change_"
+
+    @staticmethod
+    def encode(entity_path: str) -> bytes:
+        return _dumps({"version": 2, "entity_path": entity_path})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return str((_loads(data) or {}).get("entity_path") or "")
 
 
 class TopicConfigZNode:

@@ -192,6 +192,16 @@ class LogManager:
             log.flush(log.active_segment.base_offset)
 
     # -- shutdown ------------------------------------------------------------------------
+    def abandon(self) -> None:
+        """Close every log without flushing or writing the clean-shutdown marker (what a
+        killed process leaves behind: the next start recovers the logs)."""
+        if not self._running:
+            return
+        self._running = False
+        for log in self._logs.values():
+            log.close()
+        self._release_locks()
+
     def shutdown(self) -> None:
         """Flush and close every log, then write the clean-shutdown marker in each dir."""
         if not self._running:

@@ -8,6 +8,7 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,16 @@ def wall_clock_ms() -> int:
 class Broker:
     """A single Sluice broker: ``await start()``, serve, ``await stop()``."""
 
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock | None = None,
+        coordination_store: Callable[[], Any] | None = None,
+    ) -> None:
+        """``coordination_store`` (a factory of CoordinationStore sessions) puts the
+        broker in cluster mode without ZooKeeper, e.g. on an in-process DataTree."""
         self.config = config
+        self._store_factory = coordination_store
         self.broker_id = config.broker_id
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         self.log_dir = config.log_dir
@@ -93,11 +102,12 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.broker_id, self._make_purgatory, min_isr=self._min_isr
         )
+        self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
-        if self.config["zookeeper.connect"]:
+        if self.config["zookeeper.connect"] or self._store_factory is not None:
             from sluice.server.cluster import ClusterManager
 
-            self.cluster = ClusterManager(self)
+            self.cluster = ClusterManager(self, self._store_factory)
             await self._loop.run_in_executor(None, self.cluster.connect)
         else:  # in a cluster, partitions are hosted when the controller says so
             for info in self.registry.topics.values():
@@ -157,8 +167,25 @@ class Broker:
             await self.cluster.stop()
         self.log_cleaner.shutdown()  # drops a half-written cleaned segment
         self.replica_manager.shutdown()
+        self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
+        self._stopped.set()
+
+    async def crash(self) -> None:
+        """Stop as kill -9 would: connections dropped, nothing answered or flushed, no
+        controlled shutdown, no clean-shutdown marker, the coordination session left to
+        expire. For in-process fault tests (EmbeddedCluster.kill_broker)."""
+        for server in self.servers:
+            server.abort()
+        for task in self._tasks:
+            task.cancel()
+        if self.cluster is not None:
+            await self.cluster.crash()
+        self.log_cleaner.shutdown()
+        self.replica_manager.shutdown()
+        self.log_manager.abandon()
+        log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
 
     async def wait_stopped(self) -> None:
@@ -212,10 +239,15 @@ class Broker:
         # Kafka's producer.id.expiration.check.interval.ms (10 min), never longer than the expiry.
         expiry_s = min(600_000, self.config["producer.id.expiration.ms"]) / 1000
         next_expiry = time.monotonic() + expiry_s
+        hw_s = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        next_hw = time.monotonic() + hw_s
         while True:
-            await asyncio.sleep(flush_s)
+            await asyncio.sleep(min(flush_s, hw_s))
             try:
                 self.log_manager.flush_dirty_logs()
+                if time.monotonic() >= next_hw:
+                    next_hw = time.monotonic() + hw_s
+                    self.replica_manager.checkpoint_high_watermarks()
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + interval_s
                     self.run_retention()
@@ -279,10 +311,18 @@ class Broker:
                 props[key] = ",".join(value) if isinstance(value, list) else value
         return LogConfig.from_properties(props)
 
+    def topic_info(self, name: str) -> TopicInfo | None:
+        """The topic as this broker knows it; in a cluster a topic with no replica here
+        is read from ZooKeeper."""
+        info = self.registry.get(name)
+        if info is None and self.cluster is not None:
+            info = self.cluster.existing_topic(name)
+        return info
+
     def topic_configs(self, topic: str) -> dict[str, Any]:
         """Effective topic configs: broker defaults overlaid with the topic's overrides."""
         values = topic_config_defaults(self.config)
-        info = self.registry.get(topic)
+        info = self.topic_info(topic)
         if info is not None:
             for key, raw in info.configs.items():
                 values[key] = TOPIC_CONFIGS[key][1].parse(raw)
@@ -312,9 +352,21 @@ class Broker:
         replication_factor: int,
         configs: dict[str, str],
         validate_only: bool = False,
+        assignment: dict[int, list[int]] | None = None,
     ) -> TopicInfo:
         """Create a topic and its partition logs; raises InvalidTopicError, ConfigError,
-        FileExistsError, or ValueError for bad partition/replica counts."""
+        FileExistsError, or ValueError for bad partition/replica counts. ``assignment``
+        (partition -> replicas) replaces the counts, which must then be -1."""
+        if assignment is not None:
+            if num_partitions != -1 or replication_factor != -1:
+                raise InvalidRequest(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time."
+                )
+            live = self.cluster.live_broker_ids() if self.cluster is not None else [self.broker_id]
+            check_replica_assignment(assignment, live)
+            num_partitions = len(assignment)
+            replication_factor = len(assignment[0])
         if num_partitions == -1:
             num_partitions = self.config["num.partitions"]
         if replication_factor == -1:
@@ -328,7 +380,7 @@ class Broker:
             validate_topic_name(name)
             validate_topic_configs(configs)
             return self.cluster.create_topic(  # type: ignore[no-any-return]
-                name, num_partitions, replication_factor, configs, validate_only
+                name, num_partitions, replication_factor, configs, validate_only, assignment
             )
         if replication_factor < 1 or replication_factor > 1:
             raise InvalidReplicationFactor(
@@ -394,7 +446,16 @@ class Broker:
         log.info("topic %s now has %d partitions", name, total)
 
     def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's overrides (validated first). In a cluster they go to
+        ZooKeeper, and every broker applies them when notified."""
         self._log_config_from({**topic_config_defaults(self.config), **configs})
+        if self.cluster is not None:
+            self.cluster.change_topic_config(name, configs)
+        self.apply_topic_configs(name, configs)
+
+    def apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        if self.registry.get(name) is None:
+            return  # no replica here (a cluster keeps the overrides in ZooKeeper)
         self.registry.set_configs(name, configs)
         self.log_manager.update_config(name, self.log_config_for(name))
 
@@ -402,5 +463,36 @@ class Broker:
         return self.log_dir
 
 
+HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+
+
 class InvalidReplicationFactor(ValueError):
     """INVALID_REPLICATION_FACTOR."""
+
+
+class InvalidReplicaAssignment(ValueError):
+    """INVALID_REPLICA_ASSIGNMENT."""
+
+
+class InvalidRequest(ValueError):
+    """INVALID_REQUEST."""
+
+
+def check_replica_assignment(assignment: dict[int, list[int]], live: list[int]) -> None:
+    """Kafka's rules for a manual assignment: partitions 0..n-1, each with the same number
+    of distinct replicas, every one a live broker."""
+    if not assignment:
+        raise InvalidReplicaAssignment("The replica assignment is empty.")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise InvalidReplicaAssignment(
+            "Partitions should be a consecutive 0-based integer sequence."
+        )
+    sizes = {len(r) for r in assignment.values()}
+    if 0 in sizes or len(sizes) > 1:
+        raise InvalidReplicaAssignment("All partitions should have the same number of replicas.")
+    for p, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignment(f"Duplicate brokers in the replicas of partition {p}.")
+        unknown = sorted(set(replicas) - set(live))
+        if unknown:
+            raise InvalidReplicaAssignment(f"Unknown broker(s) in replica assignment: {unknown}.")

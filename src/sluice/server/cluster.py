@@ -12,6 +12,7 @@ import datetime
 import logging
 import time
 import uuid
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from sluice.clock import MonotonicClock
@@ -71,8 +72,9 @@ def topic_uuid(topic_id: str | None) -> uuid.UUID:
 class ClusterManager:
     """One broker's part of a ZooKeeper cluster."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, store_factory: Any = None) -> None:
         self.broker = broker
+        self._store_factory = store_factory
         self.broker_id = broker.broker_id
         self.config = broker.config
         self.store: Any = None
@@ -86,20 +88,25 @@ class ClusterManager:
         self.live_brokers: dict[int, BrokerInfo] = {}
         self.partition_states: dict[TopicPartition, UpdateMetadataPartitionState] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
-        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loads: set[asyncio.Future[None]] = set()
+        self._config_watch: Any = None
+        self._config_seen: set[str] = set()
 
     # -- life cycle ------------------------------------------------------------------
     def connect(self) -> None:
         """Open the ZooKeeper session (blocking, before the broker serves)."""
-        from sluice.coordination.zookeeper import ZooKeeperStore
+        if self._store_factory is not None:
+            self.store = self._store_factory()
+        else:
+            from sluice.coordination.zookeeper import ZooKeeperStore
 
-        self.store = ZooKeeperStore(
-            self.config["zookeeper.connect"],
-            session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
-            connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"],
-        )
+            self.store = ZooKeeperStore(
+                self.config["zookeeper.connect"],
+                session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
+                connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"],
+            )
         self.zk = KafkaZkClient(self.store)
         self.zk.create_top_level_paths()
         # Producer ids must be unique across the cluster: blocks come from ZooKeeper.
@@ -156,6 +163,7 @@ class ClusterManager:
         self.broker.replica_manager.on_isr_expand = self._expand_isr
         self.broker.replica_manager.now_ms = wall_ms
         self._tasks.append(asyncio.create_task(self._isr_expiration()))
+        self._watch_config_changes()
         log.info("broker %d registered (epoch %d)", self.broker_id, self.broker_epoch)
 
     async def controlled_shutdown(self) -> bool:
@@ -218,6 +226,19 @@ class ClusterManager:
                 self._coordinator_resign(partition.tp)
                 rm.wake(partition.tp, True)
 
+    async def crash(self) -> None:
+        """Stop everything here without telling anyone; the session stays open until it
+        times out (the in-process equivalent of kill -9)."""
+        for task in [*self._tasks, *self._loads]:
+            task.cancel()
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()
+        if self.controller is not None:  # its thread stops; ZooKeeper is not touched
+            await asyncio.get_running_loop().run_in_executor(None, self.controller.shutdown)
+        if self.channel is not None:
+            self.channel.close()
+
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -242,12 +263,12 @@ class ClusterManager:
 
     def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
-        validate_only: bool,
+        validate_only: bool, manual: dict[int, list[int]] | None = None,
     ) -> TopicInfo:  # fmt: skip
         from sluice.server.broker import InvalidReplicationFactor
 
         brokers = self.live_broker_ids()
-        if replication_factor < 1 or replication_factor > len(brokers):
+        if manual is None and (replication_factor < 1 or replication_factor > len(brokers)):
             raise InvalidReplicationFactor(
                 f"Replication factor: {replication_factor} larger than available brokers: "
                 f"{len(brokers)}." if replication_factor > 1
@@ -255,7 +276,9 @@ class ClusterManager:
             )  # fmt: skip
         if self.zk.get_topic_assignment(name) is not None:
             raise FileExistsError(f"Topic '{name}' already exists.")
-        assignment = assign_replicas_to_brokers(brokers, num_partitions, replication_factor)
+        assignment = manual or assign_replicas_to_brokers(
+            brokers, num_partitions, replication_factor
+        )
         topic_id = None
         if not validate_only:
             topic_id = self.admin.create_topic_with_assignment(name, assignment, configs)
@@ -320,6 +343,72 @@ class ClusterManager:
             with contextlib.suppress(FileExistsError, NodeExistsError):
                 self.create_topic(topic, num_partitions, rf, configs, validate_only=False)
         return None
+
+    # -- topic configs (/config/topics, announced under /config/changes) ----------------
+    def change_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        """Write the topic's overrides and announce the change to every broker."""
+        from sluice.controller.zk_data import (
+            ConfigEntityChangeNotificationZNode as Change,
+        )
+        from sluice.controller.zk_data import TopicConfigZNode
+        from sluice.coordination.store import CreateMode, ensure_path
+
+        ensure_path(self.store, "/config/topics")
+        path, data = TopicConfigZNode.path(topic), TopicConfigZNode.encode(configs)
+        if self.store.exists(path) is None:
+            with contextlib.suppress(NodeExistsError):
+                self.store.create(path, data)
+        self.store.set(path, data)
+        ensure_path(self.store, Change.path)
+        self.store.create(
+            f"{Change.path}/{Change.prefix}", Change.encode(f"topics/{topic}"),
+            CreateMode.PERSISTENT_SEQUENTIAL,
+        )  # fmt: skip
+
+    def _watch_config_changes(self) -> None:
+        """Arm the /config/changes watch; new notifications are applied on the loop."""
+        from sluice.controller.zk_data import ConfigEntityChangeNotificationZNode as Change
+        from sluice.coordination.store import ensure_path
+
+        loop = asyncio.get_running_loop()
+
+        def fired(_event: object) -> None:  # on the coordination client's thread
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._process_config_changes)
+
+        ensure_path(self.store, Change.path)
+        self._config_watch = fired
+        self._config_seen = set(self.store.get_children(Change.path, watch=fired))
+
+    def _process_config_changes(self) -> None:
+        from sluice.controller.zk_data import ConfigEntityChangeNotificationZNode as Change
+
+        try:
+            children = set(self.store.get_children(Change.path, watch=self._config_watch))
+        except Exception:
+            log.exception("reading %s failed", Change.path)
+            return
+        for child in sorted(children - self._config_seen):
+            try:
+                entity = Change.decode(self.store.get(f"{Change.path}/{child}")[0])
+            except Exception:
+                continue  # purged meanwhile
+            kind, _, name = entity.partition("/")
+            if kind == "topics" and name:
+                self.apply_topic_config(name)
+        self._config_seen = children
+
+    def apply_topic_config(self, topic: str) -> None:
+        """Take the topic's overrides from ZooKeeper into the registry and its logs."""
+        broker = self.broker
+        if broker.registry.get(topic) is None:
+            return
+        configs = self.zk.get_topic_config(topic)
+        try:
+            broker.apply_topic_configs(topic, configs)
+            log.info("applied new config of topic %s: %s", topic, configs)
+        except Exception:
+            log.exception("config of topic %s not applied", topic)
 
     # -- controller requests (on the event loop) --------------------------------------
     def _ensure_topic(self, topic: str) -> TopicInfo:
@@ -485,14 +574,21 @@ class ClusterManager:
 
     # -- replica fetchers ---------------------------------------------------------------
     def _add_to_fetcher(self, leader: BrokerInfo, partition: Partition) -> None:
-        fetcher = self.fetchers.get(leader.id)
+        """Each leader's partitions are spread over ``num.replica.fetchers`` fetchers
+        (one connection each), by a stable hash of the partition as Kafka does."""
+        tp = partition.tp
+        index = zlib.crc32(f"{tp.topic}-{tp.partition}".encode()) % max(
+            1, int(self.config["num.replica.fetchers"])
+        )
+        key = (leader.id, index)
+        fetcher = self.fetchers.get(key)
         ep = leader.endpoints[0]
         if fetcher is not None and (fetcher.host, fetcher.port) != (ep.host, ep.port):
             fetcher.stop()
             fetcher = None
         if fetcher is None:
             fetcher = ReplicaFetcher(self, leader.id, ep.host, ep.port)
-            self.fetchers[leader.id] = fetcher
+            self.fetchers[key] = fetcher
         fetcher.partitions[partition.tp] = partition
         fetcher.wakeup.set()
 

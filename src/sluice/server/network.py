@@ -148,6 +148,17 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
 
+    def abort(self) -> None:
+        """Drop everything at once, as a killed process would: no answers in flight."""
+        if self._server is not None:
+            self._server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for conn in list(self._connections):
+            conn.writer.transport.abort()
+        for task in list(self._tasks):
+            task.cancel()
+
     async def _close_idle_connections(self) -> None:
         assert self._idle_timeout_s is not None
         period = min(max(self._idle_timeout_s / 4, 0.05), 30.0)

@@ -111,8 +111,12 @@ class Partition:
         return self.replica_leos.get(broker_id, 0)
 
     def maybe_increment_high_watermark(self) -> bool:
-        """Advance HW to the smallest LEO in the ISR; True when it moved."""
-        new_hw = min(self._leo_of(b) for b in self.isr) if self.isr else self._hw
+        """Advance HW to the smallest LEO in the ISR; True when it moved. A leader whose
+        ISR is below min.insync.replicas holds its HW: what only that few replicas have
+        is not committed (consumers do not see it until the ISR recovers)."""
+        if not self.isr or (self.is_leader and len(self.isr) < self.min_isr()):
+            return False
+        new_hw = min(self._leo_of(b) for b in self.isr)
         if new_hw > self._hw:
             self._hw = new_hw
             return True
@@ -174,6 +178,10 @@ class Partition:
             if r != self.local_broker_id
             and now_ms - self.last_caught_up_ms.get(r, now_ms) > max_lag_ms
         }  # fmt: skip
+
+    def restore_high_watermark(self, checkpointed: int) -> None:
+        """At startup: the HW from replication-offset-checkpoint, never beyond the LEO."""
+        self._hw = max(self._hw, min(checkpointed, self.log.log_end_offset))
 
     def update_follower_high_watermark(self, leader_hw: int) -> None:
         self._hw = max(self._hw, min(leader_hw, self.log.log_end_offset))

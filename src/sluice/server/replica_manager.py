@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from sluice.common import TopicPartition
 from sluice.log import (
@@ -15,6 +16,7 @@ from sluice.log import (
     OffsetOutOfRangeException,
 )
 from sluice.log.append import AppendOrigin
+from sluice.log.checkpoint import OffsetCheckpointFile
 from sluice.log.transaction_index import AbortedTxn
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
@@ -101,6 +103,9 @@ class ReplicaManager:
         self.produce_purgatory = make_purgatory("Produce", 1000)
         self.fetch_purgatory = make_purgatory("Fetch", 1000)
         self.delete_records_purgatory = make_purgatory("DeleteRecords", 1)
+        # replication-offset-checkpoint: every partition's HW, restored at startup.
+        self.hw_checkpoint: OffsetCheckpointFile | None = None
+        self._checkpointed_hws: dict[tuple[str, int], int] = {}
         # Cluster mode: called with (partition, replica_id) when a follower caught up.
         self.on_isr_expand: Callable[[Partition, int], None] | None = None
         self.now_ms: Callable[[], int] = lambda: 0
@@ -117,8 +122,30 @@ class ReplicaManager:
             tp, log, self.broker_id, replicas, leader_id=self.broker_id,
             leader_epoch=leader_epoch, min_isr=lambda: self._min_isr(tp), topic_id=topic_id,
         )  # fmt: skip
+        saved = self._checkpointed_hws.get((tp.topic, tp.partition))
+        if saved is not None:
+            partition.restore_high_watermark(saved)
         self.partitions[tp] = partition
         return partition
+
+    def load_high_watermarks(self, path: Path) -> None:
+        """Read replication-offset-checkpoint (before partitions are added)."""
+        self.hw_checkpoint = OffsetCheckpointFile(path)
+        try:
+            self._checkpointed_hws = self.hw_checkpoint.read()
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring an unreadable %s: %s", path, exc)
+            self._checkpointed_hws = {}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every partition's HW (Kafka's replica.high.watermark.checkpoint.interval.ms
+        schedule, and at shutdown)."""
+        if self.hw_checkpoint is None:
+            return
+        hws = {(tp.topic, tp.partition): p.high_watermark for tp, p in self.partitions.items()}
+        if hws != self._checkpointed_hws:  # no fsync when nothing moved
+            self.hw_checkpoint.write(hws)
+            self._checkpointed_hws = hws
 
     def remove_partition(self, tp: TopicPartition) -> Partition | None:
         partition = self.partitions.pop(tp, None)

@@ -33,6 +33,7 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         describe_configs,
         describe_groups,
         describe_transactions,
+        elect_leaders,
         end_txn,
         fetch,
         find_coordinator,
@@ -71,6 +72,7 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
         ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
         ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
+        ApiKey.ELECT_LEADERS: elect_leaders.handle,
         # Group coordinator APIs.
         ApiKey.FIND_COORDINATOR: find_coordinator.handle,
         ApiKey.JOIN_GROUP: join_group.handle,

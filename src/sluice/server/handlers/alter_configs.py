@@ -63,7 +63,7 @@ def _alter_one(
         raise AlterRejected(ErrorCode.invalid_request, "dynamic broker configs are not supported")
     if rtype != TOPIC:
         raise AlterRejected(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
-    info = broker.registry.get(name)
+    info = broker.topic_info(name)
     if info is None:
         raise AlterRejected(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
     overrides = new_overrides(info, resource)

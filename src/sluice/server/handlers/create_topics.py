@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.config import ConfigError, format_config_value
 from sluice.log import LogError
 from sluice.protocol import ErrorCode, Request
+from sluice.server.broker import InvalidReplicaAssignment, InvalidRequest
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError
 
@@ -17,15 +18,20 @@ if TYPE_CHECKING:
 def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
     name = topic.name
     result: dict[str, Any] = {"name": name, "error_code": ErrorCode.none, "error_message": None}
+    assignment = None
     if topic.assignments:
-        result.update(error_code=ErrorCode.invalid_request,
-                      error_message="Manual replica assignment is not supported yet")  # fmt: skip
-        return result
+        assignment = {int(a.partition_index): [int(b) for b in a.broker_ids]
+                      for a in topic.assignments}  # fmt: skip
     configs = {c.name: c.value for c in topic.configs}
     try:
         info = broker.create_topic(
-            name, topic.num_partitions, topic.replication_factor, configs, validate_only
-        )
+            name, topic.num_partitions, topic.replication_factor, configs, validate_only,
+            assignment,
+        )  # fmt: skip
+    except InvalidReplicaAssignment as exc:
+        result.update(error_code=ErrorCode.invalid_replica_assignment, error_message=str(exc))
+    except InvalidRequest as exc:
+        result.update(error_code=ErrorCode.invalid_request, error_message=str(exc))
     except FileExistsError as exc:
         result.update(error_code=ErrorCode.topic_already_exists, error_message=str(exc))
     except InvalidTopicError as exc:

@@ -98,7 +98,7 @@ def _wanted(keys: Any, name: str) -> bool:
 def topic_configs(
     broker: Broker, topic: str, keys: Any, include_synonyms: bool, include_docs: bool
 ) -> list[dict[str, Any]]:
-    info = broker.registry.get(topic)
+    info = broker.topic_info(topic)
     overrides = info.configs if info is not None else {}
     values = broker.topic_configs(topic)
     log_config = None
@@ -159,7 +159,7 @@ def _describe(
         except InvalidTopicError as exc:
             result.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
             return result
-        if broker.registry.get(name) is None:
+        if broker.topic_info(name) is None:
             result.update(error_code=ErrorCode.unknown_topic_or_partition,
                           error_message=f"Topic {name} does not exist.")  # fmt: skip
             return result

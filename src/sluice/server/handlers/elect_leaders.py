@@ -1,0 +1,87 @@
+"""ElectLeaders (43): preferred (0) or unclean (1) leader elections, run by the controller.
+
+Only the active controller answers (others: NOT_CONTROLLER, and the admin client asks
+the controller named in Metadata). Null ``topic_partitions`` means every partition.
+Each partition's outcome comes back from the controller's event thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.controller.events import ElectionType, ReplicaLeaderElectionResults
+from sluice.protocol import ErrorCode, Request
+from sluice.protocol.errors import KafkaError
+from sluice.server.messages import build
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+
+def _respond(request: Request, error: ErrorCode, results: dict[TopicPartition, Any]) -> Any:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp in sorted(results):
+        outcome = results[tp]
+        code, message = ErrorCode.none, None
+        if isinstance(outcome, KafkaError):
+            code, message = ErrorCode(outcome.code), str(outcome) or None
+        elif isinstance(outcome, Exception):
+            code, message = ErrorCode.unknown_server_error, str(outcome)
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_id": tp.partition, "error_code": code, "error_message": message}
+        )
+    return build(
+        request.response_type, throttle_time=0, error_code=error,
+        replica_election_results=[
+            {"topic": t, "partition_result": ps} for t, ps in by_topic.items()
+        ],
+    )  # fmt: skip
+
+
+def _single_node(
+    broker: Broker, requested: set[TopicPartition] | None
+) -> dict[TopicPartition, Any]:
+    partitions = set(broker.replica_manager.partitions) if requested is None else requested
+    return {
+        tp: KafkaError(code=ErrorCode.election_not_needed)
+        if broker.replica_manager.get_partition(tp) is not None
+        else KafkaError("the partition does not exist", code=ErrorCode.unknown_topic_or_partition)
+        for tp in partitions
+    }
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    cluster = broker.cluster
+    controller = cluster.controller if cluster is not None else None
+    try:
+        election_type = ElectionType(int(getattr(body, "election_type", 0)))
+    except ValueError:
+        return _respond(request, ErrorCode.invalid_request, {})
+    requested = None if body.topic_partitions is None else {
+        TopicPartition(t.topic, int(p)) for t in body.topic_partitions for p in t.partitions
+    }  # fmt: skip
+    if cluster is None:  # one broker leads every partition: nothing to elect
+        return _respond(request, ErrorCode.none, _single_node(broker, requested))
+    if controller is None or not controller.is_active:
+        return _respond(request, ErrorCode.not_controller, {})
+    partitions = set(cluster.partition_states) if requested is None else requested
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[ReplicaLeaderElectionResults] = loop.create_future()
+
+    def done(results: ReplicaLeaderElectionResults) -> None:  # on the controller's thread
+        def settle() -> None:
+            if not answer.done():
+                answer.set_result(results)
+
+        loop.call_soon_threadsafe(settle)
+
+    controller.elect_leaders(partitions, election_type, done)
+
+    async def respond() -> Any:
+        results = await answer
+        return _respond(request, ErrorCode.none, dict(results))
+
+    return respond()

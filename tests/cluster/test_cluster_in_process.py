@@ -1,0 +1,75 @@
+"""The in-process EmbeddedCluster (no ZooKeeper, no subprocesses): brokers on their own
+event-loop threads sharing one in-process coordination store. Kill (abrupt), controlled
+stop and restart behave as in the ZooKeeper mode; nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from cluster_support import NumberedProducer, audit, read_partitions, wait_for
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluice.embedded_cluster import EmbeddedCluster
+
+TOPIC = "in-process"
+PARTITIONS = 3
+
+
+@pytest.fixture
+def cluster() -> Iterator[EmbeddedCluster]:
+    overrides = {"zookeeper.session.timeout.ms": 2000, "num.replica.fetchers": 2}
+    with EmbeddedCluster(brokers=3, zookeeper=False, overrides=overrides) as c:
+        yield c
+
+
+def _state(bootstrap: str) -> dict[int, tuple[int, list[int]]]:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    topic = admin.list_topics(topic=TOPIC, timeout=5).topics[TOPIC]
+    return {p: (m.leader, list(m.isrs)) for p, m in topic.partitions.items()}
+
+
+def test_kill_stop_and_restart_in_process(cluster: EmbeddedCluster) -> None:
+    assert cluster.tree is not None and not cluster.procs
+    with pytest.raises(RuntimeError):
+        _ = cluster.zookeeper_connect
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    configs = {"min.insync.replicas": "2"}
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config=configs)])[TOPIC].result(15)
+
+    def replicated() -> bool:
+        state = _state(cluster.bootstrap_servers)
+        return len(state) == PARTITIONS and all(
+            leader >= 0 and len(isr) == 3 for leader, isr in state.values()
+        )
+
+    wait_for(replicated, 30, "three in-sync replicas everywhere")
+    producer = NumberedProducer(cluster.bootstrap_servers, TOPIC, PARTITIONS, 300).start()
+    try:
+        wait_for(lambda: producer.acked_count >= 100, 30, "first acknowledgements")
+        victim = _state(cluster.bootstrap_servers)[0][0]
+        cluster.kill_broker(victim)
+        assert not cluster.is_running(victim)
+        others = ",".join(cluster.bootstrap_of(b) for b in cluster.broker_ids if b != victim)
+        wait_for(
+            lambda: all(leader not in (-1, victim) for leader, _ in _state(others).values()),
+            30, "new leaders once the killed broker's session expired",
+        )  # fmt: skip
+        floor = producer.acked_count
+        wait_for(lambda: producer.acked_count >= floor + 100, 30, "progress without it")
+        cluster.restart_broker(victim)
+        wait_for(replicated, 60, "the restarted broker back in every ISR")
+
+        controller = cluster.controller_id
+        cluster.stop_broker(controller)  # controlled shutdown: leaders move first
+        others = ",".join(cluster.bootstrap_of(b) for b in cluster.broker_ids if b != controller)
+        assert all(leader != controller for leader, _ in _state(others).values())
+        floor = producer.acked_count
+        wait_for(lambda: producer.acked_count >= floor + 100, 30, "progress after the stop")
+        cluster.restart_broker(controller)
+        wait_for(replicated, 60, "the stopped broker back in every ISR")
+    finally:
+        remaining = producer.stop()
+    assert remaining == 0 and producer.failed == []
+    result = audit(producer.acked, read_partitions(cluster.bootstrap_servers, TOPIC, PARTITIONS))
+    assert result == {"lost": 0, "duplicated": 0, "reordered": 0}
