@@ -154,8 +154,12 @@ def test_high_watermarks_survive_a_restart(tmp_path: Path) -> None:
     log.close()
 
 
-def fetch_params(min_bytes: int = 1, max_wait_ms: int = 500) -> FetchParams:
-    return FetchParams(-1, max_wait_ms, min_bytes, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+def fetch_params(
+    min_bytes: int = 1,
+    max_wait_ms: int = 500,
+    isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+) -> FetchParams:
+    return FetchParams(-1, max_wait_ms, min_bytes, 1 << 20, isolation)
 
 
 def test_fetch_with_data_answers_at_once(h: Harness) -> None:
@@ -228,3 +232,43 @@ def test_delete_records(h: Harness) -> None:
     out.clear()
     h.rm.delete_records(1000, {TP: -1}, out.append)  # -1: up to the high watermark
     assert out[0][TP] == (6, ErrorCode.none)
+
+
+def _txn_batch(producer_id: int, value: bytes) -> bytes:
+    import datetime
+
+    now = datetime.datetime.now(datetime.UTC)
+    record = Record(attributes=i8(0), timestamp=now, offset=i64(0), key=None, value=value,
+                    headers=())  # fmt: skip
+    buf = io.BytesIO()
+    write_new_batch(buf, NewRecordBatch(producer_id=i64(producer_id), producer_epoch=i16(0),
+                                        base_sequence=i32(0), records=(record,),
+                                        attributes=i16(0x10)))  # fmt: skip
+    return buf.getvalue()
+
+
+def test_read_committed_fetch_is_woken_by_the_lso_not_the_hw(h: Harness) -> None:
+    """Seed 002, 3.2: a read_committed consumer's delayed fetch waits for the LSO. Appends
+    behind an open transaction move the HW but not the LSO and leave it parked; the
+    marker that ends the transaction moves the LSO and completes it, with the records."""
+    from sluice.coordinator.transaction import build_marker_batch
+    from sluice.log.append import AppendOrigin
+
+    h.rm.append_records(1000, 1, {TP: _txn_batch(7, b"in-txn")}, lambda s: None)
+    assert (h.partition.high_watermark, h.partition.last_stable_offset) == (1, 0)
+    out: list[Any] = []
+    params = fetch_params(isolation=FetchIsolation.TXN_COMMITTED)
+    h.rm.fetch_messages(params, [PartitionFetch(TP, 0, 1 << 20)], out.append)
+    assert out == [] and h.rm.fetch_purgatory.delayed == 1
+    h.rm.append_records(1000, 1, {TP: batch(b"after")}, lambda s: None)
+    assert out == [] and h.partition.high_watermark == 2  # HW grew, LSO did not
+    uncommitted: list[Any] = []
+    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 1 << 20)], uncommitted.append)
+    assert uncommitted and uncommitted[0][0][1].records.size > 0
+    marker = build_marker_batch(7, 0, commit=False, coordinator_epoch=0, timestamp_ms=0)
+    h.rm.append_records(1000, -1, {TP: marker}, lambda s: None, AppendOrigin.COORDINATOR)
+    assert h.partition.last_stable_offset == 3
+    assert out, "the LSO moved: the fetch completes"
+    data = out[0][0][1]
+    assert data.records.size > 0
+    assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(7, 0)]
