@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ReplicaManagerMarkerWriter",
     "build_transaction_coordinator",
+    "ensure_transaction_state",
     "run_transaction_coordinator",
     "write_marker",
 ]
@@ -176,8 +177,9 @@ def _task_error(task: asyncio.Future[ErrorCode]) -> ErrorCode:
 
 
 def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
-    """Create ``__transaction_state`` if needed (compacted, one replica on a single node)
-    and a coordinator for the partitions this broker leads, not yet loaded."""
+    """A coordinator for the ``__transaction_state`` partitions this broker leads, not yet
+    loaded. The topic itself is created on first use (:func:`ensure_transaction_state`),
+    as in Kafka, so brokers that never see a transaction do not pay for its partitions."""
     num_partitions = broker.config["transaction.state.log.num.partitions"]
     config = TransactionConfig(broker.config["transaction.max.timeout.ms"], num_partitions)
     info = broker.registry.get(TRANSACTION_STATE_TOPIC_NAME)
@@ -188,11 +190,8 @@ def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
             TRANSACTION_STATE_TOPIC_NAME, uuid.UUID(int=0), {p: [] for p in range(num_partitions)},
             {},
         )  # fmt: skip
-    if info is None:
-        info = broker.create_topic(
-            TRANSACTION_STATE_TOPIC_NAME, num_partitions, 1, dict(TRANSACTION_TOPIC_CONFIGS)
-        )
-    config.num_partitions = info.num_partitions
+    if info is not None:
+        config.num_partitions = info.num_partitions
     coordinator = TransactionCoordinator(
         config,
         ReplicaManagerGroupLog(broker.replica_manager, 30000, TRANSACTION_STATE_TOPIC_NAME),
@@ -202,12 +201,33 @@ def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
         broker._make_purgatory("TxnExpiration", 1000),
     )
     owned = {}
-    for p in info.assignment:
-        partition = broker.replica_manager.get_partition(TopicPartition(info.name, p))
+    for p in info.assignment if info is not None else ():
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, p)
+        partition = broker.replica_manager.get_partition(tp)
         if partition is not None and partition.is_leader:
             owned[p] = partition.leader_epoch
     coordinator.startup(owned, load=False)
     return coordinator
+
+
+def ensure_transaction_state(broker: Broker) -> None:
+    """Single node: create ``__transaction_state`` (compacted, one replica) at the first
+    transactional request and coordinate all its partitions, which are empty. In a
+    cluster the first FindCoordinator creates it and LeaderAndIsr elects coordinators."""
+    if broker.cluster is not None or broker.registry.get(TRANSACTION_STATE_TOPIC_NAME):
+        return
+    coordinator = broker.txn_coordinator
+    info = broker.create_topic(
+        TRANSACTION_STATE_TOPIC_NAME, coordinator.config.num_partitions, 1,
+        dict(TRANSACTION_TOPIC_CONFIGS),
+    )  # fmt: skip
+    coordinator.config.num_partitions = info.num_partitions
+    owned = {}
+    for p in info.assignment:
+        partition = broker.replica_manager.get_partition(TopicPartition(info.name, p))
+        if partition is not None:
+            owned[p] = partition.leader_epoch
+    coordinator.startup(owned, load=True)
 
 
 async def load_transaction_partition(coordinator: TransactionCoordinator, partition: int) -> None:

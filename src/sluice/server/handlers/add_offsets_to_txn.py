@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.common import TopicPartition
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.coordinator.runtime import deferred
+from sluice.coordinator.txn_runtime import ensure_transaction_state
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 def handle(broker: Broker, request: Request) -> Any:
     body: Any = request.body
+    ensure_transaction_state(broker)
     partition = broker.group_coordinator.partition_for(body.group_id)
     tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
     callback: Callable[[ErrorCode], None]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.common import TopicPartition
 from sluice.coordinator.runtime import deferred
+from sluice.coordinator.txn_runtime import ensure_transaction_state
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build, field
 
@@ -33,6 +34,7 @@ def _response(request: Request, errors: dict[TopicPartition, ErrorCode]) -> Any:
 
 def handle(broker: Broker, request: Request) -> Any:
     body: Any = request.body
+    ensure_transaction_state(broker)
     txn_id = field(body, "v3_and_below_transactional_id") or field(body, "transactional_id")
     producer_id = int(field(body, "v3_and_below_producer_id", field(body, "producer_id", -1)))
     epoch = int(field(body, "v3_and_below_producer_epoch", field(body, "producer_epoch", -1)))

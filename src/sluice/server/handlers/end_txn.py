@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.runtime import deferred
+from sluice.coordinator.txn_runtime import ensure_transaction_state
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 
 def handle(broker: Broker, request: Request) -> Any:
     body: Any = request.body
+    ensure_transaction_state(broker)
     callback: Callable[[ErrorCode], None]
     callback, result = deferred()
     broker.txn_coordinator.handle_end_transaction(

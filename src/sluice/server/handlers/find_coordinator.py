@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
+from sluice.coordinator.txn_runtime import ensure_transaction_state
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build, field
 
@@ -32,6 +33,7 @@ def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
     if key_type == TRANSACTION_KEY_TYPE and broker.cluster is not None:
         return _cluster_txn_coordinator(broker, key)
     if key_type == TRANSACTION_KEY_TYPE:
+        ensure_transaction_state(broker)
         if not broker.txn_coordinator.is_local(key):
             message = "The coordinator is not available."
             return _error(key, ErrorCode.coordinator_not_available, message)

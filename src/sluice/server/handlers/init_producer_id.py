@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.runtime import deferred
+from sluice.coordinator.txn_runtime import ensure_transaction_state
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build, field, ms
 from sluice.server.producer_ids import ProducerIdsExhaustedError
@@ -43,6 +44,7 @@ def _transactional(
     broker: Broker, request: Request, transactional_id: str, producer_id: int, epoch: int
 ) -> Any:
     body: Any = request.body
+    ensure_transaction_state(broker)
     callback: Callable[[tuple[ErrorCode, int, int]], None]
     callback, result = deferred()
     expected = None if producer_id == NO_PRODUCER_ID else (producer_id, epoch)
