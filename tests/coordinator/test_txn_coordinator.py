@@ -151,13 +151,33 @@ def test_a_new_epoch_fences_the_old_producer_and_aborts_its_transaction() -> Non
     assert h.add("tx", pid, epoch, T0) == E.producer_fenced
 
 
+def test_kip360_recovery_and_no_recovery_for_zombies() -> None:
+    h = Harness()
+    _, pid, epoch = h.init("tx")
+    # The producer asks for its own bump (KIP-360) and loses the answer: its retry with
+    # the old epoch gets the bumped one instead of a second bump.
+    assert h.init("tx", expected=(pid, epoch)) == (E.none, pid, epoch + 1)
+    assert h.init("tx", expected=(pid, epoch)) == (E.none, pid, epoch + 1)
+    # A new instance (no expected epoch) takes over: the previous one cannot come back.
+    assert h.init("tx") == (E.none, pid, epoch + 2)
+    assert h.init("tx", expected=(pid, epoch + 1))[0] == E.producer_fenced
+    assert h.init("tx", expected=(pid + 5, 0))[0] == E.producer_fenced
+    # After a timeout abort the timed-out producer may recover (KIP-360).
+    h.add("tx", pid, epoch + 2, T0)
+    h.advance(10_100)
+    h.markers.complete_all()
+    assert h.state("tx").state is S.COMPLETE_ABORT
+    assert h.init("tx", expected=(pid, epoch + 2)) == (E.none, pid, epoch + 3)
+
+
 def test_epoch_exhaustion_moves_to_a_new_producer_id() -> None:
     h = Harness()
     _, pid, _ = h.init("tx")
     h.state("tx").producer_epoch = 32766
-    error, new_pid, epoch = h.init("tx")
+    error, new_pid, epoch = h.init("tx", expected=(pid, 32766))
     assert (error, epoch) == (E.none, 0) and new_pid != pid
     assert (h.state("tx").last_producer_id, h.state("tx").last_producer_epoch) == (pid, 32766)
+    assert h.init("tx", expected=(pid, 32766)) == (E.none, new_pid, 0)  # a lost answer
 
 
 def test_open_transactions_time_out_through_the_timer() -> None:

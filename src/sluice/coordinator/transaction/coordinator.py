@@ -255,12 +255,16 @@ class TransactionCoordinator:
 
         self.txn_log.append(partition, batch, done)
 
-    def _prepare_epoch_bump(self, meta: TransactionMetadata) -> TransactionMetadata:
+    def _prepare_epoch_bump(
+        self, meta: TransactionMetadata, remember_last: bool
+    ) -> TransactionMetadata:
         """The same id with the next epoch (a new producer id when the epoch would
-        overflow), remembering the previous producer id and epoch."""
+        overflow). With ``remember_last`` (the bump was asked for by the current producer,
+        KIP-360, or forced by its timeout) that producer may later recover with its old
+        id and epoch; a bump by a new instance forgets them, so the old one stays fenced."""
         target = meta.copy()
         target.last_producer_id = meta.producer_id
-        target.last_producer_epoch = meta.producer_epoch
+        target.last_producer_epoch = meta.producer_epoch if remember_last else NO_PRODUCER_EPOCH
         if meta.producer_epoch >= _MAX_EPOCH - 1:
             target.producer_id = self.generate_producer_id()
             target.producer_epoch = 0
@@ -298,21 +302,21 @@ class TransactionCoordinator:
         if meta.pending_state is not None or meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
             callback(ErrorCode.concurrent_transactions, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             return
-        if expected is not None and expected not in (
-            (meta.producer_id, meta.producer_epoch),
-            (meta.last_producer_id, meta.last_producer_epoch),
-        ):
-            callback(ErrorCode.producer_fenced, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        current = (meta.producer_id, meta.producer_epoch)
+        last = (meta.last_producer_id, meta.last_producer_epoch)
+        if expected is not None and expected != current:
+            if expected == last and meta.state is not _S.ONGOING:
+                # The producer whose epoch was bumped (its own request whose answer it
+                # lost, or its timeout) recovers with the current epoch.
+                callback(ErrorCode.none, meta.producer_id, meta.producer_epoch)
+            else:
+                callback(ErrorCode.producer_fenced, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             return
         if meta.state is _S.ONGOING:
-            self._fence_and_abort(meta)
+            self._fence_and_abort(meta, remember_last=expected is not None)
             callback(ErrorCode.concurrent_transactions, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             return
-        if expected is not None and expected == (meta.last_producer_id, meta.last_producer_epoch):
-            # A retry of an InitProducerId that already bumped the epoch.
-            callback(ErrorCode.none, meta.producer_id, meta.producer_epoch)
-            return
-        target = self._prepare_epoch_bump(meta)
+        target = self._prepare_epoch_bump(meta, remember_last=expected is not None)
         target.state = _S.EMPTY
         target.topic_partitions = set()
         target.txn_timeout_ms = txn_timeout_ms
@@ -330,10 +334,10 @@ class TransactionCoordinator:
 
         self._write(meta, target, written)
 
-    def _fence_and_abort(self, meta: TransactionMetadata) -> None:
+    def _fence_and_abort(self, meta: TransactionMetadata, remember_last: bool) -> None:
         """Bump the epoch of an open transaction and abort it with the new epoch, so the
         old producer's further writes are rejected (Kafka's PrepareEpochFence)."""
-        target = self._prepare_epoch_bump(meta)
+        target = self._prepare_epoch_bump(meta, remember_last)
         target.state = _S.PREPARE_ABORT
         log.info("aborting the open transaction of %s with a bumped epoch", meta)
 
@@ -477,7 +481,7 @@ class TransactionCoordinator:
         if meta.pending_state is not None:
             return False
         log.info("transaction of %s timed out after %d ms", transactional_id, meta.txn_timeout_ms)
-        self._fence_and_abort(meta)
+        self._fence_and_abort(meta, remember_last=True)
         return True
 
     def abort_timed_out_transactions(self) -> int:
