@@ -171,3 +171,37 @@ def test_lso_and_aborted_list_match_a_reference_model(
            for t in log.collect_aborted_transactions(0, log.log_end_offset)]  # fmt: skip
     assert got == aborted
     log.close()
+
+
+def test_compaction_keeps_the_aborted_transactions_of_cleaned_segments(tmp_path: Path) -> None:
+    """The cleaner copies transactional batches and markers unchanged; the cleaned segment
+    takes over the old segments' .txnindex entries, so read_committed still skips them."""
+    from sluice.log.cleaner import CompactionConfig, LogCleaner
+
+    clock = ManualClock()
+    log = Log(tmp_path / "c-0", _cfg(segment_bytes=400, cleanup_policy="compact"), clock=clock)
+    for seq in range(0, 12, 2):
+        records = [Rec(f"v{seq}-{i}".encode(), key=f"k{i}".encode(), timestamp=clock())
+                   for i in range(2)]  # fmt: skip
+        log.append_as_leader(
+            build_batch(records, producer_id=5, producer_epoch=0, base_sequence=seq,
+                        transactional=True), 0,
+        )  # fmt: skip
+        end(log, clock, 5, commit=seq % 4 == 0)
+    log.roll()
+    before = log.collect_aborted_transactions(0, log.log_end_offset)
+    assert len(before) == 3 and log.number_of_segments > 2
+    old_segments = log.segments
+    cleaner = LogCleaner(
+        lambda: [log], config_for=lambda _: CompactionConfig(min_cleanable_dirty_ratio=0),
+        high_watermark=lambda _: log.log_end_offset, clock=clock,
+    )  # fmt: skip
+    cleaner.clean_log(log)
+    assert cleaner.passes_completed == 1
+    assert log.segments[0] is not old_segments[0]  # swapped for a cleaned segment
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == before
+    log.close()
+    reopened = Log(tmp_path / "c-0", _cfg(segment_bytes=400, cleanup_policy="compact"),
+                   clock=clock, had_clean_shutdown=True)  # fmt: skip
+    assert reopened.collect_aborted_transactions(0, reopened.log_end_offset) == before
+    reopened.close()

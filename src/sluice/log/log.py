@@ -472,6 +472,12 @@ class Log:
         """Swap a cleaned segment (open on its ``.swap`` files) in for the contiguous
         ``old_segments`` it was written from; offsets, log start and log end are unchanged."""
         self._local.check_open()
+        # The cleaner copies transactional and control batches unchanged, so the aborted
+        # transactions of the old segments still describe the new one.
+        for old in old_segments:
+            for txn in old.txn_index.entries:
+                if txn.last_offset > new_segment.txn_index.last_offset:
+                    new_segment.txn_index.append(txn)
         self._local.replace_segments(new_segment, old_segments)
 
     def _truncate_cleaner_checkpoint(self, offset: int) -> None:
