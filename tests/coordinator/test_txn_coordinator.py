@@ -315,3 +315,22 @@ def _append_marker(log: MemoryGroupLog, producer_id: int, commit: bool) -> None:
     from sluice.coordinator.transaction import build_marker_batch
 
     log.append(0, build_marker_batch(producer_id, 0, commit, 0, 1_000_000), lambda e, o: None)
+
+
+def test_idle_transactional_ids_expire_with_a_tombstone() -> None:
+    h = Harness()
+    h.coordinator.config.transactional_id_expiration_ms = 60_000
+    _, pid, epoch = h.init("idle")
+    _, pid2, epoch2 = h.init("busy")
+    h.add("busy", pid2, epoch2, T0)  # an open transaction never expires
+    h.clock.advance(59_999)
+    assert h.coordinator.expire_transactional_ids() == 0
+    h.clock.advance(1)
+    assert h.coordinator.expire_transactional_ids() == 1
+    assert "idle" not in h.coordinator.transactions
+    assert h.state("busy").state is S.ONGOING
+    assert h.end("idle", pid, epoch, True) == E.invalid_producer_id_mapping
+    # The tombstone is in the log: a reload does not bring the id back.
+    assert "idle" not in Harness(h.log).coordinator.transactions
+    error, new_pid, new_epoch = h.init("idle")
+    assert (error, new_epoch) == (E.none, 0) and new_pid != pid

@@ -43,6 +43,8 @@ MARKER_RETRY_BACKOFF_S = 0.1
 # Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms, a safety net: each
 # open transaction also has a delayed operation on the timer.
 ABORT_TIMED_OUT_INTERVAL_S = 10.0
+# Kafka's transaction.remove.expired.transaction.cleanup.interval.ms (1 h).
+EXPIRE_TRANSACTIONAL_IDS_INTERVAL_S = 3600.0
 
 
 def write_marker(
@@ -181,7 +183,10 @@ def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
     loaded. The topic itself is created on first use (:func:`ensure_transaction_state`),
     as in Kafka, so brokers that never see a transaction do not pay for its partitions."""
     num_partitions = broker.config["transaction.state.log.num.partitions"]
-    config = TransactionConfig(broker.config["transaction.max.timeout.ms"], num_partitions)
+    config = TransactionConfig(
+        broker.config["transaction.max.timeout.ms"], num_partitions,
+        broker.config["transactional.id.expiration.ms"],
+    )  # fmt: skip
     info = broker.registry.get(TRANSACTION_STATE_TOPIC_NAME)
     if info is None and broker.cluster is not None:
         from sluice.server.topics import TopicInfo
@@ -260,9 +265,13 @@ async def run_transaction_coordinator(coordinator: TransactionCoordinator) -> No
         "Loaded %d transactional ids from %s in %.0f ms",
         loaded, TRANSACTION_STATE_TOPIC_NAME, (time.monotonic() - started) * 1000,
     )  # fmt: skip
+    next_expiration = time.monotonic() + EXPIRE_TRANSACTIONAL_IDS_INTERVAL_S
     while True:
         await asyncio.sleep(ABORT_TIMED_OUT_INTERVAL_S)
         try:
             coordinator.abort_timed_out_transactions()
+            if time.monotonic() >= next_expiration:
+                next_expiration = time.monotonic() + EXPIRE_TRANSACTIONAL_IDS_INTERVAL_S
+                coordinator.expire_transactional_ids()
         except Exception:
             log.exception("aborting timed-out transactions failed")

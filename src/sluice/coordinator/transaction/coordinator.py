@@ -53,14 +53,20 @@ ErrorCallback = Callable[[ErrorCode], None]
 
 
 class TransactionConfig:
-    """The coordinator's settings (Kafka's names): transaction.max.timeout.ms and
-    transaction.state.log.num.partitions."""
+    """The coordinator's settings (Kafka's names): transaction.max.timeout.ms,
+    transaction.state.log.num.partitions and transactional.id.expiration.ms."""
 
-    __slots__ = ("num_partitions", "transaction_max_timeout_ms")
+    __slots__ = ("num_partitions", "transaction_max_timeout_ms", "transactional_id_expiration_ms")
 
-    def __init__(self, transaction_max_timeout_ms: int = 900_000, num_partitions: int = 50) -> None:
+    def __init__(
+        self,
+        transaction_max_timeout_ms: int = 900_000,
+        num_partitions: int = 50,
+        transactional_id_expiration_ms: int = 604_800_000,
+    ) -> None:
         self.transaction_max_timeout_ms = transaction_max_timeout_ms
         self.num_partitions = num_partitions
+        self.transactional_id_expiration_ms = transactional_id_expiration_ms
 
 
 class TxnMarkerWriter(Protocol):
@@ -493,6 +499,43 @@ class TransactionCoordinator:
             and m.txn_start_timestamp + m.txn_timeout_ms <= now
         ]  # fmt: skip
         return sum(self.abort_timed_out_transaction(t) for t in due)
+
+    # -- transactional id expiration -------------------------------------------------------
+    def expire_transactional_ids(self) -> int:
+        """Kafka's transactional id expiration: an id without an open transaction, idle for
+        transactional.id.expiration.ms, goes Dead and is removed with a tombstone in
+        ``__transaction_state`` (a later InitProducerId starts it afresh). Returns how many
+        expirations started."""
+        now = self.now_ms()
+        limit = self.config.transactional_id_expiration_ms
+        due = [
+            m for m in self.transactions.values()
+            if m.state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
+            and m.pending_state is None and self.is_local(m.transactional_id)
+            and now - m.txn_last_update_timestamp >= limit
+        ]  # fmt: skip
+        for meta in due:
+            self._expire(meta)
+        return len(due)
+
+    def _expire(self, meta: TransactionMetadata) -> None:
+        txn_id = meta.transactional_id
+        partition = self.partition_for(txn_id)
+        coordinator_epoch = self.owned.get(partition)
+        meta.pending_state = _S.DEAD
+        batch = build_batch([(txn_key(txn_id), None)], self.now_ms())
+
+        def done(error: ErrorCode, _base_offset: int) -> None:
+            meta.pending_state = None
+            if error != ErrorCode.none or self.owned.get(partition) != coordinator_epoch:
+                log.info("expiring transactional id %s failed: %s", txn_id, error.name)
+                return
+            meta.state = _S.DEAD
+            if self.transactions.get(txn_id) is meta:
+                del self.transactions[txn_id]
+            log.info("transactional id %s expired", txn_id)
+
+        self.txn_log.append(partition, batch, done)
 
     # -- Describe / List -------------------------------------------------------------------
     def handle_describe(
