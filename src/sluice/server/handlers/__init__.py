@@ -21,6 +21,7 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
     """API key -> handler function; the broker advertises exactly these APIs."""
     from sluice.server.handlers import (
         alter_configs,
+        alter_partition_reassignments,
         api_versions,
         create_partitions,
         create_topics,
@@ -40,6 +41,7 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         leave_group,
         list_groups,
         list_offsets,
+        list_partition_reassignments,
         metadata,
         offset_commit,
         offset_delete,
@@ -66,6 +68,8 @@ def build_handlers() -> dict[int, Callable[..., Any]]:
         ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
         ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
         ApiKey.ELECT_LEADERS: elect_leaders.handle,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments.handle,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments.handle,
         # Group coordinator APIs.
         ApiKey.FIND_COORDINATOR: find_coordinator.handle,
         ApiKey.JOIN_GROUP: join_group.handle,
