@@ -79,6 +79,10 @@ class BrokerEventHandler:
             replicas, ReplicaState.ONLINE_REPLICA
         )
         self.controller.partition_state_machine.trigger_online_partition_state_change()
+        # Reassignments moving to a returning broker send it LeaderAndIsr again.
+        self.controller.reassignments.maybe_resume_reassignments(
+            lambda tp, assignment: any(r in new_brokers for r in assignment.target_replicas)
+        )
         deleting = {r.topic_partition.topic for r in replicas} & ctx.topics_to_be_deleted
         if deleting:
             self.controller.topic_deletion_manager.resume_deletion_for_topics(deleting)

@@ -44,6 +44,7 @@ class ControllerContext:
         self.topics_to_be_deleted: set[str] = set()
         self.topics_with_deletion_started: set[str] = set()
         self.topics_ineligible_for_deletion: set[str] = set()
+        self.partitions_being_reassigned: set[TopicPartition] = set()
 
     # -- brokers --------------------------------------------------------------------
     @property
@@ -81,6 +82,11 @@ class ControllerContext:
     def partition_full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         assignment = self.partition_assignments.get(tp.topic, {}).get(tp.partition)
         return assignment if assignment is not None else ReplicaAssignment(())
+
+    def partition_full_replica_assignment_for_topic(
+        self, topic: str
+    ) -> dict[int, ReplicaAssignment]:
+        return dict(self.partition_assignments.get(topic, {}))
 
     def update_partition_full_replica_assignment(
         self, tp: TopicPartition, assignment: ReplicaAssignment
@@ -134,6 +140,7 @@ class ControllerContext:
         for tp in self.partitions_for_topic(topic):
             self.partition_leadership_info.pop(tp, None)
             self.partition_states.pop(tp, None)
+            self.partitions_being_reassigned.discard(tp)
         for replica in [r for r in self.replica_states if r.topic_partition.topic == topic]:
             del self.replica_states[replica]
         self.partition_assignments.pop(topic, None)

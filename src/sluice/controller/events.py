@@ -14,8 +14,12 @@ from dataclasses import dataclass, field
 
 from ..common import TopicPartition
 from ..protocol.errors import ErrorCode
+from .model import ReplicaAssignment
 
 __all__ = [
+    "AlterReassignmentsCallback",
+    "ApiError",
+    "ApiPartitionReassignment",
     "AutoPreferredReplicaLeaderElection",
     "BrokerChange",
     "ControlledShutdown",
@@ -26,6 +30,8 @@ __all__ = [
     "ElectionType",
     "Expire",
     "IsrChangeNotification",
+    "ListPartitionReassignments",
+    "ListReassignmentsCallback",
     "PartitionModifications",
     "Reelect",
     "RegisterBrokerAndReelect",
@@ -62,6 +68,22 @@ class ControlledShutdownResult:
     partitions_remaining: frozenset[TopicPartition] = frozenset()
     message: str = ""
 
+
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    """An error code with an optional message, as an admin API answers it (``ApiError``)."""
+
+    code: ErrorCode = ErrorCode.none
+    message: str | None = None
+
+    @property
+    def is_success(self) -> bool:
+        return self.code is ErrorCode.none
+
+
+# Either the outcome per partition, or one error for the whole request (NOT_CONTROLLER).
+AlterReassignmentsCallback = Callable[[Mapping[TopicPartition, ApiError] | ApiError], None]
+ListReassignmentsCallback = Callable[[Mapping[TopicPartition, ReplicaAssignment] | ApiError], None]
 
 # Per partition: the new leader's id, or the error (a KafkaError carrying its code).
 ReplicaLeaderElectionResults = Mapping[TopicPartition, int | Exception]
@@ -174,3 +196,22 @@ class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
 
     broker_id: int
     partition_errors: Mapping[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+
+@dataclass(slots=True, repr=True)
+class ApiPartitionReassignment(ControllerEvent):
+    """AlterPartitionReassignments: move each partition to its target replicas (None:
+    cancel the reassignment in progress), then answer ``callback``."""
+
+    reassignments: Mapping[TopicPartition, tuple[int, ...] | None]
+    callback: AlterReassignmentsCallback
+    allow_replication_factor_change: bool = True
+
+
+@dataclass(slots=True, repr=True)
+class ListPartitionReassignments(ControllerEvent):
+    """ListPartitionReassignments: the reassignments in progress among ``partitions``
+    (None: all of them)."""
+
+    partitions: frozenset[TopicPartition] | None
+    callback: ListReassignmentsCallback

@@ -8,7 +8,8 @@ and the session listener only put events on the queue.
 
 Brokers joining and leaving are handled by :class:`~.broker_events.BrokerEventHandler`;
 topic, partition, ISR, election and controlled-shutdown handling by
-:class:`~.partition_events.PartitionEventHandler`; this module keeps the controller's
+:class:`~.partition_events.PartitionEventHandler`; partition reassignment by
+:class:`~.reassignment.PartitionReassignmentHandler`; this module keeps the controller's
 life cycle.
 """
 
@@ -27,6 +28,9 @@ from .controller_config import ControllerConfig
 from .errors import ControllerMovedError
 from .event_manager import ControllerEventManager
 from .events import (
+    AlterReassignmentsCallback,
+    ApiError,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     ControlledShutdown,
@@ -37,6 +41,8 @@ from .events import (
     ElectionType,
     Expire,
     IsrChangeNotification,
+    ListPartitionReassignments,
+    ListReassignmentsCallback,
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
@@ -51,6 +57,7 @@ from .kafka_zk_client import KafkaZkClient
 from .model import Broker
 from .partition_events import PartitionEventHandler
 from .partition_state_machine import PartitionStateMachine
+from .reassignment import PartitionReassignmentHandler
 from .replica_state_machine import ReplicaStateMachine
 from .request_batch import ControllerBrokerRequestBatch
 from .requests import ControllerChannel
@@ -105,6 +112,7 @@ class KafkaController:
         )
         self.partitions = PartitionEventHandler(self)
         self.brokers = BrokerEventHandler(self)
+        self.reassignments = PartitionReassignmentHandler(self)
 
     # -- public API -----------------------------------------------------------------
     @property
@@ -153,6 +161,27 @@ class KafkaController:
             frozenset(partitions), election_type, ElectionTrigger.ADMIN_CLIENT_TRIGGERED, callback
         )
         self.event_manager.put(event)
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: dict[TopicPartition, tuple[int, ...] | None],
+        callback: AlterReassignmentsCallback,
+        *,
+        allow_replication_factor_change: bool = True,
+    ) -> None:
+        """Handle an AlterPartitionReassignments request: a target per partition, None
+        to cancel (answered through ``callback``)."""
+        event = ApiPartitionReassignment(
+            dict(reassignments), callback, allow_replication_factor_change
+        )
+        self.event_manager.put(event)
+
+    def list_partition_reassignments(
+        self, partitions: set[TopicPartition] | None, callback: ListReassignmentsCallback
+    ) -> None:
+        """Handle a ListPartitionReassignments request (None: every partition)."""
+        wanted = None if partitions is None else frozenset(partitions)
+        self.event_manager.put(ListPartitionReassignments(wanted, callback))
 
     # -- watches and listeners: they only enqueue -------------------------------------
     def on_new_session(self) -> None:
@@ -206,6 +235,8 @@ class KafkaController:
         elif isinstance(event, ReplicaLeaderElection) and event.callback is not None:
             error = ControllerMovedError("the controller moved")
             event.callback({tp: error for tp in event.partitions or ()})
+        elif isinstance(event, ApiPartitionReassignment | ListPartitionReassignments):
+            event.callback(ApiError(ErrorCode.not_controller))
 
     def _dispatch(self, event: ControllerEvent) -> None:
         if isinstance(event, Startup):
@@ -223,6 +254,8 @@ class KafkaController:
             self.on_controller_resignation()
         elif isinstance(event, ControlledShutdown | ReplicaLeaderElection):
             self.partitions.process(event)
+        elif isinstance(event, ApiPartitionReassignment | ListPartitionReassignments):
+            self.reassignments.process(event)
         elif not self.is_active:
             return
         elif isinstance(event, BrokerChange):
@@ -320,10 +353,12 @@ class KafkaController:
                 for r in self.context.replicas_for_topic(t)
             )
         }
+        ineligible |= {tp.topic for tp in self.context.partitions_being_reassigned}
         self.topic_deletion_manager.init(topics_to_be_deleted & self.context.all_topics, ineligible)
         self.send_update_metadata(None, self.context.live_or_shutting_down_broker_ids)
         self.replica_state_machine.startup()
         self.partition_state_machine.startup()
+        self.reassignments.initialize_partition_reassignments()
         log.info(
             "controller %d ready to serve with epoch %d", self.controller_id, self.context.epoch
         )

@@ -85,8 +85,25 @@ class ReplicaAssignment:
         return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
     @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (ORS): all but the adding ones."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
     def preferred_replica(self) -> int:
         return self.replicas[0]
+
+    def reassign_to(self, target: Iterable[int]) -> ReplicaAssignment:
+        """The assignment while moving to ``target`` (KIP-455): RS = TRS + ORS (target
+        first, no duplicates), adding = RS - ORS, removing = RS - TRS."""
+        target = tuple(target)
+        origin = self.origin_replicas
+        full = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(
+            full,
+            tuple(r for r in full if r not in origin),
+            tuple(r for r in full if r not in target),
+        )
 
 
 @dataclass(frozen=True, slots=True)

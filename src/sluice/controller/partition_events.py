@@ -103,6 +103,8 @@ class PartitionEventHandler:
             for partition, replicas in assignment.items():
                 tp = TopicPartition(topic, partition)
                 self.context.update_partition_full_replica_assignment(tp, replicas)
+                if replicas.is_being_reassigned:
+                    self.context.partitions_being_reassigned.add(tp)
                 added.add(tp)
         return added
 
@@ -170,6 +172,10 @@ class PartitionEventHandler:
             zk.delete_topic_deletions(topics, ctx.epoch_zk_version)
         elif topics:
             log.info("starting topic deletion for topics %s", sorted(topics))
+            reassigning = {tp.topic for tp in ctx.partitions_being_reassigned} & topics
+            if reassigning:
+                log.info("deletion of %s waits for their reassignments", sorted(reassigning))
+                ctx.topics_ineligible_for_deletion |= reassigning
             self.controller.topic_deletion_manager.enqueue_topics_for_deletion(topics)
 
     def _process_stop_replica_response(
@@ -195,6 +201,7 @@ class PartitionEventHandler:
             if partitions:
                 self.update_leader_and_isr_cache(partitions)
                 self.controller.send_update_metadata(partitions)
+                self.controller.reassignments.on_isr_change(partitions)
         finally:
             zk.delete_isr_change_notifications(sequence_numbers, self.context.epoch_zk_version)
 

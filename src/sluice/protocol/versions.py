@@ -175,6 +175,9 @@ DEFAULT_VERSIONS: Final = VersionTable(
         _R(ApiKey.INIT_PRODUCER_ID, 0, 5),
         _R(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4),
         _R(ApiKey.ELECT_LEADERS, 0, 2),
+        # AlterPartitionReassignments v1 adds AllowReplicationFactorChange.
+        _R(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1),
+        _R(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
         # Transactions v1 only: v4+ of these bring TRANSACTION_ABORTABLE / KIP-890.
         _R(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3),
         _R(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),

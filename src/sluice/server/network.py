@@ -2,14 +2,19 @@
 
 Thin on purpose: it frames bytes, decodes the header and body through
 ``sluice.protocol``, calls the API's handler and writes the encoded response.
-Like Kafka it handles one request per connection at a time, so responses go
-out in request order. Oversized or malformed frames, unknown APIs and
-unsupported versions close that connection; the broker keeps serving.
+Responses go out in request order. Like Kafka it handles one request per connection
+at a time, with one exception: Produce requests are pipelined. Each is appended when
+it arrives, and while one waits for its acknowledgement (acks=all: the high watermark)
+the next is read and appended, up to ``MAX_PIPELINED_PRODUCES`` waiting; their answers
+are written in order. Any other request first waits until every earlier answer is
+written. Oversized or malformed frames, unknown APIs and unsupported versions close
+that connection; the broker keeps serving.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import inspect
 import logging
@@ -37,6 +42,8 @@ Handler = Callable[[Request], Any | Awaitable[Any]]
 """Maps a decoded request to a kio response dataclass, or None for no response."""
 
 READ_CHUNK = 1 << 18
+MAX_PIPELINED_PRODUCES = 32
+_PRODUCE = 0
 
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 """The peer address of the connection whose request is being handled, as Kafka shows it
@@ -79,12 +86,16 @@ async def _write_segments(writer: asyncio.StreamWriter, segments: list[Any]) -> 
 
 
 class _Connection:
-    __slots__ = ("last_active", "peer", "writer")
+    __slots__ = ("failed", "flusher", "last_active", "peer", "pending", "writer")
 
     def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
         self.writer = writer
         self.peer = peer
         self.last_active = time.monotonic()
+        # Produce answers not written yet, oldest first, and the task writing them.
+        self.pending: collections.deque[tuple[Request, asyncio.Future[Any]]] = collections.deque()
+        self.flusher: asyncio.Task[None] | None = None
+        self.failed = False
 
 
 class KafkaServer:
@@ -156,6 +167,8 @@ class KafkaServer:
             self._reaper.cancel()
         for conn in list(self._connections):
             conn.writer.transport.abort()
+            if conn.flusher is not None:
+                conn.flusher.cancel()
         for task in list(self._tasks):
             task.cancel()
 
@@ -202,11 +215,55 @@ class KafkaServer:
                 self._tasks.discard(task)
             writer.close()
 
+    async def _write_pending(self, conn: _Connection) -> None:
+        """Write pipelined Produce answers in request order as they complete."""
+        while conn.pending:
+            request, answer = conn.pending[0]
+            try:
+                response = await answer
+                if response is not None:
+                    segments = encode_response_segments(request.header.correlation_id, response)
+                    await _write_segments(conn.writer, segments)
+            except Exception as exc:
+                if not isinstance(exc, ConnectionError):
+                    log.exception("error answering a produce request from %s", conn.peer)
+                conn.failed = True
+                conn.writer.close()
+                for _, later in conn.pending:
+                    later.cancel()
+                self._done(len(conn.pending))
+                conn.pending.clear()
+                return
+            conn.pending.popleft()
+            self._done(1)
+            conn.last_active = time.monotonic()
+
+    def _done(self, count: int) -> None:
+        self._busy -= count
+        if self._busy == 0:
+            self._idle.set()
+
+    async def _written(self, conn: _Connection) -> bool:
+        """Wait until every pipelined answer is written; False if the connection failed."""
+        flusher = conn.flusher
+        if flusher is not None and not flusher.done():
+            await asyncio.shield(flusher)
+        return not conn.failed
+
+    def _pipeline(self, conn: _Connection, request: Request, answer: Any) -> None:
+        self._busy += 1  # until its answer is written
+        conn.pending.append((request, asyncio.ensure_future(answer)))
+        if conn.flusher is None or conn.flusher.done():
+            conn.flusher = asyncio.ensure_future(self._write_pending(conn))
+
     async def _handle_frame(self, frame: memoryview, conn: _Connection) -> bool:
         """Answer one request; False closes the connection."""
         self._busy += 1
         self._idle.clear()
         try:
+            is_produce = len(frame) >= 2 and frame[0] == 0 and frame[1] == _PRODUCE
+            if not is_produce and not await self._written(conn):
+                return False
             if self._raw_handlers and len(frame) >= 10:
                 raw = self._raw_handlers.get(int.from_bytes(frame[0:2], "big", signed=True))
                 if raw is not None:
@@ -236,6 +293,11 @@ class KafkaServer:
             try:
                 response = handler(request)
                 if inspect.isawaitable(response):
+                    if is_produce:  # appended already; answer in order, read on
+                        self._pipeline(conn, request, response)
+                        if len(conn.pending) >= MAX_PIPELINED_PRODUCES:
+                            return await self._written(conn)
+                        return not conn.failed
                     response = await response
             except Exception:
                 log.exception(
@@ -243,12 +305,12 @@ class KafkaServer:
                     request.api_key, request.api_version, conn.peer,
                 )  # fmt: skip
                 return False
+            if not await self._written(conn):  # an immediate produce answer waits its turn
+                return False
             if response is not None:
                 segments = encode_response_segments(request.header.correlation_id, response)
                 await _write_segments(conn.writer, segments)
             conn.last_active = time.monotonic()
             return True
         finally:
-            self._busy -= 1
-            if self._busy == 0:
-                self._idle.set()
+            self._done(1)

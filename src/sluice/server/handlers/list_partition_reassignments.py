@@ -1,0 +1,73 @@
+"""ListPartitionReassignments (46): the reassignments in progress (KIP-455).
+
+Only the active controller answers (others: NOT_CONTROLLER). Null ``topics`` lists
+every reassignment; otherwise only the named partitions that are being reassigned are
+listed, each with its full replica set and the replicas being added and removed. A
+single node without a cluster never has a reassignment in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.controller.events import ApiError
+from sluice.controller.model import ReplicaAssignment
+from sluice.protocol import ErrorCode, Request
+from sluice.server.messages import build
+
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+Results = Mapping[TopicPartition, ReplicaAssignment] | ApiError
+
+
+def _respond(request: Request, results: Results) -> Any:
+    if isinstance(results, ApiError):
+        return build(
+            request.response_type, throttle_time=0, error_code=results.code,
+            error_message=results.message, topics=[],
+        )  # fmt: skip
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp in sorted(results):
+        a = results[tp]
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "replicas": list(a.replicas),
+             "adding_replicas": list(a.adding_replicas),
+             "removing_replicas": list(a.removing_replicas)}
+        )  # fmt: skip
+    return build(
+        request.response_type, throttle_time=0, error_code=ErrorCode.none, error_message=None,
+        topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    )  # fmt: skip
+
+
+def handle(broker: Broker, request: Request) -> Any:
+    body: Any = request.body
+    requested = None if body.topics is None else {
+        TopicPartition(t.name, int(p)) for t in body.topics for p in t.partition_indexes
+    }  # fmt: skip
+    cluster = broker.cluster
+    if cluster is None:
+        return _respond(request, {})
+    controller = cluster.controller
+    if controller is None or not controller.is_active:
+        return _respond(request, ApiError(ErrorCode.not_controller))
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[Results] = loop.create_future()
+
+    def done(results: Results) -> None:  # on the controller's thread
+        def settle() -> None:
+            if not answer.done():
+                answer.set_result(results)
+
+        loop.call_soon_threadsafe(settle)
+
+    controller.list_partition_reassignments(requested, done)
+
+    async def respond() -> Any:
+        return _respond(request, await answer)
+
+    return respond()
