@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
 from sluice.common import TopicPartition
 from sluice.coordinator.group.manager import GroupLog, map_store_error, partition_for
 from sluice.coordinator.group.records import RecordError, build_batch, read_batches
+from sluice.coordinator.transaction.admin import TransactionAdminSupport
+from sluice.coordinator.transaction.config import (
+    TRANSACTION_STATE_TOPIC_NAME,
+    TransactionConfig,
+    TxnMarkerWriter,
+)
+from sluice.coordinator.transaction.delayed import DelayedTxnExpiration
 from sluice.coordinator.transaction.metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -33,10 +39,11 @@ from sluice.coordinator.transaction.records import (
     txn_value,
 )
 from sluice.protocol import ErrorCode
-from sluice.purgatory import DelayedOperation, DelayedOperationPurgatory
+from sluice.purgatory import DelayedOperationPurgatory
 
 __all__ = [
     "TRANSACTION_STATE_TOPIC_NAME",
+    "DelayedTxnExpiration",
     "TransactionConfig",
     "TransactionCoordinator",
     "TxnMarkerWriter",
@@ -44,7 +51,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_STATE_TOPIC_NAME = "__transaction_state"
 _S = TransactionState
 _READ_BYTES = 1 << 20
 _MAX_EPOCH = 32767
@@ -52,71 +58,7 @@ InitCallback = Callable[[ErrorCode, int, int], None]
 ErrorCallback = Callable[[ErrorCode], None]
 
 
-class TransactionConfig:
-    """The coordinator's settings (Kafka's names): transaction.max.timeout.ms,
-    transaction.state.log.num.partitions and transactional.id.expiration.ms."""
-
-    __slots__ = ("num_partitions", "transaction_max_timeout_ms", "transactional_id_expiration_ms")
-
-    def __init__(
-        self,
-        transaction_max_timeout_ms: int = 900_000,
-        num_partitions: int = 50,
-        transactional_id_expiration_ms: int = 604_800_000,
-    ) -> None:
-        self.transaction_max_timeout_ms = transaction_max_timeout_ms
-        self.num_partitions = num_partitions
-        self.transactional_id_expiration_ms = transactional_id_expiration_ms
-
-
-class TxnMarkerWriter(Protocol):
-    """Writes a COMMIT or ABORT marker to each partition (retrying retriable errors;
-    a partition that no longer exists counts as written) and calls ``done`` once all are."""
-
-    def write_markers(
-        self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-        partitions: set[TopicPartition], done: Callable[[], None],
-    ) -> None: ...  # fmt: skip
-
-
-class DelayedTxnExpiration(DelayedOperation):
-    """Fires when an open transaction outlives its timeout; completes (harmlessly) as soon
-    as that transaction ended."""
-
-    __slots__ = ("coordinator", "producer_epoch", "producer_id", "start", "transactional_id")
-
-    def __init__(
-        self, coordinator: TransactionCoordinator, meta: TransactionMetadata, delay_ms: int
-    ) -> None:
-        super().__init__(max(delay_ms, 0))
-        self.coordinator = coordinator
-        self.transactional_id = meta.transactional_id
-        self.producer_id = meta.producer_id
-        self.producer_epoch = meta.producer_epoch
-        self.start = meta.txn_start_timestamp
-
-    def _still_open(self) -> bool:
-        meta = self.coordinator.transactions.get(self.transactional_id)
-        return (
-            meta is not None
-            and meta.state is _S.ONGOING
-            and meta.producer_id == self.producer_id
-            and meta.producer_epoch == self.producer_epoch
-            and meta.txn_start_timestamp == self.start
-        )
-
-    def try_complete(self) -> bool:
-        return False if self._still_open() else self.force_complete()
-
-    def on_complete(self) -> None:
-        pass
-
-    def on_expiration(self) -> None:
-        if self._still_open():
-            self.coordinator.abort_timed_out_transaction(self.transactional_id)
-
-
-class TransactionCoordinator:
+class TransactionCoordinator(TransactionAdminSupport):
     """Kafka's transaction coordinator for the ``__transaction_state`` partitions this
     broker leads: producer ids and epochs of transactional ids, the transaction state
     machine, markers, timeouts, and recovery from the log."""
@@ -499,70 +441,3 @@ class TransactionCoordinator:
             and m.txn_start_timestamp + m.txn_timeout_ms <= now
         ]  # fmt: skip
         return sum(self.abort_timed_out_transaction(t) for t in due)
-
-    # -- transactional id expiration -------------------------------------------------------
-    def expire_transactional_ids(self) -> int:
-        """Kafka's transactional id expiration: an id without an open transaction, idle for
-        transactional.id.expiration.ms, goes Dead and is removed with a tombstone in
-        ``__transaction_state`` (a later InitProducerId starts it afresh). Returns how many
-        expirations started."""
-        now = self.now_ms()
-        limit = self.config.transactional_id_expiration_ms
-        due = [
-            m for m in self.transactions.values()
-            if m.state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
-            and m.pending_state is None and self.is_local(m.transactional_id)
-            and now - m.txn_last_update_timestamp >= limit
-        ]  # fmt: skip
-        for meta in due:
-            self._expire(meta)
-        return len(due)
-
-    def _expire(self, meta: TransactionMetadata) -> None:
-        txn_id = meta.transactional_id
-        partition = self.partition_for(txn_id)
-        coordinator_epoch = self.owned.get(partition)
-        meta.pending_state = _S.DEAD
-        batch = build_batch([(txn_key(txn_id), None)], self.now_ms())
-
-        def done(error: ErrorCode, _base_offset: int) -> None:
-            meta.pending_state = None
-            if error != ErrorCode.none or self.owned.get(partition) != coordinator_epoch:
-                log.info("expiring transactional id %s failed: %s", txn_id, error.name)
-                return
-            meta.state = _S.DEAD
-            if self.transactions.get(txn_id) is meta:
-                del self.transactions[txn_id]
-            log.info("transactional id %s expired", txn_id)
-
-        self.txn_log.append(partition, batch, done)
-
-    # -- Describe / List -------------------------------------------------------------------
-    def handle_describe(
-        self, transactional_id: str
-    ) -> tuple[ErrorCode, TransactionMetadata | None]:
-        error = self._check_owner(transactional_id)
-        if error is not None:
-            return error, None
-        meta = self.transactions.get(transactional_id)
-        if meta is None:
-            return ErrorCode.transactional_id_not_found, None
-        return ErrorCode.none, meta
-
-    def handle_list(
-        self, states: set[TransactionState] | None, producer_ids: set[int] | None,
-        min_duration_ms: int = -1,
-    ) -> list[TransactionMetadata]:  # fmt: skip
-        now = self.now_ms()
-        out = []
-        for meta in self.transactions.values():
-            if states and meta.state not in states:
-                continue
-            if producer_ids and meta.producer_id not in producer_ids:
-                continue
-            if min_duration_ms >= 0 and (
-                meta.state is not _S.ONGOING or now - meta.txn_start_timestamp < min_duration_ms
-            ):
-                continue
-            out.append(meta)
-        return out
