@@ -81,7 +81,9 @@ def cmd_cluster_start(args: argparse.Namespace) -> int:
     if args.brokers < 1:
         print("sluice cluster: --brokers must be at least 1", file=sys.stderr)
         return 2
-    cluster = EmbeddedCluster(args.brokers, data_dir=args.data_dir, overrides=overrides)
+    cluster = EmbeddedCluster(
+        args.brokers, data_dir=args.data_dir, overrides=overrides, zookeeper=True
+    )
     stopping = False
 
     def stop(_signum: int, _frame: object) -> None:

@@ -56,7 +56,7 @@ class EmbeddedCluster:
         data_dir: str | Path | None = None,
         overrides: dict[str, Any] | None = None,
         start_timeout_s: float = 30.0,
-        zookeeper: bool = True,
+        zookeeper: bool = False,
     ) -> None:
         self.broker_ids = list(broker_ids or range(brokers))
         self.uses_zookeeper = zookeeper

@@ -22,5 +22,5 @@ def cluster_prerequisites() -> None:
 
 @pytest.fixture
 def cluster3(cluster_prerequisites: None) -> Iterator[EmbeddedCluster]:
-    with EmbeddedCluster(brokers=3, broker_ids=[1, 2, 3]) as cluster:
+    with EmbeddedCluster(brokers=3, broker_ids=[1, 2, 3], zookeeper=True) as cluster:
         yield cluster

@@ -50,14 +50,19 @@ def _displace_preferred_leader(cluster: EmbeddedCluster, topic: str) -> int:
 def cluster3_rebalancing(cluster_prerequisites: None) -> Iterator[EmbeddedCluster]:
     overrides = {"leader.imbalance.check.interval.seconds": 1,
                  "leader.imbalance.per.broker.percentage": 0}  # fmt: skip
-    with EmbeddedCluster(brokers=3, broker_ids=[1, 2, 3], overrides=overrides) as cluster:
+    with EmbeddedCluster(
+        brokers=3, broker_ids=[1, 2, 3], overrides=overrides, zookeeper=True
+    ) as cluster:
         yield cluster
 
 
 @pytest.fixture
 def cluster3_manual(cluster_prerequisites: None) -> Iterator[EmbeddedCluster]:
     with EmbeddedCluster(
-        brokers=3, broker_ids=[1, 2, 3], overrides={"auto.leader.rebalance.enable": False}
+        brokers=3,
+        broker_ids=[1, 2, 3],
+        overrides={"auto.leader.rebalance.enable": False},
+        zookeeper=True,
     ) as cluster:
         yield cluster
 

@@ -73,3 +73,35 @@ def test_kill_stop_and_restart_in_process(cluster: EmbeddedCluster) -> None:
     assert remaining == 0 and producer.failed == []
     result = audit(producer.acked, read_partitions(cluster.bootstrap_servers, TOPIC, PARTITIONS))
     assert result == {"lost": 0, "duplicated": 0, "reordered": 0}
+
+
+def test_idempotent_producers_from_different_brokers_get_distinct_ids(
+    cluster: EmbeddedCluster,
+) -> None:
+    from confluent_kafka import Producer
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("ids", 1, 3)])["ids"].result(15)
+    wait_for(lambda: len(_state_of(cluster, "ids")[1]) == 3, 30, "three in-sync replicas")
+    failures: list[object] = []
+    producers = [
+        Producer({"bootstrap.servers": cluster.bootstrap_of(b), "enable.idempotence": True,
+                  "acks": "all", "log_level": 0})
+        for b in cluster.broker_ids
+    ]  # fmt: skip
+    for round_ in range(20):  # interleaved on the one partition
+        for i, producer in enumerate(producers):
+            producer.produce(
+                "ids", f"{i}:{round_}".encode(),
+                on_delivery=lambda err, _m: err is not None and failures.append(err),
+            )  # fmt: skip
+            producer.flush(10)
+    assert failures == []
+    got = read_partitions(cluster.bootstrap_servers, "ids", 1)[0]
+    assert sorted(got) == sorted(f"{i}:{r}".encode() for i in range(3) for r in range(20))
+
+
+def _state_of(cluster: EmbeddedCluster, topic: str) -> tuple[int, list[int]]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+    m = admin.list_topics(topic=topic, timeout=5).topics[topic].partitions[0]
+    return m.leader, list(m.isrs)

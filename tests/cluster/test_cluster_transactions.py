@@ -22,14 +22,12 @@ TXN_ID = "payments-writer"
 
 
 @pytest.fixture
-def txn_cluster() -> Iterator[EmbeddedCluster]:
-    pytest.importorskip("kazoo")
-    from sluice.coordination.zk_server import find_java, find_zookeeper_classpath
-
-    if find_zookeeper_classpath() is None or find_java() is None:
-        pytest.skip("ZooKeeper not installed (apt-get install zookeeper)")
+def txn_cluster(cluster_prerequisites: None) -> Iterator[EmbeddedCluster]:
+    """Broker processes on a real ZooKeeper, so a kill is a real SIGKILL."""
     overrides = {"transaction.state.log.num.partitions": 1}
-    with EmbeddedCluster(brokers=3, broker_ids=[1, 2, 3], overrides=overrides) as cluster:
+    with EmbeddedCluster(
+        brokers=3, broker_ids=[1, 2, 3], overrides=overrides, zookeeper=True
+    ) as cluster:
         yield cluster
 
 
