@@ -35,24 +35,3 @@ def test_a_malformed_block_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / PRODUCER_ID_BLOCK_FILE).write_text("{not json")
     with pytest.raises(ValueError, match="Malformed producer id block"):
         ProducerIdManager(tmp_path, broker_id=0).generate_producer_id()
-
-
-def test_cluster_brokers_never_hand_out_the_same_producer_id() -> None:
-    """Blocks claimed in the shared /latest_producer_id_block znode (as on ZooKeeper)."""
-    from sluice.coordination.data_tree import DataTree
-    from sluice.coordination.memory import InProcessStore
-    from sluice.server.producer_ids import ZkProducerIdManager
-
-    tree = DataTree()
-    brokers = [ZkProducerIdManager(InProcessStore(tree), b, block_size=3) for b in (1, 2, 3)]
-    handed: list[int] = []
-    for _ in range(4):  # interleaved: every broker needs several blocks
-        for manager in brokers:
-            handed.append(manager.generate_producer_id())
-            handed.append(manager.generate_producer_id())
-    assert len(handed) == len(set(handed)) == 24
-    latest = brokers[0].latest_block()
-    assert latest is not None and latest.last == max(handed) + (2 - max(handed) % 3)
-
-    restarted = ZkProducerIdManager(InProcessStore(tree), 1, block_size=3)
-    assert restarted.generate_producer_id() > max(handed)

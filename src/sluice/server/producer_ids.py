@@ -8,8 +8,7 @@ the ``/latest_producer_id_block`` znode::
     {"version":1,"broker":0,"block_start":"1000","block_end":"1999"}
 
 After a restart the next block starts after ``block_end``, so ids handed out before (and the
-rest of their block) are skipped, never repeated. In a cluster (:class:`ZkProducerIdManager`)
-the block is the shared ``/latest_producer_id_block`` znode itself, as in Kafka.
+rest of their block) are skipped, never repeated.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 from sluice.log.checkpoint import fsync_directory
 
@@ -28,7 +26,6 @@ __all__ = [
     "ProducerIdBlock",
     "ProducerIdManager",
     "ProducerIdsExhaustedError",
-    "ZkProducerIdManager",
 ]
 
 log = logging.getLogger(__name__)
@@ -135,57 +132,3 @@ class ProducerIdManager:
             os.close(fd)
         os.replace(tmp, self.path)
         fsync_directory(self.path.parent)
-
-
-LATEST_PRODUCER_ID_BLOCK_ZNODE = "/latest_producer_id_block"
-
-
-class ZkProducerIdManager(ProducerIdManager):
-    """In a cluster the latest block lives in the ``/latest_producer_id_block`` znode,
-    shared by every broker: a block is claimed with a version-conditional write (retried
-    when another broker claimed one first), so no two brokers hand out the same id."""
-
-    __slots__ = ("store",)
-
-    def __init__(
-        self, store: Any, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE
-    ) -> None:
-        super().__init__(Path("."), broker_id, block_size)
-        self.store = store
-
-    def latest_block(self) -> ProducerIdBlock | None:
-        from sluice.coordination import NoNodeError
-
-        try:
-            data, _ = self.store.get(LATEST_PRODUCER_ID_BLOCK_ZNODE)
-        except NoNodeError:
-            return None
-        return ProducerIdBlock.from_json(data.decode()) if data else None
-
-    def _allocate_block(self) -> ProducerIdBlock:
-        from sluice.coordination import BadVersionError, NodeExistsError, NoNodeError
-
-        path = LATEST_PRODUCER_ID_BLOCK_ZNODE
-        for _ in range(100):
-            try:
-                data, stat = self.store.get(path)
-                version = stat.version
-            except NoNodeError:
-                data, version = b"", -2
-            latest = ProducerIdBlock.from_json(data.decode()) if data else None
-            first = 0 if latest is None else latest.last + 1
-            if first > _LONG_MAX - self._block_size:
-                raise ProducerIdsExhaustedError("Have exhausted all producer ids")
-            block = ProducerIdBlock(self.broker_id, first, first + self._block_size - 1)
-            encoded = block.to_json().encode()
-            try:
-                if version == -2:
-                    self.store.create(path, encoded)
-                else:
-                    self.store.set(path, encoded, version)
-            except (BadVersionError, NodeExistsError):
-                continue  # another broker claimed a block meanwhile: read again
-            self._block = block
-            log.info("Reserved producer id block %d..%d in %s", block.first, block.last, path)
-            return block
-        raise RuntimeError(f"could not claim a producer id block in {path}")
