@@ -107,6 +107,8 @@ def _stage(options: WriterOptions, batches: Iterator[pa.RecordBatch]) -> StagedR
 
 
 def _rows(ipc: bytes) -> Iterator[dict[str, list[Any]]]:
+    if not ipc:
+        return
     reader = pa.ipc.open_stream(ipc)
     for batch in reader:
         yield {name: batch.column(name).to_pylist() for name in batch.schema.names}
