@@ -110,7 +110,8 @@ def _add_demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     demo.add_argument("--window", type=int, default=60, metavar="SECONDS",
                       help="event-time window length")  # fmt: skip
     demo.add_argument("--watermark", type=int, default=90, metavar="SECONDS",
-                      help="how late an event may arrive (the generator's are at most 45 s late)")  # fmt: skip
+                      help="how late an event may arrive; the generator's are up to 45 s late, "
+                           "so a smaller value drops some and the check fails")  # fmt: skip
     demo.add_argument("--minutes", type=int, default=10,
                       help="event-time span the events cover, in minutes")  # fmt: skip
     demo.add_argument("--partitions", type=int, default=3, help="partitions of the clicks topic")

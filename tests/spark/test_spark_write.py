@@ -52,9 +52,11 @@ def test_batch_write_partitions_by_key_with_headers(
         "topic", topic
     ).mode("append").save()
     # a topic column and an explicit partition column win over the defaults
-    spark.createDataFrame([(topic, 2, "pinned")], "topic string, partition int, value string").write.format(
-        "sluice"
-    ).option("kafka.bootstrap.servers", broker.bootstrap_servers).mode("append").save()
+    spark.createDataFrame(
+        [(topic, 2, "pinned")], "topic string, partition int, value string"
+    ).write.format("sluice").option("kafka.bootstrap.servers", broker.bootstrap_servers).mode(
+        "append"
+    ).save()
 
     records = _read_all(broker, topic, 3)
     assert len(records) == 61
@@ -125,9 +127,9 @@ def test_failed_task_aborts_and_publishes_nothing(
     bad = [(None, "no topic")]  # a null topic and no topic option: that task fails
     df = spark.createDataFrame(good + bad, "topic string, value string").repartition(2)
     with pytest.raises(Exception, match="null topic and the sink has no topic option"):
-        df.write.format("sluice").option(
-            "kafka.bootstrap.servers", broker.bootstrap_servers
-        ).mode("append").save()
+        df.write.format("sluice").option("kafka.bootstrap.servers", broker.bootstrap_servers).mode(
+            "append"
+        ).save()
     assert _read_all(broker, topic, 1) == []
     with pytest.raises(Exception, match="needs a 'value' column"):
         spark.createDataFrame([(topic,)], "topic string").write.format("sluice").option(

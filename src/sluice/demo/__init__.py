@@ -123,10 +123,11 @@ def _follow(
             idle_deadline = time.monotonic() + idle_timeout_s
             read += int(progress["numInputRows"])
             watermark = ((progress.get("eventTime") or {}).get("watermark")) or "-"
-            written = sum(int(s.get("numOutputRows", 0)) for s in [progress.get("sink") or {}])
+            written = int((progress.get("sink") or {}).get("numOutputRows", 0))
+            took = int((progress.get("durationMs") or {}).get("triggerExecution", 0)) / 1000
             say(
                 f"produced {producer.sent}/{total}; micro-batch {seen_batch}: "
-                f"{progress['numInputRows']} events in {progress['durationMs'].get('triggerExecution', 0) / 1000:.1f} s, "
+                f"{progress['numInputRows']} events in {took:.1f} s, "
                 f"{read} read so far, {written} window rows out, watermark {watermark}"
             )
             reached = _watermark_ms(progress)

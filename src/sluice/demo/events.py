@@ -60,7 +60,7 @@ class Event:
         ).encode()  # fmt: skip
 
 
-def _session_events(rng: random.Random, user: str, session: str) -> Iterator[tuple[str, str, str | None]]:
+def _session_events(rng: random.Random) -> Iterator[tuple[str, str, str | None]]:
     """(type, page, product) steps of one visit."""
     yield "page", rng.choice(("home", "search", "category")), None
     favourites = rng.sample(sorted(PRODUCTS), 3)
@@ -87,21 +87,24 @@ def generate_events(
         raise ValueError("the demo needs at least one event and one minute")
     rng = random.Random(seed)
     span = minutes * 60_000
-    steps: list[tuple[str, str, str, str | None]] = []
+    steps: list[tuple[str, str, str, str, str | None]] = []
     users = [f"u{n:04d}" for n in range(max(count // 25, 10))]
     n_session = 0
     while len(steps) < count:
         user = rng.choice(users)
         n_session += 1
         session = f"s{n_session:06d}"
-        steps.extend((user, session, *step) for step in _session_events(rng, user, session))
+        visit = _session_events(rng)
+        steps.extend((user, session, kind, page, product) for kind, page, product in visit)
     steps = steps[:count]
     events = []
     for i, (user, session, kind, page, product) in enumerate(steps):
         # sessions are in time order; jitter makes neighbours overlap a little
         at = start_ms + (i * span) // count + rng.randint(0, 400)
         price = PRODUCTS[product][1] if product is not None else 0
-        events.append(Event(i, user, session, kind, page, product, price, min(at, start_ms + span - 1)))
+        events.append(
+            Event(i, user, session, kind, page, product, price, min(at, start_ms + span - 1))
+        )
     # delivery order: a few events are held back and delivered later than their time
     keyed = []
     for e in events:

@@ -68,7 +68,9 @@ class ShopPipeline:
         product_event = F.col("product_id").isNotNull() & F.col("type").isin(
             "view", "add_to_cart", "purchase"
         )
-        events = events.where(F.when(F.col("event_time").isNotNull(), product_event).otherwise(False))
+        events = events.where(
+            F.when(F.col("event_time").isNotNull(), product_event).otherwise(False)
+        )
         purchase = F.col("type") == "purchase"
         return (
             events.groupBy(F.window("event_time", f"{self.window_s} seconds"), "product_id")
@@ -82,11 +84,14 @@ class ShopPipeline:
             .select(
                 F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
                 F.date_format("window.end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
-                "product_id", "views", "purchases", "revenue_cents",
+                "product_id",
+                "views",
+                "purchases",
+                "revenue_cents",
                 F.when(F.col("views") > 0, F.col("purchases") / F.col("views"))
                 .otherwise(F.lit(0.0))
                 .alias("conversion"),
-            )  # fmt: skip
+            )
         )
 
     def start_aggregation(self, trigger_s: float) -> Any:
@@ -121,7 +126,7 @@ class ShopPipeline:
             .start()
         )
         try:
-            if not query.awaitTermination(timeout_s):
+            if not query.awaitTermination(int(timeout_s)):
                 raise TimeoutError(f"query {query.name} did not finish in {timeout_s:.0f} s")
             error = query.exception()
             if error is not None:

@@ -53,8 +53,9 @@ def summary_lines(metrics: Mapping[tuple[str, str], Metric]) -> list[str]:
     tv, tp, tr = (sum(w[i] for w in windows.values()) for i in range(3))
     lines.append("")
     lines.append(
-        f"total: {tv} product views, {tp} purchases, {_money(tr)} revenue, "
-        f"conversion {tp / tv:.1%}" if tv else "total: no product views"
+        f"total: {tv} product views, {tp} purchases, {_money(tr)} revenue, conversion {tp / tv:.1%}"
+        if tv
+        else "total: no product views"
     )
     return lines
 

@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 
-class SluiceDataSource(DataSource):  # type: ignore[misc]
+class SluiceDataSource(DataSource):
     """The ``sluice`` format: batch and streaming reads and writes of Sluice topics."""
 
     @classmethod

@@ -26,9 +26,7 @@ class DataLossError(RuntimeError):
     """Offsets the query still had to read are gone (set failOnDataLoss=false to skip)."""
 
 
-def data_loss(
-    fail: bool, message: str, log_fn: Callable[[str], None] | None = None
-) -> None:
+def data_loss(fail: bool, message: str, log_fn: Callable[[str], None] | None = None) -> None:
     """Raise :class:`DataLossError` when ``fail``, otherwise log and go on."""
     if fail:
         raise DataLossError(

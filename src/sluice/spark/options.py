@@ -167,7 +167,9 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
     except json.JSONDecodeError:
         ok = False
     if not ok:
-        raise SluiceOptionError(f'option assign must be JSON like {{"topic": [0, 1]}}, got {value!r}')
+        raise SluiceOptionError(
+            f'option assign must be JSON like {{"topic": [0, 1]}}, got {value!r}'
+        )
     return Subscription(assigned=tuple(sorted((t, p) for t, ps in raw.items() for p in ps)))
 
 

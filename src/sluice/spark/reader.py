@@ -87,7 +87,7 @@ def _arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-class OffsetRange(InputPartition):  # type: ignore[misc]
+class OffsetRange(InputPartition):
     """One Spark input partition: records ``[start, end)`` of one topic-partition."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
@@ -201,7 +201,7 @@ def _skip_lost(
     return min(log_start, end)
 
 
-class SluiceBatchReader(DataSourceReader):  # type: ignore[misc]
+class SluiceBatchReader(DataSourceReader):
     """``spark.read.format("sluice")``: one input partition per topic-partition range."""
 
     def __init__(self, options: ReaderOptions) -> None:
@@ -236,7 +236,7 @@ class SluiceBatchReader(DataSourceReader):  # type: ignore[misc]
             yield from read_range(self.options, partition)
 
 
-class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("sluice")``: offsets are ``{"topic": {"partition": next}}``,
     kept in the query's checkpoint; new partitions are read from offset 0."""
 

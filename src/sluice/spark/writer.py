@@ -69,7 +69,7 @@ def check_sink_schema(schema: StructType, options: WriterOptions) -> None:
             )
 
 
-class StagedRows(WriterCommitMessage):  # type: ignore[misc]
+class StagedRows(WriterCommitMessage):
     """One task's rows as an Arrow IPC stream, with the micro-batch they belong to."""
 
     def __init__(self, ipc: bytes, rows: int, query_id: str | None, batch_id: int | None):
@@ -114,7 +114,9 @@ def _rows(ipc: bytes) -> Iterator[dict[str, list[Any]]]:
         yield {name: batch.column(name).to_pylist() for name in batch.schema.names}
 
 
-def _check_partitions(producer: Producer, staged: Sequence[StagedRows], default: str | None) -> None:
+def _check_partitions(
+    producer: Producer, staged: Sequence[StagedRows], default: str | None
+) -> None:
     """Fail before sending anything if a row names a partition that does not exist."""
     counts: dict[str, int] = {}
     for message in staged:
@@ -205,7 +207,7 @@ class _CommitLog:
             producer.send(self.options.commit_log_topic, value, key=query_id.encode()).get(30)
 
 
-class SluiceBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class SluiceBatchWriter(DataSourceArrowWriter):
     """``df.write.format("sluice")``: publishes when every task has staged its rows."""
 
     def __init__(self, options: WriterOptions) -> None:
@@ -222,7 +224,7 @@ class SluiceBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
         log.warning("sluice sink: write aborted, %d staged row(s) dropped", rows)
 
 
-class SluiceStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class SluiceStreamWriter(DataSourceStreamArrowWriter):
     """``df.writeStream.format("sluice")``: each micro-batch is published once per query."""
 
     def __init__(self, options: WriterOptions) -> None:
