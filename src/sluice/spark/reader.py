@@ -143,6 +143,10 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
         return
     # "earliest": an offset that vanished mid-read is seen as a jump past it, checked below
     config = {
+        # a range is read to its end and the consumer closed: large fetches, and short
+        # long-polls so closing does not wait out a pending fetch (both can be overridden)
+        "max.partition.fetch.bytes": str(8 * 1024 * 1024),
+        "fetch.max.wait.ms": "100",
         **options.consumer_config,
         "enable.auto.commit": "false",
         "auto.offset.reset": "earliest",
