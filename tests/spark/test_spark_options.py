@@ -82,5 +82,5 @@ def test_reader_options_pass_kafka_settings_to_the_consumer() -> None:
 def test_writer_options_keep_the_producer_idempotent() -> None:
     parsed = WriterOptions.parse({**BASE, "topic": "out"})
     assert parsed.producer_config["enable.idempotence"] == "true"
-    with pytest.raises(SluiceOptionError, match="enable.idempotence=true"):
+    with pytest.raises(SluiceOptionError, match=r"enable\.idempotence=true"):
         WriterOptions.parse({**BASE, "kafka.enable.idempotence": "false"})
