@@ -109,7 +109,12 @@ def _follow(
     seen_batch = -1
     read = 0
     idle_deadline = time.monotonic() + idle_timeout_s
+    next_note = time.monotonic() + 5.0
     while True:
+        if time.monotonic() > next_note:
+            next_note = time.monotonic() + 5.0
+            status = query.status.get("message", "")
+            say(f"produced {producer.sent}/{total}; Spark: {status}")
         if time.monotonic() > idle_deadline:
             raise TimeoutError(f"no micro-batch finished for {idle_timeout_s:.0f} s")
         if query.awaitTermination(1.0):
@@ -121,6 +126,7 @@ def _follow(
                 continue
             seen_batch = int(progress["batchId"])
             idle_deadline = time.monotonic() + idle_timeout_s
+            next_note = time.monotonic() + 5.0
             read += int(progress["numInputRows"])
             watermark = ((progress.get("eventTime") or {}).get("watermark")) or "-"
             written = int((progress.get("sink") or {}).get("numOutputRows", 0))
@@ -179,6 +185,7 @@ def run_demo(
             from sluice.spark import local_session
 
             spark = local_session("sluice-demo")
+            say(f"Spark {spark.version} ready")
         else:
             from sluice.spark import register
 
