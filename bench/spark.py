@@ -116,7 +116,9 @@ def main() -> None:
         print(f"| {label} | {statistics.median(rates):,.0f} | {max(rates):,.0f} |")
 
 
-def spark_steps(spark: Any, bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, list[float]]:
+def spark_steps(
+    spark: Any, bootstrap: str, topic: str, args: argparse.Namespace
+) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {}
 
     def source() -> Any:
@@ -153,17 +155,24 @@ def spark_steps(spark: Any, bootstrap: str, topic: str, args: argparse.Namespace
     )  # fmt: skip
     query.awaitTermination()
     per_batch = [int(p["durationMs"]["triggerExecution"]) for p in query.recentProgress]
-    print(f"  micro-batch overhead over {len(per_batch)} one-record batches: median "
-          f"{statistics.median(per_batch)} ms, min {min(per_batch)} ms, max {max(per_batch)} ms")  # fmt: skip
+    print(
+        f"  micro-batch overhead over {len(per_batch)} one-record batches: median "
+        f"{statistics.median(per_batch)} ms, min {min(per_batch)} ms, max {max(per_batch)} ms"
+    )
 
     out = f"{topic}-out"
     from sluice.client import Admin, NewTopic
 
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(out, 2, 1)])
-    df = spark.range(args.write_records).selectExpr(
-        "CAST(CONCAT('k', id) AS BINARY) AS key", "CAST(REPEAT('y', 100) AS BINARY) AS value"
-    ).repartition(2).cache()
+    df = (
+        spark.range(args.write_records)
+        .selectExpr(
+            "CAST(CONCAT('k', id) AS BINARY) AS key", "CAST(REPEAT('y', 100) AS BINARY) AS value"
+        )
+        .repartition(2)
+        .cache()
+    )
     df.count()
 
     def write() -> None:
