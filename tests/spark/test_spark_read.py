@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,22 @@ def test_batch_read_offsets_columns_and_headers(
         .load()
     )
     assert "headers" not in assigned.columns
+    # a pattern must match the whole topic name
+    pattern = (
+        spark.read.format("sluice")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribePattern", re.escape(topic[:-1]) + ".")
+        .load()
+    )
+    assert pattern.count() == 10
+    assert (
+        spark.read.format("sluice")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribePattern", re.escape(topic[:-1]))
+        .load()
+        .count()
+        == 0
+    )
     assert sorted(r.offset for r in assigned.select("offset").collect()) == [0, 1, 2, 3]
 
     with pytest.raises(Exception, match="fixed schema"):

@@ -120,7 +120,7 @@ def test_streaming_write_replayed_batch_is_not_duplicated(
 
 
 def test_failed_task_aborts_and_publishes_nothing(
-    spark: Any, broker: sluice.EmbeddedBroker, topic: str
+    spark: Any, broker: sluice.EmbeddedBroker, topic: str, tmp_path: Path
 ) -> None:
     _create(broker, topic, 1)
     good = [(topic, f"ok {i}") for i in range(20)]
@@ -131,6 +131,34 @@ def test_failed_task_aborts_and_publishes_nothing(
             "append"
         ).save()
     assert _read_all(broker, topic, 1) == []
+
+    # the same in a streaming micro-batch: the batch aborts, the query fails, nothing lands
+    source = f"{topic}-in"
+    _create(broker, source, 2)
+    with Producer({"bootstrap.servers": broker.bootstrap_servers}) as producer:
+        for i in range(10):
+            producer.send(source, b"bad" if i == 7 else b"ok", partition=i % 2)
+        producer.flush(30)
+    query = (
+        spark.readStream.format("sluice")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr(
+            f"CASE WHEN CAST(value AS STRING) = 'bad' THEN NULL ELSE '{topic}' END AS topic",
+            "value",
+        )
+        .writeStream.format("sluice")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    with pytest.raises(Exception, match="null topic"):
+        query.awaitTermination(180)
+    assert _read_all(broker, topic, 1) == []
+
     with pytest.raises(Exception, match="needs a 'value' column"):
         spark.createDataFrame([(topic,)], "topic string").write.format("sluice").option(
             "kafka.bootstrap.servers", broker.bootstrap_servers
