@@ -166,6 +166,8 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
                 # a gap: compaction or transaction markers, or records deleted under us
                 _skip_lost(consumer, tp, position, records[0].offset, options, where)
             for r in records:
+                if r.offset < position:  # never twice, even if the consumer reset backwards
+                    continue
                 if r.offset >= part.end:
                     break
                 cols.keys.append(r.key)
