@@ -32,7 +32,6 @@ import contextlib
 import datetime
 import os
 import signal
-import socket
 import statistics
 import sys
 import threading
@@ -48,8 +47,6 @@ import psutil
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import libversion as librdkafka_version
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
-from kio.schema.types import TopicName
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brokers import cpu_seconds
@@ -69,9 +66,7 @@ from produce_consume import (
     run_e2e,
     run_latency,
 )
-from sluice.embedded_cluster import EmbeddedCluster
-from sluice.protocol import encode_request
-from sluice.protocol.responses import decode_response
+from sluice.embedded_cluster import EmbeddedCluster, wait_until
 
 BROKER_IDS = [1, 2, 3]
 RECORD_SIZE = 1024
@@ -134,42 +129,10 @@ def log(text: str) -> None:
     print(f"[{now}] {text}", flush=True)
 
 
-def wait_until(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Poll ``condition`` until it returns something truthy (exceptions mean "not yet")."""
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not within {timeout_s:.0f} s ({last!r})")
-        time.sleep(0.02)
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        data += chunk
-    return data
-
-
 def leaders_seen_by(cluster: EmbeddedCluster, broker_id: int, topic: str) -> Leaders:
     """The topic's partitions as one given broker's metadata cache reports them (a raw
     MetadataRequest, so that the answer comes from that broker and no other)."""
-    request = MetadataRequest(topics=(MetadataRequestTopic(name=TopicName(topic)),))
-    address = ("127.0.0.1", cluster.ports[broker_id])
-    with socket.create_connection(address, timeout=2) as sock:
-        sock.settimeout(2)
-        sock.sendall(encode_request(7, request))
-        size = int.from_bytes(_recv(sock, 4), "big")
-        body: Any = decode_response(_recv(sock, size), 3, 1).body
+    body: Any = cluster.raw_metadata(broker_id, [topic])
     out: Leaders = {}
     for t in body.topics:
         if str(t.name) == topic and not t.error_code:

@@ -22,7 +22,8 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# System packages the test suite and the pipeline need.
+# System packages the test suite and the pipeline need, as "command-or-path:package"
+# pairs in SLUICE_APT_NEEDS (Java 17 for Spark: "java:openjdk-17-jre-headless").
 need_pkgs=()
 for spec in ${SLUICE_APT_NEEDS:-}; do
     cmd=${spec%%:*}; pkg=${spec#*:}

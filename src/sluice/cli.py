@@ -163,6 +163,10 @@ def build_parser() -> argparse.ArgumentParser:
     from sluice.tools import add_tool_parsers
 
     add_tool_parsers(sub)
+
+    from sluice.demo_cli import add_demo_parser
+
+    add_demo_parser(sub)
     return parser
 
 

@@ -27,21 +27,52 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sluice.coordination.data_tree import DataTree
 from sluice.coordination.memory import InProcessStore
 from sluice.coordination.zk_server import ZooKeeperServer
 from sluice.embedded import EmbeddedBroker
 
-__all__ = ["EmbeddedCluster"]
+__all__ = ["EmbeddedCluster", "wait_until"]
+
+T = TypeVar("T")
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        data += chunk
+    return data
+
+
+def wait_until(condition: Callable[[], T], timeout_s: float, what: str) -> T:
+    """Poll ``condition`` until it returns something truthy and return that; raise
+    TimeoutError after ``timeout_s``. Exceptions from ``condition`` count as "not yet".
+    For fault tests: wait on a condition with a deadline rather than sleeping."""
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while True:
+        try:
+            value = condition()
+            if value:
+                return value
+        except Exception as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s waiting for {what} ({last!r})")
+        time.sleep(0.05)
 
 
 class EmbeddedCluster:
@@ -160,26 +191,26 @@ class EmbeddedCluster:
 
     def metadata(self, broker_id: int) -> tuple[int, list[int]]:
         """(controller id, live broker ids) as ``broker_id``'s Metadata reports them."""
-        from kio.schema.metadata.v1.request import MetadataRequest
+        body = self.raw_metadata(broker_id, [])
+        return int(body.controller_id), sorted(int(b.node_id) for b in body.brokers)
+
+    def raw_metadata(self, broker_id: int, topics: list[str] | None = None) -> Any:
+        """A Metadata v1 answer from ``broker_id`` alone (its own metadata cache), for
+        ``topics`` (None: every topic); kio's response body."""
+        from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
+        from kio.schema.types import TopicName
 
         from sluice.protocol import encode_request
         from sluice.protocol.responses import decode_response
 
+        wanted = None if topics is None else tuple(
+            MetadataRequestTopic(name=TopicName(t)) for t in topics
+        )  # fmt: skip
         with socket.create_connection(("127.0.0.1", self.ports[broker_id]), timeout=5) as sock:
-            sock.sendall(encode_request(1, MetadataRequest(topics=())))
-            size = int.from_bytes(self._recv(sock, 4), "big")
-            body: Any = decode_response(self._recv(sock, size), 3, 1).body
-        return int(body.controller_id), sorted(int(b.node_id) for b in body.brokers)
-
-    @staticmethod
-    def _recv(sock: socket.socket, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("connection closed")
-            data += chunk
-        return data
+            sock.settimeout(5)
+            sock.sendall(encode_request(1, MetadataRequest(topics=wanted)))
+            size = int.from_bytes(_recv_exactly(sock, 4), "big")
+            return decode_response(_recv_exactly(sock, size), 3, 1).body
 
     def wait_ready(self, broker_ids: list[int] | None = None, timeout_s: float = 30) -> None:
         """Wait until every running broker names the same controller and knows every

@@ -7,24 +7,15 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sluice.embedded_cluster import wait_until
+
 T = TypeVar("T")
 
 
 def wait_for(condition: Callable[[], T], timeout_s: float, what: str) -> T:
     """Poll ``condition`` until it returns something truthy; fail after ``timeout_s``.
     Exceptions from ``condition`` count as "not yet"."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while True:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what} ({last!r})")
-        time.sleep(0.05)
+    return wait_until(condition, timeout_s, what)
 
 
 def partition_metadata(bootstrap: str, topic: str, partition: int = 0) -> Any:

@@ -37,22 +37,41 @@ def test_a_malformed_block_file_is_refused(tmp_path: Path) -> None:
         ProducerIdManager(tmp_path, broker_id=0).generate_producer_id()
 
 
-def test_cluster_brokers_never_hand_out_the_same_producer_id() -> None:
-    """Blocks claimed in the shared /latest_producer_id_block znode (as on ZooKeeper)."""
-    from sluice.coordination.data_tree import DataTree
+def test_cluster_blocks_come_from_zookeeper_and_never_overlap(tmp_path: Path) -> None:
+    """Brokers of a cluster reserve blocks in /latest_producer_id_block with a version
+    check: interleaved allocations on three brokers never hand out an id twice."""
     from sluice.coordination.memory import InProcessStore
-    from sluice.server.producer_ids import ZkProducerIdManager
+    from sluice.server.producer_ids import ZkProducerIdBlockSource
 
-    tree = DataTree()
-    brokers = [ZkProducerIdManager(InProcessStore(tree), b, block_size=3) for b in (1, 2, 3)]
-    handed: list[int] = []
-    for _ in range(4):  # interleaved: every broker needs several blocks
-        for manager in brokers:
-            handed.append(manager.generate_producer_id())
-            handed.append(manager.generate_producer_id())
-    assert len(handed) == len(set(handed)) == 24
-    latest = brokers[0].latest_block()
-    assert latest is not None and latest.last == max(handed) + (2 - max(handed) % 3)
+    store = InProcessStore()
+    managers = [
+        ProducerIdManager(tmp_path / f"b{b}", b, block_size=3,
+                          block_source=ZkProducerIdBlockSource(store, b, block_size=3))
+        for b in range(3)
+    ]  # fmt: skip
+    ids = [managers[i % 3].generate_producer_id() for i in range(30)]
+    assert len(set(ids)) == 30
+    data, _ = store.get("/latest_producer_id_block")
+    assert int(json.loads(data)["block_end"]) >= max(ids)
+    assert not any((tmp_path / f"b{b}" / PRODUCER_ID_BLOCK_FILE).exists() for b in range(3))
 
-    restarted = ZkProducerIdManager(InProcessStore(tree), 1, block_size=3)
-    assert restarted.generate_producer_id() > max(handed)
+
+def test_a_lost_race_for_the_block_znode_is_retried() -> None:
+    from sluice.coordination.memory import InProcessStore
+    from sluice.server.producer_ids import ZkProducerIdBlockSource
+
+    store = InProcessStore()
+    source = ZkProducerIdBlockSource(store, 1, block_size=10)
+    real_set = store.set
+    raced = []
+
+    def racing_set(path: str, data: bytes, version: int = -1) -> object:
+        if not raced:  # another broker writes between our read and our write
+            raced.append(True)
+            real_set(path, b'{"version":1,"broker":2,"block_start":"10","block_end":"19"}')
+        return real_set(path, data, version)
+
+    source()  # creates the znode: 0..9
+    store.set = racing_set  # type: ignore[method-assign]
+    block = source()
+    assert (block.first, block.last) == (20, 29)

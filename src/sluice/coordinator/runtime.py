@@ -24,6 +24,7 @@ __all__ = [
     "ReplicaManagerGroupLog",
     "build_group_coordinator",
     "deferred",
+    "deferred_threadsafe",
     "load_offsets_partition",
     "run_group_coordinator",
     "wall_clock_ms",
@@ -173,5 +174,21 @@ def deferred() -> tuple[Callable[[T], None], Awaitable[T]]:
     def callback(value: T) -> None:
         if not future.done():
             future.set_result(value)
+
+    return callback, future
+
+
+def deferred_threadsafe() -> tuple[Callable[[T], None], Awaitable[T]]:
+    """Like :func:`deferred`, for a callback called on another thread (the controller's
+    event thread answering ControlledShutdown, ElectLeaders or reassignments)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: T) -> None:
+        if not future.done():
+            future.set_result(value)
+
+    def callback(value: T) -> None:
+        loop.call_soon_threadsafe(settle, value)
 
     return callback, future

@@ -195,21 +195,24 @@ class LogManager:
     def abandon(self) -> None:
         """Close every log without flushing or writing the clean-shutdown marker (what a
         killed process leaves behind: the next start recovers the logs)."""
+        if self._close_logs(flush=False):
+            self._release_locks()
+
+    def _close_logs(self, flush: bool) -> bool:
+        """Close every log (flushed first when ``flush``); False if already closed."""
         if not self._running:
-            return
+            return False
         self._running = False
         for log in self._logs.values():
+            if flush:
+                log.flush()
             log.close()
-        self._release_locks()
+        return True
 
     def shutdown(self) -> None:
         """Flush and close every log, then write the clean-shutdown marker in each dir."""
-        if not self._running:
+        if not self._close_logs(flush=True):
             return
-        self._running = False
-        for log in self._logs.values():
-            log.flush()
-            log.close()
         for directory in self.log_dirs:
             fd = os.open(directory / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT, 0o644)
             try:

@@ -109,10 +109,6 @@ class Broker:
 
             self.cluster = ClusterManager(self, self._store_factory)
             await self._loop.run_in_executor(None, self.cluster.connect)
-            # Producer ids come from blocks claimed in ZooKeeper, unique cluster-wide.
-            from sluice.server.producer_ids import ZkProducerIdManager
-
-            self.producer_id_manager = ZkProducerIdManager(self.cluster.store, self.broker_id)
         else:  # in a cluster, partitions are hosted when the controller says so
             for info in self.registry.topics.values():
                 self._host_partitions(info, list(info.assignment))

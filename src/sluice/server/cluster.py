@@ -109,6 +109,12 @@ class ClusterManager:
             )
         self.zk = KafkaZkClient(self.store)
         self.zk.create_top_level_paths()
+        # Producer ids must be unique across the cluster: blocks come from ZooKeeper.
+        from sluice.server.producer_ids import ZkProducerIdBlockSource
+
+        self.broker.producer_id_manager.block_source = ZkProducerIdBlockSource(
+            self.store, self.broker_id
+        )
         self.admin = AdminZkClient(self.zk)
         self.broker.cluster_id = self._cluster_id(self.broker.cluster_id)
 

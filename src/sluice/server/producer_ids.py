@@ -8,8 +8,9 @@ the ``/latest_producer_id_block`` znode::
     {"version":1,"broker":0,"block_start":"1000","block_end":"1999"}
 
 After a restart the next block starts after ``block_end``, so ids handed out before (and the
-rest of their block) are skipped, never repeated. In a cluster (:class:`ZkProducerIdManager`)
-the block is the shared ``/latest_producer_id_block`` znode itself, as in Kafka.
+rest of their block) are skipped, never repeated. In a cluster the blocks come from that
+znode itself (:class:`ZkProducerIdBlockSource`), updated with a version check, so no two
+brokers ever hand out the same id.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ __all__ = [
     "ProducerIdBlock",
     "ProducerIdManager",
     "ProducerIdsExhaustedError",
-    "ZkProducerIdManager",
+    "ZkProducerIdBlockSource",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,14 +77,53 @@ class ProducerIdBlock:
         return f"ProducerIdBlock(broker={self.broker_id}, {self.first}..{self.last})"
 
 
+LATEST_PRODUCER_ID_BLOCK_ZNODE = "/latest_producer_id_block"
+
+
+class ZkProducerIdBlockSource:
+    """Kafka's ZooKeeper-mode block allocation: read ``/latest_producer_id_block``, write
+    the next block with the version read, and start again if another broker won."""
+
+    def __init__(self, store: Any, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE):
+        self.store = store
+        self.broker_id = broker_id
+        self.block_size = block_size
+
+    def __call__(self) -> ProducerIdBlock:
+        from sluice.coordination.errors import BadVersionError, NodeExistsError, NoNodeError
+
+        path = LATEST_PRODUCER_ID_BLOCK_ZNODE
+        while True:
+            try:
+                data, stat = self.store.get(path)
+            except NoNodeError:
+                data, stat = b"", None
+            first = 0
+            if data:
+                first = ProducerIdBlock.from_json(data.decode()).last + 1
+            if first > _LONG_MAX - self.block_size:
+                raise ProducerIdsExhaustedError("Have exhausted all producer ids")
+            block = ProducerIdBlock(self.broker_id, first, first + self.block_size - 1)
+            payload = block.to_json().encode()
+            try:
+                if stat is None:
+                    self.store.create(path, payload)
+                else:
+                    self.store.set(path, payload, stat.version)
+            except (BadVersionError, NodeExistsError):
+                continue  # another broker reserved a block meanwhile
+            return block
+
+
 class ProducerIdManager:
     """Allocates producer ids for InitProducerId from blocks persisted in ``log.dirs``."""
 
-    __slots__ = ("_block", "_block_size", "_next", "broker_id", "path")
+    __slots__ = ("_block", "_block_size", "_next", "block_source", "broker_id", "path")
 
     def __init__(
-        self, log_dir: Path, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE
-    ) -> None:
+        self, log_dir: Path, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE,
+        block_source: Callable[[], ProducerIdBlock] | None = None,
+    ) -> None:  # fmt: skip
         if block_size < 1:
             raise ValueError(f"Invalid producer id block size {block_size}")
         self.path = Path(log_dir) / PRODUCER_ID_BLOCK_FILE
@@ -90,6 +131,8 @@ class ProducerIdManager:
         self._block_size = block_size
         self._block: ProducerIdBlock | None = None
         self._next = 0
+        # Cluster mode: blocks come from ZooKeeper instead of the local file.
+        self.block_source = block_source
 
     def latest_block(self) -> ProducerIdBlock | None:
         """The block last persisted (by this or an earlier run), None if never."""
@@ -114,6 +157,11 @@ class ProducerIdManager:
         return producer_id
 
     def _allocate_block(self) -> ProducerIdBlock:
+        if self.block_source is not None:
+            block = self.block_source()
+            self._block = block
+            log.info("Reserved producer id block %d..%d in ZooKeeper", block.first, block.last)
+            return block
         latest = self._block or self.latest_block()
         first = 0 if latest is None else latest.last + 1
         if first > _LONG_MAX - self._block_size:
@@ -135,57 +183,3 @@ class ProducerIdManager:
             os.close(fd)
         os.replace(tmp, self.path)
         fsync_directory(self.path.parent)
-
-
-LATEST_PRODUCER_ID_BLOCK_ZNODE = "/latest_producer_id_block"
-
-
-class ZkProducerIdManager(ProducerIdManager):
-    """In a cluster the latest block lives in the ``/latest_producer_id_block`` znode,
-    shared by every broker: a block is claimed with a version-conditional write (retried
-    when another broker claimed one first), so no two brokers hand out the same id."""
-
-    __slots__ = ("store",)
-
-    def __init__(
-        self, store: Any, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE
-    ) -> None:
-        super().__init__(Path("."), broker_id, block_size)
-        self.store = store
-
-    def latest_block(self) -> ProducerIdBlock | None:
-        from sluice.coordination import NoNodeError
-
-        try:
-            data, _ = self.store.get(LATEST_PRODUCER_ID_BLOCK_ZNODE)
-        except NoNodeError:
-            return None
-        return ProducerIdBlock.from_json(data.decode()) if data else None
-
-    def _allocate_block(self) -> ProducerIdBlock:
-        from sluice.coordination import BadVersionError, NodeExistsError, NoNodeError
-
-        path = LATEST_PRODUCER_ID_BLOCK_ZNODE
-        for _ in range(100):
-            try:
-                data, stat = self.store.get(path)
-                version = stat.version
-            except NoNodeError:
-                data, version = b"", -2
-            latest = ProducerIdBlock.from_json(data.decode()) if data else None
-            first = 0 if latest is None else latest.last + 1
-            if first > _LONG_MAX - self._block_size:
-                raise ProducerIdsExhaustedError("Have exhausted all producer ids")
-            block = ProducerIdBlock(self.broker_id, first, first + self._block_size - 1)
-            encoded = block.to_json().encode()
-            try:
-                if version == -2:
-                    self.store.create(path, encoded)
-                else:
-                    self.store.set(path, encoded, version)
-            except (BadVersionError, NodeExistsError):
-                continue  # another broker claimed a block meanwhile: read again
-            self._block = block
-            log.info("Reserved producer id block %d..%d in %s", block.first, block.last, path)
-            return block
-        raise RuntimeError(f"could not claim a producer id block in {path}")

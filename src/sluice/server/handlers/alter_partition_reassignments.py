@@ -14,12 +14,12 @@ partition to that broker changes nothing (NONE), any other broker id is not aliv
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.common import TopicPartition
 from sluice.controller.events import ApiError
+from sluice.coordinator.runtime import deferred_threadsafe
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build, field
 
@@ -91,15 +91,9 @@ def handle(broker: Broker, request: Request) -> Any:
     controller = cluster.controller
     if controller is None or not controller.is_active:
         return _respond(request, ApiError(ErrorCode.not_controller))
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[Results] = loop.create_future()
-
-    def done(results: Results) -> None:  # on the controller's thread
-        def settle() -> None:
-            if not answer.done():
-                answer.set_result(results)
-
-        loop.call_soon_threadsafe(settle)
+    done: Callable[[Results], None]
+    answer: Awaitable[Results]
+    done, answer = deferred_threadsafe()
 
     controller.alter_partition_reassignments(
         reassignments, done, allow_replication_factor_change=allow_rf_change

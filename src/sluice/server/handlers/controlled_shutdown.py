@@ -7,10 +7,11 @@ kio has no schema for it: the request arrives decoded by :mod:`sluice.server.int
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from sluice.controller.events import ControlledShutdownResult
+from sluice.coordinator.runtime import deferred_threadsafe
 from sluice.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -22,15 +23,9 @@ async def handle(broker: Broker, broker_id: int, broker_epoch: int) -> Controlle
     controller = cluster.controller if cluster is not None else None
     if controller is None or not controller.is_active:
         return ControlledShutdownResult(ErrorCode.not_controller)
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[ControlledShutdownResult] = loop.create_future()
-
-    def done(result: ControlledShutdownResult) -> None:  # on the controller's thread
-        def settle() -> None:
-            if not answer.done():
-                answer.set_result(result)
-
-        loop.call_soon_threadsafe(settle)
+    done: Callable[[ControlledShutdownResult], None]
+    answer: Awaitable[ControlledShutdownResult]
+    done, answer = deferred_threadsafe()
 
     controller.controlled_shutdown(broker_id, broker_epoch, done)
     return await answer

@@ -7,11 +7,12 @@ Each partition's outcome comes back from the controller's event thread.
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.common import TopicPartition
 from sluice.controller.events import ElectionType, ReplicaLeaderElectionResults
+from sluice.coordinator.runtime import deferred_threadsafe
 from sluice.protocol import ErrorCode, Request
 from sluice.protocol.errors import KafkaError
 from sluice.server.messages import build
@@ -68,15 +69,9 @@ def handle(broker: Broker, request: Request) -> Any:
     if controller is None or not controller.is_active:
         return _respond(request, ErrorCode.not_controller, {})
     partitions = set(cluster.partition_states) if requested is None else requested
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[ReplicaLeaderElectionResults] = loop.create_future()
-
-    def done(results: ReplicaLeaderElectionResults) -> None:  # on the controller's thread
-        def settle() -> None:
-            if not answer.done():
-                answer.set_result(results)
-
-        loop.call_soon_threadsafe(settle)
+    done: Callable[[ReplicaLeaderElectionResults], None]
+    answer: Awaitable[ReplicaLeaderElectionResults]
+    done, answer = deferred_threadsafe()
 
     controller.elect_leaders(partitions, election_type, done)
 

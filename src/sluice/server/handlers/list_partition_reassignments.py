@@ -8,13 +8,13 @@ single node without a cluster never has a reassignment in progress.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.common import TopicPartition
 from sluice.controller.events import ApiError
 from sluice.controller.model import ReplicaAssignment
+from sluice.coordinator.runtime import deferred_threadsafe
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build
 
@@ -55,15 +55,9 @@ def handle(broker: Broker, request: Request) -> Any:
     controller = cluster.controller
     if controller is None or not controller.is_active:
         return _respond(request, ApiError(ErrorCode.not_controller))
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[Results] = loop.create_future()
-
-    def done(results: Results) -> None:  # on the controller's thread
-        def settle() -> None:
-            if not answer.done():
-                answer.set_result(results)
-
-        loop.call_soon_threadsafe(settle)
+    done: Callable[[Results], None]
+    answer: Awaitable[Results]
+    done, answer = deferred_threadsafe()
 
     controller.list_partition_reassignments(requested, done)
 
