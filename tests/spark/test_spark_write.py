@@ -163,3 +163,72 @@ def test_failed_task_aborts_and_publishes_nothing(
         spark.createDataFrame([(topic,)], "topic string").write.format("sluice").option(
             "kafka.bootstrap.servers", broker.bootstrap_servers
         ).mode("append").save()
+
+
+def test_streaming_write_aborts_a_dead_drivers_partial_publish(
+    spark: Any, broker: sluice.EmbeddedBroker, topic: str, tmp_path: Path
+) -> None:
+    """A driver that died while publishing a micro-batch left an open transaction; the
+    next driver's producer (same transactional.id, sluice-spark-<query id>) fences it
+    and aborts it, so read_committed readers see every row once and none of the partial
+    publish, which read_uncommitted readers do see."""
+    source, sink = f"{topic}-in", f"{topic}-out"
+    _create(broker, source, 1)
+    _create(broker, sink, 1)
+    servers = broker.bootstrap_servers
+
+    def feed(lo: int, hi: int) -> None:
+        with Producer({"bootstrap.servers": servers}) as producer:
+            for i in range(lo, hi):
+                producer.send(source, f"m{i}".encode())
+            producer.flush(30)
+
+    checkpoint = tmp_path / "checkpoint"
+
+    def run() -> Any:
+        query = (
+            spark.readStream.format("sluice")
+            .option("kafka.bootstrap.servers", servers)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("value")
+            .writeStream.format("sluice")
+            .option("kafka.bootstrap.servers", servers)
+            .option("topic", sink)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+        return query
+
+    feed(0, 10)
+    query_id = run().id
+    zombie = Producer(
+        {"bootstrap.servers": servers, "transactional.id": f"sluice-spark-{query_id}"}
+    )
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    for i in range(5):
+        zombie.send(sink, f"partial{i}".encode())
+    zombie.flush(30)  # written, never committed: the driver "died" here
+    feed(10, 20)
+    run()  # batch 1: fences the zombie, aborts its transaction, publishes once
+    zombie.close(0)
+
+    committed = (
+        spark.read.format("sluice")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", sink)
+        .option("kafka.isolation.level", "read_committed")
+        .load()
+        .selectExpr("CAST(value AS STRING) AS v")
+        .collect()
+    )
+    assert sorted(r.v for r in committed) == sorted(f"m{i}" for i in range(20))
+    everything = [r.value for r in _read_all(broker, sink, 1)]
+    assert sorted(v for v in everything if v.startswith(b"partial")) == [
+        f"partial{i}".encode() for i in range(5)
+    ]

@@ -38,7 +38,14 @@ _READER_KEYS: Final = {
     "maxoffsetspertrigger", "failondataloss", "includeheaders",
     "kafkaconsumer.polltimeoutms", "path", "checkpointlocation", "queryname",
 }  # fmt: skip
-_WRITER_KEYS: Final = {"topic", "commitlogtopic", "path", "checkpointlocation", "queryname"}
+_WRITER_KEYS: Final = {
+    "topic",
+    "commitlogtopic",
+    "transactional",
+    "path",
+    "checkpointlocation",
+    "queryname",
+}
 # consumer settings the source owns: it assigns partitions and seeks itself
 _CONSUMER_OWNED: Final = {"group.id", "enable.auto.commit", "auto.offset.reset"}
 
@@ -244,6 +251,7 @@ class WriterOptions:
     producer_config: dict[str, str]
     topic: str | None
     commit_log_topic: str
+    transactional: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriterOptions:
@@ -254,4 +262,8 @@ class WriterOptions:
             if config.setdefault(key, value).lower() not in (value, "-1"):
                 raise SluiceOptionError(f"the sluice sink needs kafka.{key}={value}")
         topic = opts.get("topic") or None
-        return cls(config, topic, opts.get("commitlogtopic", "_sluice_spark_commits"))
+        raw = opts.get("transactional", "true").strip().lower()
+        if raw not in ("true", "false"):
+            raise SluiceOptionError(f"transactional must be true or false, not {raw!r}")
+        commit_log = opts.get("commitlogtopic", "_sluice_spark_commits")
+        return cls(config, topic, commit_log, raw == "true")

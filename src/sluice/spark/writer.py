@@ -3,17 +3,25 @@
 Tasks only stage: :meth:`write` packs its rows into an Arrow IPC buffer and returns
 it in the commit message. Nothing reaches a topic until Spark commits the job or
 micro-batch; then :func:`publish` sends the staged rows on the driver through
-Sluice's idempotent producer, waits for every acknowledgement, and, for a
-streaming query, records ``(query id, batch id)`` in a small compacted commit
-log topic. A micro-batch whose id is already recorded for the query (Spark
-replays the last batch when it restarts before writing its own commit) is not
-published again. A failed task or job aborts: staged rows are dropped.
+Sluice's producer and waits for every acknowledgement. For a streaming query
+``(query id, batch id)`` is recorded in a small compacted commit-log topic, and a
+micro-batch whose id is already recorded for the query (Spark replays the last
+batch when it restarts before writing its own commit) is not published again.
+
+With ``transactional=true`` (the default) a micro-batch's rows and its commit-log
+record go out in one transaction of a producer whose ``transactional.id`` is
+``sluice-spark-<query id>``: a driver that dies while publishing leaves an open
+transaction, which the next driver's ``init_transactions`` aborts (fencing the
+old one), so read_committed consumers see every micro-batch exactly once. A batch
+``df.write`` is one transaction too (atomic, but a job run twice publishes twice).
+A failed task or job aborts: staged rows are dropped.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -137,33 +145,51 @@ def _check_partitions(
 
 
 def publish(options: WriterOptions, staged: Sequence[StagedRows]) -> int:
-    """Send every staged row with the idempotent producer; returns the record count."""
+    """Send every staged row with the idempotent producer (in one transaction when the
+    sink is transactional); returns the record count."""
+    if not options.transactional:
+        with Producer(options.producer_config) as producer:
+            return _send(producer, options, staged)
+    config = {**options.producer_config, "transactional.id": f"sluice-spark-{uuid.uuid4()}"}
+    with Producer(config) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        try:
+            sent = _send(producer, options, staged)
+        except BaseException:
+            producer.abort_transaction()
+            raise
+        producer.commit_transaction()
+        return sent
+
+
+def _send(producer: Producer, options: WriterOptions, staged: Sequence[StagedRows]) -> int:
+    """Send the staged rows and wait for every acknowledgement; returns the count."""
     sent = 0
-    with Producer(options.producer_config) as producer:
-        _check_partitions(producer, staged, options.topic)
-        futures = []
-        for message in staged:
-            for cols in _rows(message.ipc):
-                n = len(cols["value"])
-                keys = cols.get("key") or [None] * n
-                topics = cols.get("topic") or [None] * n
-                parts = cols.get("partition") or [None] * n
-                headers = cols.get("headers") or [None] * n
-                for i in range(n):
-                    hs = headers[i]
-                    futures.append(
-                        producer.send(
-                            topics[i] or options.topic or "",
-                            _as_bytes(cols["value"][i]),
-                            key=_as_bytes(keys[i]),
-                            partition=parts[i],
-                            headers=[(h["key"], h["value"]) for h in hs] if hs else None,
-                        )
+    _check_partitions(producer, staged, options.topic)
+    futures = []
+    for message in staged:
+        for cols in _rows(message.ipc):
+            n = len(cols["value"])
+            keys = cols.get("key") or [None] * n
+            topics = cols.get("topic") or [None] * n
+            parts = cols.get("partition") or [None] * n
+            headers = cols.get("headers") or [None] * n
+            for i in range(n):
+                hs = headers[i]
+                futures.append(
+                    producer.send(
+                        topics[i] or options.topic or "",
+                        _as_bytes(cols["value"][i]),
+                        key=_as_bytes(keys[i]),
+                        partition=parts[i],
+                        headers=[(h["key"], h["value"]) for h in hs] if hs else None,
                     )
-                sent += n
-        producer.flush()
-        for future in futures:
-            future.get(timeout=0)
+                )
+            sent += n
+    producer.flush()
+    for future in futures:
+        future.get(timeout=0)
     return sent
 
 
@@ -190,6 +216,8 @@ class _CommitLog:
         self._ensure_topic()
         tp = TopicPartition(self.options.commit_log_topic, 0)
         config = {"bootstrap.servers": self.servers, "enable.auto.commit": "false"}
+        if self.options.transactional:  # an aborted publish recorded nothing
+            config["isolation.level"] = "read_committed"
         last = -1
         with Consumer(config) as consumer:
             end = consumer.end_offsets([tp]).get(tp) or 0
@@ -201,10 +229,9 @@ class _CommitLog:
                         last = max(last, int(json.loads(r.value)["batchId"]))
         return last
 
-    def record(self, query_id: str, batch_id: int, rows: int) -> None:
+    def record(self, producer: Producer, query_id: str, batch_id: int, rows: int) -> None:
         value = json.dumps({"batchId": batch_id, "rows": rows}).encode()
-        with Producer(self.options.producer_config) as producer:
-            producer.send(self.options.commit_log_topic, value, key=query_id.encode()).get(30)
+        producer.send(self.options.commit_log_topic, value, key=query_id.encode()).get(30)
 
 
 class SluiceBatchWriter(DataSourceArrowWriter):
@@ -242,13 +269,30 @@ class SluiceStreamWriter(DataSourceStreamArrowWriter):
             publish(self.options, staged)
             return
         (query_id,) = query_ids
-        commit_log = _CommitLog(self.options)
-        last = commit_log.last_batch(query_id)
-        if batchId <= last:
-            log.info("sluice sink: batch %d of query %s was published already", batchId, query_id)
-            return
-        rows = publish(self.options, staged)
-        commit_log.record(query_id, batchId, rows)
+        options = self.options
+        commit_log = _CommitLog(options)
+        config = dict(options.producer_config)
+        if options.transactional:
+            config.setdefault("transactional.id", f"sluice-spark-{query_id}")
+        with Producer(config) as producer:
+            if options.transactional:
+                producer.init_transactions()  # aborts a dead driver's open publish
+            if batchId <= commit_log.last_batch(query_id):
+                log.info("sluice sink: batch %d of query %s was published already",
+                         batchId, query_id)  # fmt: skip
+                return
+            if not options.transactional:
+                rows = _send(producer, options, staged)
+                commit_log.record(producer, query_id, batchId, rows)
+                return
+            producer.begin_transaction()
+            try:
+                rows = _send(producer, options, staged)
+                commit_log.record(producer, query_id, batchId, rows)
+            except BaseException:
+                producer.abort_transaction()
+                raise
+            producer.commit_transaction()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         rows = sum(m.rows for m in messages if isinstance(m, StagedRows))
