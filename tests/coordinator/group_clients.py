@@ -79,14 +79,17 @@ def assert_spread(assignments: list[set[int]], partitions: int) -> None:
 
 class ConsumerThread:
     """A confluent-kafka group consumer polling on its own thread. Each record counts
-    as read once its offset is committed synchronously (a failed commit means a new
-    owner will deliver it again)."""
+    as read once its offset is committed synchronously. A refused commit (for example
+    REBALANCE_IN_PROGRESS) is retried while the partition stays owned (cooperative
+    rebalances keep it); once the partition is revoked the new owner delivers the
+    record again."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, **conf: Any) -> None:
         self.records: list[bytes] = []
         self.owned: set[int] = set()
         self.rebalances = 0
         self.errors: list[str] = []
+        self._uncommitted: dict[int, list[Any]] = {}  # partition -> read, not committed
         self._stop = threading.Event()
         self._close_leaves = True
         self.consumer = Consumer(
@@ -111,6 +114,8 @@ class ConsumerThread:
     def _on_revoke(self, _consumer: Any, partitions: list[CTP]) -> None:
         self.rebalances += 1
         self.owned -= {tp.partition for tp in partitions}
+        for tp in partitions:  # the next owner reads them again
+            self._uncommitted.pop(tp.partition, None)
 
     def start(self) -> ConsumerThread:
         self._thread.start()
@@ -118,20 +123,29 @@ class ConsumerThread:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            for partition, read in list(self._uncommitted.items()):
+                if read and partition in self.owned:
+                    self._commit(read.pop())  # the latest covers the earlier ones
             msg = self.consumer.poll(0.1)
             if msg is None:
                 continue
             if msg.error() is not None:
                 self.errors.append(str(msg.error()))
                 continue
-            try:
-                result = self.consumer.commit(message=msg, asynchronous=False)
-            except KafkaException as exc:
-                self.errors.append(f"commit: {exc}")
-                continue
-            if result and all(tp.error is None for tp in result):
-                self.records.append(msg.value())
+            self._commit(msg)
         self.consumer.close()
+
+    def _commit(self, msg: Any) -> None:
+        read = self._uncommitted.setdefault(msg.partition(), [])
+        read.append(msg)
+        try:
+            result = self.consumer.commit(message=msg, asynchronous=False)
+        except KafkaException as exc:
+            self.errors.append(f"commit: {exc}")
+            return
+        if result and all(tp.error is None for tp in result):
+            self.records.extend(m.value() for m in read)
+            read.clear()
 
     def stop(self) -> None:
         """Close cleanly (revoke, LeaveGroup) from the polling thread."""

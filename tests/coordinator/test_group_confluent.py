@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from group_clients import (
     ConsumerProcess,
     ConsumerThread,
@@ -121,13 +120,6 @@ def test_static_member_rejoining_within_session_timeout_keeps_its_partitions(
     s2.stop()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="intermittent: the harness counts a record only after a successful synchronous "
-    "commit; a commit refused mid-rebalance (REBALANCE_IN_PROGRESS, as in Kafka) is never "
-    "re-read when cooperative-sticky keeps the partition with the same member. The "
-    "cooperative assignment itself is covered by tests/client/test_client_assignors.py.",
-)
 def test_cooperative_sticky_assignor(
     embedded: sluice.EmbeddedBroker, topic: str, group: str
 ) -> None:
