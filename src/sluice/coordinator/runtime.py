@@ -25,6 +25,7 @@ __all__ = [
     "build_group_coordinator",
     "deferred",
     "deferred_threadsafe",
+    "load_elected_partition",
     "load_offsets_partition",
     "run_group_coordinator",
     "wall_clock_ms",
@@ -127,15 +128,25 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
 
 async def load_offsets_partition(coordinator: GroupCoordinator, partition: int) -> None:
     """Load one offsets partition this broker was just elected to lead."""
-    await asyncio.sleep(0)  # after the LeaderAndIsr answer
+    await load_elected_partition(
+        coordinator.load_partition, GROUP_METADATA_TOPIC_NAME, partition, "groups"
+    )
+
+
+async def load_elected_partition(
+    load: Callable[[int], int], topic: str, partition: int, what: str
+) -> None:
+    """Run ``load(partition)`` for an internal-topic partition this broker was just
+    elected to lead, after the LeaderAndIsr answer; log how much and how long."""
+    await asyncio.sleep(0)
     started = time.monotonic()
     try:
-        groups = coordinator.load_partition(partition)
+        loaded = load(partition)
     except Exception:
-        log.exception("failed to load %s-%d", GROUP_METADATA_TOPIC_NAME, partition)
+        log.exception("failed to load %s-%d", topic, partition)
         return
     log.info(
-        "Loaded %d groups from %s-%d in %.0f ms", groups, GROUP_METADATA_TOPIC_NAME, partition,
+        "Loaded %d %s from %s-%d in %.0f ms", loaded, what, topic, partition,
         (time.monotonic() - started) * 1000,
     )  # fmt: skip
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sluice.common import TopicPartition
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from sluice.coordinator.runtime import ReplicaManagerGroupLog, wall_clock_ms
+from sluice.coordinator.runtime import ReplicaManagerGroupLog, load_elected_partition, wall_clock_ms
 from sluice.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC_NAME,
     TransactionConfig,
@@ -237,17 +237,9 @@ def ensure_transaction_state(broker: Broker) -> None:
 
 async def load_transaction_partition(coordinator: TransactionCoordinator, partition: int) -> None:
     """Load one ``__transaction_state`` partition this broker was just elected to lead."""
-    await asyncio.sleep(0)  # after the LeaderAndIsr answer
-    started = time.monotonic()
-    try:
-        loaded = coordinator.load_partition(partition)
-    except Exception:
-        log.exception("failed to load %s-%d", TRANSACTION_STATE_TOPIC_NAME, partition)
-        return
-    log.info(
-        "Loaded %d transactional ids from %s-%d in %.0f ms", loaded,
-        TRANSACTION_STATE_TOPIC_NAME, partition, (time.monotonic() - started) * 1000,
-    )  # fmt: skip
+    await load_elected_partition(
+        coordinator.load_partition, TRANSACTION_STATE_TOPIC_NAME, partition, "transactional ids"
+    )
 
 
 async def run_transaction_coordinator(coordinator: TransactionCoordinator) -> None:

@@ -117,9 +117,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(run_group_coordinator(self.group_coordinator)))
         # Transaction coordinator: __transaction_state, loaded in the background likewise.
         self.txn_coordinator = build_transaction_coordinator(self)
-        self._tasks.append(
-            asyncio.create_task(run_transaction_coordinator(self.txn_coordinator))
-        )
+        self._tasks.append(asyncio.create_task(run_transaction_coordinator(self.txn_coordinator)))
         from sluice.server.handlers import build_handlers, build_raw_handlers
 
         handlers: dict[int, Handler] = {

@@ -169,16 +169,10 @@ class GroupMetadataManager:
     ) -> None:
         """TxnOffsetCommit: append the commits in a transactional batch of the producer;
         they stay pending until the transaction's marker reaches this partition."""
-        limit = self.config.offset_metadata_max_bytes
-        valid = {tp: om for tp, om in offsets.items() if len(om.metadata) <= limit}
-        errors = {tp: ErrorCode.offset_metadata_too_large for tp in offsets if tp not in valid}
+        valid, errors, records = self._commit_records(group, offsets)
         if not valid:
             callback(errors)
             return
-        records: list[tuple[bytes, bytes | None]] = [
-            (offset_commit_key(group.group_id, tp.topic, tp.partition), offset_commit_value(om))
-            for tp, om in valid.items()
-        ]
 
         def done(error: ErrorCode, base_offset: int) -> None:
             if error == ErrorCode.none:
@@ -237,6 +231,24 @@ class GroupMetadataManager:
 
         self._append(group.group_id, [record], done)
 
+    def _commit_records(
+        self, group: GroupMetadata, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> tuple[
+        dict[TopicPartition, OffsetAndMetadata],
+        dict[TopicPartition, ErrorCode],
+        list[tuple[bytes, bytes | None]],
+    ]:
+        """The commits within offset.metadata.max.bytes, OFFSET_METADATA_TOO_LARGE for
+        the others, and the offset-commit records of the valid ones."""
+        limit = self.config.offset_metadata_max_bytes
+        valid = {tp: om for tp, om in offsets.items() if len(om.metadata) <= limit}
+        errors = {tp: ErrorCode.offset_metadata_too_large for tp in offsets if tp not in valid}
+        records: list[tuple[bytes, bytes | None]] = [
+            (offset_commit_key(group.group_id, tp.topic, tp.partition), offset_commit_value(om))
+            for tp, om in valid.items()
+        ]
+        return valid, errors, records
+
     def store_offsets(
         self,
         group: GroupMetadata,
@@ -245,16 +257,10 @@ class GroupMetadataManager:
     ) -> None:
         """Append the commits and make them visible once appended; metadata longer than
         offset.metadata.max.bytes gets OFFSET_METADATA_TOO_LARGE."""
-        limit = self.config.offset_metadata_max_bytes
-        valid = {tp: om for tp, om in offsets.items() if len(om.metadata) <= limit}
-        errors = {tp: ErrorCode.offset_metadata_too_large for tp in offsets if tp not in valid}
+        valid, errors, records = self._commit_records(group, offsets)
         if not valid:
             callback(errors)
             return
-        records: list[tuple[bytes, bytes | None]] = [
-            (offset_commit_key(group.group_id, tp.topic, tp.partition), offset_commit_value(om))
-            for tp, om in valid.items()
-        ]
         with group.lock:
             group.prepare_offset_commit(valid)
 

@@ -3,6 +3,7 @@ one key, v4+ a batch)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
@@ -48,20 +49,12 @@ def _cluster_group_coordinator(broker: Broker, key: str) -> dict[str, Any]:
     """In a cluster the coordinator is the leader of the group's offsets partition."""
     from sluice.coordinator.runtime import OFFSETS_TOPIC_CONFIGS
 
-    assert broker.cluster is not None
-    config = broker.config
-    leader = broker.cluster.internal_topic_leader(
-        GROUP_METADATA_TOPIC_NAME, broker.group_coordinator.partition_for(key),
-        broker.group_coordinator.group_manager.num_partitions,
-        config["offsets.topic.replication.factor"], dict(OFFSETS_TOPIC_CONFIGS),
+    coordinator = broker.group_coordinator
+    return _leader_of(
+        broker, key, GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(key),
+        coordinator.group_manager.num_partitions,
+        broker.config["offsets.topic.replication.factor"], OFFSETS_TOPIC_CONFIGS,
     )  # fmt: skip
-    if leader is None or not leader.endpoints:
-        return _error(key, ErrorCode.coordinator_not_available, "The coordinator is not available.")
-    ep = leader.endpoints[0]
-    return {
-        "key": key, "node_id": leader.id, "host": ep.host, "port": ep.port,
-        "error_code": ErrorCode.none, "error_message": None,
-    }  # fmt: skip
 
 
 def _cluster_txn_coordinator(broker: Broker, key: str) -> dict[str, Any]:
@@ -70,14 +63,24 @@ def _cluster_txn_coordinator(broker: Broker, key: str) -> dict[str, Any]:
     from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
     from sluice.coordinator.txn_runtime import TRANSACTION_TOPIC_CONFIGS
 
-    assert broker.cluster is not None
     coordinator = broker.txn_coordinator
-    leader = broker.cluster.internal_topic_leader(
-        TRANSACTION_STATE_TOPIC_NAME, coordinator.partition_for(key),
+    return _leader_of(
+        broker, key, TRANSACTION_STATE_TOPIC_NAME, coordinator.partition_for(key),
         coordinator.config.num_partitions,
-        broker.config["transaction.state.log.replication.factor"],
-        dict(TRANSACTION_TOPIC_CONFIGS),
+        broker.config["transaction.state.log.replication.factor"], TRANSACTION_TOPIC_CONFIGS,
     )  # fmt: skip
+
+
+def _leader_of(
+    broker: Broker, key: str, topic: str, partition: int, num_partitions: int,
+    replication_factor: int, configs: Mapping[str, str],
+) -> dict[str, Any]:  # fmt: skip
+    """The live leader of an internal topic's partition (the topic is created when
+    missing), or COORDINATOR_NOT_AVAILABLE for the client to retry."""
+    assert broker.cluster is not None
+    leader = broker.cluster.internal_topic_leader(
+        topic, partition, num_partitions, replication_factor, dict(configs)
+    )
     if leader is None or not leader.endpoints:
         return _error(key, ErrorCode.coordinator_not_available, "The coordinator is not available.")
     ep = leader.endpoints[0]

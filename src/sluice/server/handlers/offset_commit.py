@@ -9,7 +9,7 @@ from sluice.common import TopicPartition
 from sluice.coordinator.group import OffsetAndMetadata
 from sluice.coordinator.runtime import deferred, wall_clock_ms
 from sluice.protocol import ErrorCode, Request
-from sluice.server.messages import build, field, ms
+from sluice.server.messages import build, field, ms, partition_errors_by_topic
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker
@@ -56,15 +56,7 @@ def handle(broker: Broker, request: Request) -> Any:
 
     async def respond() -> Any:
         errors = {**early, **(await result)}
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp in order:
-            by_topic.setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition, "error_code": errors[tp]}
-            )
-        return build(
-            request.response_type,
-            throttle_time=0,
-            topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-        )
+        topics = partition_errors_by_topic(order, errors)
+        return build(request.response_type, throttle_time=0, topics=topics)
 
     return respond()

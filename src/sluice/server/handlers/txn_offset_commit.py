@@ -11,7 +11,7 @@ from sluice.coordinator.group import OffsetAndMetadata
 from sluice.coordinator.runtime import deferred, wall_clock_ms
 from sluice.protocol import ErrorCode, Request
 from sluice.server.handlers.add_partitions_to_txn import partition_exists
-from sluice.server.messages import build, field
+from sluice.server.messages import build, field, partition_errors_by_topic
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker
@@ -49,12 +49,7 @@ def handle(broker: Broker, request: Request) -> Any:
 
     async def respond() -> Any:
         errors = {**early, **(await result)}
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp in order:
-            by_topic.setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition, "error_code": errors[tp]}
-            )
-        topics = [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        topics = partition_errors_by_topic(order, errors)
         return build(request.response_type, throttle_time=0, topics=topics)
 
     return respond()
