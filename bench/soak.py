@@ -3,8 +3,9 @@
 Starts one fresh Sluice broker, measures its peak 1 KiB acks=1 produce rate with the
 multi-process load generator of bench/producers.py (or takes --rate), then for --minutes
 runs a paced producer (acks=1, 1 KiB, the send time in the first bytes) and a consumer
-reading the same topic from offset 0, both confluent-kafka clients on threads of this
-process. Every minute it prints the records/s produced and consumed, end-to-end latency
+reading the same topic from offset 0, confluent-kafka clients both: the producer in a
+process of its own, the consumer on a thread of this one, so that they do not share a
+GIL. Every minute it prints the records/s produced and consumed, end-to-end latency
 percentiles (every 100th record: receive time minus send time), produce acknowledgement
 percentiles (every 1000th record), and the broker's RSS and CPU. Flat percentiles and a
 flat RSS are the goal of issue 9; the script prints the figures and asserts nothing.
@@ -17,6 +18,7 @@ Not part of CI: 10 minutes by default.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import statistics
 import struct
 import sys
@@ -57,26 +59,29 @@ class Window:
         return out
 
 
-def produce_paced(bootstrap: str, topic: str, rate: int, stop: threading.Event,
-                  window: Window) -> None:  # fmt: skip
-    """Send ``rate`` records/s in 10 ms ticks; time the acknowledgement of every 1000th."""
-    producer = Producer(producer_config(bootstrap, "1", linger_ms=5, errors_only=True))
+def produce_paced(bootstrap: str, topic: str, rate: int, stop: Any, out: Any) -> None:
+    """Send ``rate`` records/s in 10 ms ticks; time the acknowledgement of every 1000th.
+
+    Runs in its own process (so that it does not share a GIL with the consumer) and puts
+    (records sent, acknowledgement samples in ms, errors) on ``out`` about once a second.
+    """
+    producer = Producer(producer_config(bootstrap, "1", linger_ms=5))
     pad = b"x" * (SIZE - HEADER.size)
     per_tick = max(1, round(rate * TICK_S))
-    seq = 0
-    start = time.perf_counter()
+    acks: list[float] = []
+    errors = [0]
 
     def acked(sent_ns: int) -> Any:
         def report(err: KafkaError | None, _msg: Any) -> None:
-            with window.lock:
-                if err is None:
-                    window.ack_ms.append((time.perf_counter_ns() - sent_ns) / 1e6)
-                else:
-                    window.errors += 1
+            if err is None:
+                acks.append((time.perf_counter_ns() - sent_ns) / 1e6)
+            else:
+                errors[0] += 1
 
         return report
 
-    tick = 0
+    seq = sent = tick = 0
+    start = time.perf_counter()
     while not stop.is_set():
         for _ in range(per_tick):
             now = time.perf_counter_ns()
@@ -90,14 +95,17 @@ def produce_paced(bootstrap: str, topic: str, rate: int, stop: threading.Event,
                 producer.poll(0.001)
                 continue
             seq += 1
-        with window.lock:
-            window.produced += per_tick
+            sent += 1
         producer.poll(0)
         tick += 1
+        if tick % 100 == 0:
+            out.put((sent, acks[:], errors[0]))
+            sent, errors[0] = 0, 0
+            acks.clear()
         delay = start + tick * TICK_S - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
-    producer.flush(10)
+    producer.flush(5)
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, stop: threading.Event,
@@ -134,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--rate", type=int, help="records/s (default: half the measured peak)")
+    ap.add_argument("--fraction", type=float, default=0.5, help="of the peak (default 0.5)")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--producers", type=int, default=2, help="processes for the peak run")
     ap.add_argument("--report-seconds", type=float, default=60.0, help="report interval")
@@ -146,21 +155,26 @@ def main(argv: list[str] | None = None) -> int:
             produced, _ = multi_produce(bootstrap, peak_topic, SIZE, "1", args.producers, 5.0,
                                         10_000_000, proc.pid)  # fmt: skip
             peak = produced.records / produced.elapsed
-            rate = int(peak / 2)
+            rate = int(peak * args.fraction)
             print(
                 f"peak {peak:,.0f} records/s ({peak * SIZE / MB:.1f} MB/s) with "
-                f"{args.producers} producer processes; soak at {rate:,} records/s",
+                f"{args.producers} producer processes; "
+                f"soak at {args.fraction:.0%}: {rate:,} records/s",
                 flush=True,
             )
         topic = create_topic(admin, args.partitions)
+        del admin  # an admin client left open would reconnect noisily once the broker stops
         stop, window = threading.Event(), Window()
-        threads = [
-            threading.Thread(target=produce_paced, args=(bootstrap, topic, rate, stop, window)),
-            threading.Thread(target=consume_all,
-                             args=(bootstrap, topic, args.partitions, stop, window)),
-        ]  # fmt: skip
-        for thread in threads:
-            thread.start()
+        spawn = multiprocessing.get_context("spawn")
+        producer_stop, producer_out = spawn.Event(), spawn.Queue()
+        producer = spawn.Process(
+            target=produce_paced, args=(bootstrap, topic, rate, producer_stop, producer_out)
+        )
+        reader = threading.Thread(
+            target=consume_all, args=(bootstrap, topic, args.partitions, stop, window), daemon=True
+        )
+        producer.start()
+        reader.start()
         heads = ("e2e p50", "p99", "max", "ack p50", "p99")
         print(f"{'min':>5} {'prod/s':>9} {'cons/s':>9} " + " ".join(f"{h:>8}" for h in heads)
               + f" {'RSS MB':>7} {'CPU %':>6} {'errs':>5}", flush=True)  # fmt: skip
@@ -171,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
             while elapsed < args.minutes * 60 and brokers.alive(proc):
                 time.sleep(args.report_seconds)
                 e2e, ack, produced_n, consumed_n, errors = window.take()
+                while not producer_out.empty():
+                    sent, samples, failed = producer_out.get()
+                    produced_n, errors = produced_n + sent, errors + failed
+                    ack += samples
                 now_cpu = brokers.cpu_seconds(proc)
                 span = args.report_seconds
                 elapsed = time.monotonic() - started
@@ -182,8 +200,11 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = now_cpu
         finally:
             stop.set()
-            for thread in threads:
-                thread.join(timeout=30)
+            producer_stop.set()
+            producer.join(timeout=30)
+            if producer.is_alive():
+                producer.kill()
+            reader.join(timeout=10)
         if not brokers.alive(proc):
             print(f"the broker {brokers.exit_report(proc)}")
             return 1
