@@ -156,6 +156,7 @@ def print_report(env: dict[str, Any], rows: list[Any], lines: list[Line]) -> Non
 def chart(lines: list[Line], path: str, env: dict[str, Any]) -> None:
     """Each goal's figure over its bound (inverted for <= bounds): right of 1.0 is met."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -170,6 +171,8 @@ def chart(lines: list[Line], path: str, env: dict[str, Any]) -> None:
     ax.set_yticks(range(len(shown)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("measured / goal (>= 1 means the goal of issue 9 is met)")
     ax.set_title(f"Sluice vs Tansu, {env['date']}, load {env['loadavg']}", fontsize=9)
     fig.tight_layout()
