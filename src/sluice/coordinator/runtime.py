@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ReplicaManagerGroupLog",
+    "answer_from_thread",
     "build_group_coordinator",
     "deferred",
-    "deferred_threadsafe",
     "load_elected_partition",
     "load_offsets_partition",
     "run_group_coordinator",
@@ -189,9 +189,10 @@ def deferred() -> tuple[Callable[[T], None], Awaitable[T]]:
     return callback, future
 
 
-def deferred_threadsafe() -> tuple[Callable[[T], None], Awaitable[T]]:
-    """Like :func:`deferred`, for a callback called on another thread (the controller's
-    event thread answering ControlledShutdown, ElectLeaders or reassignments)."""
+async def answer_from_thread(submit: Callable[[Callable[[T], None]], object]) -> T:
+    """Call ``submit(callback)`` and wait for the value ``callback`` is given on another
+    thread (the controller's event thread answering ControlledShutdown, ElectLeaders or
+    reassignments)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
@@ -202,4 +203,5 @@ def deferred_threadsafe() -> tuple[Callable[[T], None], Awaitable[T]]:
     def callback(value: T) -> None:
         loop.call_soon_threadsafe(settle, value)
 
-    return callback, future
+    submit(callback)
+    return await future

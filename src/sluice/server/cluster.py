@@ -254,6 +254,12 @@ class ClusterManager:
             await loop.run_in_executor(None, self.store.close)
 
     @property
+    def active_controller(self) -> KafkaController | None:
+        """This broker's controller when it is the active one, else None."""
+        controller = self.controller
+        return controller if controller is not None and controller.is_active else None
+
+    @property
     def active_controller_id(self) -> int:
         return self.controller.active_controller_id if self.controller is not None else -1
 

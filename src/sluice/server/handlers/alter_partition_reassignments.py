@@ -14,12 +14,12 @@ partition to that broker changes nothing (NONE), any other broker id is not aliv
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.common import TopicPartition
 from sluice.controller.events import ApiError
-from sluice.coordinator.runtime import deferred_threadsafe
+from sluice.coordinator.runtime import answer_from_thread
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build, field
 
@@ -88,18 +88,16 @@ def handle(broker: Broker, request: Request) -> Any:
     cluster = broker.cluster
     if cluster is None:
         return _respond(request, _single_node(broker, reassignments))
-    controller = cluster.controller
-    if controller is None or not controller.is_active:
+    controller = cluster.active_controller
+    if controller is None:
         return _respond(request, ApiError(ErrorCode.not_controller))
-    done: Callable[[Results], None]
-    answer: Awaitable[Results]
-    done, answer = deferred_threadsafe()
-
-    controller.alter_partition_reassignments(
-        reassignments, done, allow_replication_factor_change=allow_rf_change
-    )
 
     async def respond() -> Any:
-        return _respond(request, await answer)
+        results: Results = await answer_from_thread(
+            lambda done: controller.alter_partition_reassignments(
+                reassignments, done, allow_replication_factor_change=allow_rf_change
+            )
+        )
+        return _respond(request, results)
 
     return respond()

@@ -7,11 +7,10 @@ kio has no schema for it: the request arrives decoded by :mod:`sluice.server.int
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from sluice.controller.events import ControlledShutdownResult
-from sluice.coordinator.runtime import deferred_threadsafe
+from sluice.coordinator.runtime import answer_from_thread
 from sluice.protocol import ErrorCode
 
 if TYPE_CHECKING:
@@ -20,12 +19,10 @@ if TYPE_CHECKING:
 
 async def handle(broker: Broker, broker_id: int, broker_epoch: int) -> ControlledShutdownResult:
     cluster = broker.cluster
-    controller = cluster.controller if cluster is not None else None
-    if controller is None or not controller.is_active:
+    controller = cluster.active_controller if cluster is not None else None
+    if controller is None:
         return ControlledShutdownResult(ErrorCode.not_controller)
-    done: Callable[[ControlledShutdownResult], None]
-    answer: Awaitable[ControlledShutdownResult]
-    done, answer = deferred_threadsafe()
-
-    controller.controlled_shutdown(broker_id, broker_epoch, done)
-    return await answer
+    result: ControlledShutdownResult = await answer_from_thread(
+        lambda done: controller.controlled_shutdown(broker_id, broker_epoch, done)
+    )
+    return result

@@ -7,12 +7,11 @@ Each partition's outcome comes back from the controller's event thread.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.common import TopicPartition
 from sluice.controller.events import ElectionType, ReplicaLeaderElectionResults
-from sluice.coordinator.runtime import deferred_threadsafe
+from sluice.coordinator.runtime import answer_from_thread
 from sluice.protocol import ErrorCode, Request
 from sluice.protocol.errors import KafkaError
 from sluice.server.messages import build
@@ -56,7 +55,7 @@ def _single_node(
 def handle(broker: Broker, request: Request) -> Any:
     body: Any = request.body
     cluster = broker.cluster
-    controller = cluster.controller if cluster is not None else None
+    controller = cluster.active_controller if cluster is not None else None
     try:
         election_type = ElectionType(int(getattr(body, "election_type", 0)))
     except ValueError:
@@ -66,17 +65,14 @@ def handle(broker: Broker, request: Request) -> Any:
     }  # fmt: skip
     if cluster is None:  # one broker leads every partition: nothing to elect
         return _respond(request, ErrorCode.none, _single_node(broker, requested))
-    if controller is None or not controller.is_active:
+    if controller is None:
         return _respond(request, ErrorCode.not_controller, {})
     partitions = set(cluster.partition_states) if requested is None else requested
-    done: Callable[[ReplicaLeaderElectionResults], None]
-    answer: Awaitable[ReplicaLeaderElectionResults]
-    done, answer = deferred_threadsafe()
-
-    controller.elect_leaders(partitions, election_type, done)
 
     async def respond() -> Any:
-        results = await answer
+        results: ReplicaLeaderElectionResults = await answer_from_thread(
+            lambda done: controller.elect_leaders(partitions, election_type, done)
+        )
         return _respond(request, ErrorCode.none, dict(results))
 
     return respond()

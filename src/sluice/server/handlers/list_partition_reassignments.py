@@ -8,13 +8,13 @@ single node without a cluster never has a reassignment in progress.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.common import TopicPartition
 from sluice.controller.events import ApiError
 from sluice.controller.model import ReplicaAssignment
-from sluice.coordinator.runtime import deferred_threadsafe
+from sluice.coordinator.runtime import answer_from_thread
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build
 
@@ -52,16 +52,14 @@ def handle(broker: Broker, request: Request) -> Any:
     cluster = broker.cluster
     if cluster is None:
         return _respond(request, {})
-    controller = cluster.controller
-    if controller is None or not controller.is_active:
+    controller = cluster.active_controller
+    if controller is None:
         return _respond(request, ApiError(ErrorCode.not_controller))
-    done: Callable[[Results], None]
-    answer: Awaitable[Results]
-    done, answer = deferred_threadsafe()
-
-    controller.list_partition_reassignments(requested, done)
 
     async def respond() -> Any:
-        return _respond(request, await answer)
+        results: Results = await answer_from_thread(
+            lambda done: controller.list_partition_reassignments(requested, done)
+        )
+        return _respond(request, results)
 
     return respond()
