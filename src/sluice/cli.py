@@ -28,9 +28,11 @@ def _setup_logging(level: str) -> None:
 
 async def _run_broker(config: BrokerConfig) -> None:
     from sluice.server.broker import Broker
+    from sluice.server.gc_policy import tune_for_serving
 
     broker = Broker(config)
     await broker.start()
+    tune_for_serving()
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -20,6 +20,7 @@ from sluice.log.errors import (
     RecordBatchTooLargeException,
     UnexpectedAppendOffsetException,
 )
+from sluice.log.patched import PatchedRecords
 
 Buffer = bytes | bytearray | memoryview
 
@@ -91,7 +92,7 @@ def check_follower_offsets(headers: list[BatchHeader]) -> None:
 
 
 def assign_offsets(
-    buf: bytearray | memoryview,
+    buf: bytearray | memoryview | PatchedRecords,
     headers: list[BatchHeader],
     first_offset: int,
     leader_epoch: int,
@@ -100,6 +101,9 @@ def assign_offsets(
     """Rewrite each batch's baseOffset (consecutively from ``first_offset``) and leader
     epoch in place, and for ``log_append_time >= 0`` its timestamp type, maxTimestamp and CRC.
 
+    A :class:`PatchedRecords` gets its heads rewritten instead (offset and epoch only: a
+    LogAppendTime rewrite changes the CRC and needs the whole batch writable).
+
     Returns the updated headers, the record count, the max timestamp and its (batch) offset.
     """
     offset = first_offset
@@ -107,13 +111,17 @@ def assign_offsets(
     max_timestamp = NO_TIMESTAMP
     offset_of_max = first_offset
     records = 0
+    patched = isinstance(buf, PatchedRecords)
     for header in headers:
         position = header.position
-        set_base_offset(buf, position, offset)
-        set_partition_leader_epoch(buf, position, leader_epoch)
+        target, at = (buf.head(position), 0) if isinstance(buf, PatchedRecords) else (buf, position)
+        set_base_offset(target, at, offset)
+        set_partition_leader_epoch(target, at, leader_epoch)
         timestamp = header.max_timestamp
         if log_append_time >= 0:
-            set_log_append_time(buf, position, log_append_time)
+            if patched:
+                raise ValueError("LogAppendTime needs whole batches writable, not patched heads")
+            set_log_append_time(target, at, log_append_time)
             timestamp = log_append_time
         last = offset + header.last_offset_delta
         if timestamp > max_timestamp:
@@ -152,18 +160,21 @@ def prepare_leader_append(
     log_append_time: int,
     log_start_offset: int,
     name: str,
-) -> tuple[Buffer, list[BatchHeader], LogAppendInfo]:
-    """Validate a produce buffer and assign its offsets; returns the (possibly copied)
-    buffer to store, its batch headers (empty: nothing to append) and the append info."""
+) -> tuple[Buffer | PatchedRecords, list[BatchHeader], LogAppendInfo]:
+    """Validate a produce buffer and assign its offsets; returns what to store (the buffer
+    itself when writable, else its batches with patched heads, or a copy when the append
+    time must be written), its batch headers (empty: nothing to append) and the append info."""
     headers = validate_records(records, config.max_message_bytes)
     if origin is AppendOrigin.CLIENT:
         check_client_batches(headers)
     if not headers:
         return records, headers, _empty_info(first_offset, log_start_offset)
     _check_segment_size(len(records), config, name)
-    buf: bytearray | memoryview = records if isinstance(records, bytearray) else memoryview(records)
+    buf: bytearray | memoryview | PatchedRecords = (
+        records if isinstance(records, bytearray) else memoryview(records)
+    )
     if isinstance(buf, memoryview) and buf.readonly:
-        buf = bytearray(buf)
+        buf = bytearray(buf) if log_append_time >= 0 else PatchedRecords(buf, headers)
     assigned, count, max_timestamp, offset_of_max = assign_offsets(
         buf, headers, first_offset, leader_epoch, log_append_time
     )

@@ -24,6 +24,7 @@ from sluice.log.batch import (
     read_header,
 )
 from sluice.log.errors import KafkaStorageException
+from sluice.log.patched import PatchedRecords, pwrite_all
 from sluice.log.record_scan import record_offsets_and_timestamps
 
 __all__ = [
@@ -86,8 +87,12 @@ class FileRecords:
             raise KafkaStorageException(f"{self.path} is closed")
         return self._fd
 
-    def append(self, data: bytes | bytearray | memoryview) -> int:
+    def append(self, data: bytes | bytearray | memoryview | PatchedRecords) -> int:
         """Write ``data`` at the end of the file; returns the number of bytes written."""
+        if isinstance(data, PatchedRecords):  # heads and views, gathered by the kernel
+            written = pwrite_all(self.fileno(), data.parts, self._size)
+            self._size += written
+            return written
         view = memoryview(data)
         total = len(view)
         written = 0

@@ -13,6 +13,7 @@ from sluice.log.config import Clock, LogConfig
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
+from sluice.log.patched import PatchedRecords
 from sluice.log.segment import LogSegment
 
 __all__ = ["LocalLog"]
@@ -119,7 +120,7 @@ class LocalLog:
     # -- append and roll -----------------------------------------------------------------
     def append(
         self,
-        buf: bytes | bytearray | memoryview,
+        buf: bytes | bytearray | memoryview | PatchedRecords,
         headers: list[BatchHeader],
         first: int,
         last: int,

@@ -26,6 +26,7 @@ from sluice.log.errors import (
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from sluice.log.loader import load_log
 from sluice.log.local_log import LocalLog
+from sluice.log.patched import PatchedRecords
 from sluice.log.producer_state import read_end_txn_marker
 from sluice.log.producer_state_manager import (
     ProducerStateAnalysis,
@@ -181,8 +182,10 @@ class Log:
         """Validate the v2 batches, give them consecutive offsets from the log end offset and
         the leader epoch (and the append time for LogAppendTime topics), and append them.
 
-        A writable buffer (bytearray, writable memoryview) is rewritten in place; bytes are
-        copied once. Raises CorruptRecordException, RecordTooLargeException,
+        A writable buffer (bytearray, writable memoryview) is rewritten in place; of a
+        read-only one only the batch heads are copied (:class:`PatchedRecords`), except for
+        LogAppendTime topics, whose batches are copied whole to rewrite their CRC.
+        Raises CorruptRecordException, RecordTooLargeException,
         RecordBatchTooLargeException, InvalidRecordException, ...
         """
         local = self._local
@@ -193,11 +196,12 @@ class Log:
             records, config, local.log_end_offset, leader_epoch, origin, append_time,
             self._log_start_offset, self.dir.name,
         )  # fmt: skip
+        # Keys and markers are read from the records as received (only offsets changed).
         if headers and config.compact_enabled:  # Kafka: keyless records are INVALID_RECORD
-            check_keys_present(buf, headers, self.dir.name)
+            check_keys_present(records, headers, self.dir.name)
         if headers:
             analysis = self._producer_state.analyze_and_validate(
-                headers, origin, lambda header: read_end_txn_marker(buf, header)
+                headers, origin, lambda header: read_end_txn_marker(records, header)
             )
             duplicate = analysis.duplicate
             if duplicate is not None:  # answered with the original offsets, not appended
@@ -230,7 +234,7 @@ class Log:
 
     def _append(
         self,
-        buf: bytes | bytearray | memoryview,
+        buf: bytes | bytearray | memoryview | PatchedRecords,
         headers: list[BatchHeader],
         info: LogAppendInfo,
         analysis: ProducerStateAnalysis,

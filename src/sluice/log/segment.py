@@ -21,6 +21,7 @@ from sluice.log.index import (
     OffsetIndex,
     TimeIndex,
 )
+from sluice.log.patched import PatchedRecords
 from sluice.log.transaction_index import TXN_INDEX_FILE_SUFFIX, TransactionIndex
 
 __all__ = ["LogSegment", "TimestampAndOffset", "filename_prefix_from_offset"]
@@ -218,7 +219,7 @@ class LogSegment:
         self,
         largest_offset: int,
         largest_timestamp: int,
-        records: bytes | bytearray | memoryview,
+        records: bytes | bytearray | memoryview | PatchedRecords,
         batches: Iterable[BatchHeader] | None = None,
     ) -> None:
         """Append whole batches whose offsets are already assigned.
@@ -240,7 +241,11 @@ class LogSegment:
         self._last_modified_ms = self._clock()
         since = self._bytes_since_last_index_entry
         interval = self._index_interval_bytes
-        for header in iter_batches(records) if batches is None else batches:
+        if batches is None:
+            batches = iter_batches(
+                bytes(records) if isinstance(records, PatchedRecords) else records
+            )
+        for header in batches:
             last_offset = header.base_offset + header.last_offset_delta
             if header.max_timestamp > max_timestamp:
                 max_timestamp = header.max_timestamp

@@ -1,7 +1,8 @@
 """The asyncio network layer: size-prefixed frames in, responses out, in request order.
 
-Thin on purpose: it frames bytes, decodes the header and body through
-``sluice.protocol``, calls the API's handler and writes the encoded response.
+Thin on purpose: :mod:`sluice.server.connection` receives the frames (without copying
+them), this module decodes header and body through ``sluice.protocol``, calls the API's
+handler and writes the encoded response.
 Responses go out in request order. Like Kafka it handles one request per connection
 at a time, with one exception: Produce requests are pipelined. Each is appended when
 it arrives, and while one waits for its acknowledgement (acks=all: the high watermark)
@@ -23,8 +24,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sluice.protocol import (
-    FrameDecoder,
-    FrameSizeError,
     ProtocolError,
     Request,
     UnsupportedApiVersionsError,
@@ -33,6 +32,7 @@ from sluice.protocol import (
     encode_response_segments,
 )
 from sluice.protocol.fetch import FileRegion
+from sluice.server.connection import KafkaConnectionProtocol, ResponseWriter
 
 __all__ = ["CLIENT_HOST", "Handler", "KafkaServer"]
 
@@ -41,7 +41,6 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Request], Any | Awaitable[Any]]
 """Maps a decoded request to a kio response dataclass, or None for no response."""
 
-READ_CHUNK = 1 << 18
 MAX_PIPELINED_PRODUCES = 32
 _PRODUCE = 0
 
@@ -67,7 +66,7 @@ class _SendfileSource:
         return offset
 
 
-async def _write_segments(writer: asyncio.StreamWriter, segments: list[Any]) -> None:
+async def _write_segments(writer: ResponseWriter, segments: list[Any]) -> None:
     """Write a response: buffers as they are, file regions zero-copy with ``sendfile``."""
     pending: list[Any] = []
     for segment in segments:
@@ -88,7 +87,7 @@ async def _write_segments(writer: asyncio.StreamWriter, segments: list[Any]) -> 
 class _Connection:
     __slots__ = ("failed", "flusher", "last_active", "peer", "pending", "writer")
 
-    def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
+    def __init__(self, writer: ResponseWriter, peer: str) -> None:
         self.writer = writer
         self.peer = peer
         self.last_active = time.monotonic()
@@ -129,8 +128,13 @@ class KafkaServer:
         self._reaper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True, limit=READ_CHUNK
+        max_frame = self._max_request_size
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnectionProtocol(max_frame, self._accept),
+            self.host,
+            self.port,
+            reuse_address=True,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if self._idle_timeout_s is not None:
@@ -183,36 +187,32 @@ class KafkaServer:
                     log.info("closing idle connection from %s", conn.peer)
                     conn.writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accept(self, protocol: KafkaConnectionProtocol) -> None:
+        """A client connected: serve its frames in a task of its own."""
+        task = asyncio.ensure_future(self._serve(protocol))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, protocol: KafkaConnectionProtocol) -> None:
+        writer = protocol.writer
+        assert writer is not None
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         conn = _Connection(writer, peer)
         CLIENT_HOST.set(f"/{peername[0]}" if peername else "")
         self._connections.add(conn)
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        decoder = FrameDecoder(self._max_request_size)
         try:
             while True:
-                data = await reader.read(READ_CHUNK)
-                if not data:
+                frame = await protocol.next_frame()
+                if frame is None:
                     return
                 conn.last_active = time.monotonic()
-                try:
-                    frames = decoder.feed(data)
-                except FrameSizeError as exc:
-                    log.warning("closing connection from %s: %s", peer, exc)
+                if not await self._handle_frame(frame, conn):
                     return
-                for frame in frames:
-                    if not await self._handle_frame(frame, conn):
-                        return
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except ConnectionError:
             return
         finally:
             self._connections.discard(conn)
-            if task is not None:
-                self._tasks.discard(task)
             writer.close()
 
     async def _write_pending(self, conn: _Connection) -> None:
@@ -256,7 +256,7 @@ class KafkaServer:
         if conn.flusher is None or conn.flusher.done():
             conn.flusher = asyncio.ensure_future(self._write_pending(conn))
 
-    async def _handle_frame(self, frame: memoryview, conn: _Connection) -> bool:
+    async def _handle_frame(self, frame: memoryview | bytes, conn: _Connection) -> bool:
         """Answer one request; False closes the connection."""
         self._busy += 1
         self._idle.clear()
