@@ -114,7 +114,7 @@ def test_produce_records_are_opaque_bytes(version: int) -> None:
     body = produce_request(version, records)
     request = decode_request(frame_of(encode_request(1, body, client_id=None)))
     decoded = request.body.topic_data[0].partition_data[0].records  # type: ignore[attr-defined]
-    assert type(decoded) is bytes
+    assert isinstance(decoded, memoryview) and decoded.readonly  # a view of the frame
     assert decoded == records
     assert request.header.client_id is None
     assert request.response_type is schema("produce", version, "response").ProduceResponse

@@ -45,6 +45,7 @@ from .headers import (
     encode_response_header,
     parse_request_header,
 )
+from .produce_fast import decode_produce_request
 from .versions import DEFAULT_VERSIONS, VersionTable
 
 __all__ = [
@@ -101,6 +102,10 @@ def decode_request(frame: BytesLike, versions: VersionTable = DEFAULT_VERSIONS) 
             response = encode_response(header.correlation_id, fallback)
             raise UnsupportedApiVersionsError(header, supported, response)
         raise UnsupportedVersionError(header, supported)
+    if header.api_key == ApiKey.PRODUCE:  # records stay views of the frame; no copy
+        body = decode_produce_request(frame, offset, header.api_version)
+        if body is not None:
+            return Request(header, body)
     body_type = apis.request_type(header.api_key, header.api_version)
     buf, end = guard.check_request(body_type, frame, offset)
     try:

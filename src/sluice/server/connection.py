@@ -39,6 +39,9 @@ RECEIVE_BUFFER_BYTES = 1 << 16
 """The shared receive buffer; a frame larger than half of it gets a buffer of its own."""
 MAX_QUEUED_BYTES = 1 << 22
 """Frames received but not yet taken by the connection's task before reading pauses."""
+MAX_SPARE_BUFFERS = 4
+"""Large-frame buffers a connection keeps for reuse (pipelined produce requests hold theirs
+until answered)."""
 _PREFIX = INT32.size
 _MIN_READ = 1 << 13
 
@@ -103,7 +106,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         "_queued",
         "_reading_paused",
         "_receive",
-        "_spare",
+        "_spares",
         "_start",
         "_waiter",
         "transport",
@@ -118,7 +121,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         self._end = 0
         self._frame: bytearray | None = None  # a large frame being received in place
         self._filled = 0
-        self._spare: bytearray | None = None  # the last large frame's buffer, to reuse
+        self._spares: list[bytearray] = []  # large frames' buffers, to reuse
         self._frames: collections.deque[memoryview | bytes] = collections.deque()
         self._queued = 0
         self._reading_paused = False
@@ -129,9 +132,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
 
     # -- asyncio callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.writer = ResponseWriter(transport)
+        self.transport = transport  # type: ignore[assignment]  # a stream transport
+        self.writer = ResponseWriter(transport)  # type: ignore[arg-type]
         self._on_connect(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -212,24 +214,26 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         self._start, self._end = start, end
 
     def _frame_buffer(self, size: int) -> bytearray:
-        """A buffer of exactly ``size`` bytes for a large frame: the spare one when no
-        view of the previous frame is alive any more, else a new one."""
-        spare = self._spare
-        if spare is not None:
-            try:
-                if len(spare) != size:
-                    spare[size:] = b""  # resizing fails while views of it exist
-                    if len(spare) < size:
-                        spare.extend(bytes(size - len(spare)))
-                else:
+        """A buffer of exactly ``size`` bytes for a large frame: a spare one that no view of
+        an earlier frame refers to any more, else a new one (kept as a spare)."""
+        spares = self._spares
+        for spare in spares:
+            try:  # resizing a bytearray fails while views of it exist
+                if len(spare) == size:
                     spare.append(0)
                     del spare[-1]
+                elif len(spare) > size:
+                    del spare[size:]
+                else:
+                    spare.extend(bytes(size - len(spare)))
             except BufferError:
-                spare = None
-            else:
-                return spare
-        self._spare = bytearray(size)
-        return self._spare
+                continue
+            return spare
+        fresh = bytearray(size)
+        if len(spares) >= MAX_SPARE_BUFFERS:
+            spares.pop(0)
+        spares.append(fresh)
+        return fresh
 
     def _deliver(self, frame: memoryview | bytes) -> None:
         self._frames.append(frame)

@@ -92,7 +92,8 @@ class _Connection:
         self.peer = peer
         self.last_active = time.monotonic()
         # Produce answers not written yet, oldest first, and the task writing them.
-        self.pending: collections.deque[tuple[Request, asyncio.Future[Any]]] = collections.deque()
+        # (correlation id, answer): not the request, whose frame buffer is then reusable.
+        self.pending: collections.deque[tuple[int, asyncio.Future[Any]]] = collections.deque()
         self.flusher: asyncio.Task[None] | None = None
         self.failed = False
 
@@ -209,6 +210,7 @@ class KafkaServer:
                 conn.last_active = time.monotonic()
                 if not await self._handle_frame(frame, conn):
                     return
+                del frame  # lets the connection reuse the frame's buffer
         except ConnectionError:
             return
         finally:
@@ -218,11 +220,11 @@ class KafkaServer:
     async def _write_pending(self, conn: _Connection) -> None:
         """Write pipelined Produce answers in request order as they complete."""
         while conn.pending:
-            request, answer = conn.pending[0]
+            correlation_id, answer = conn.pending[0]
             try:
                 response = await answer
                 if response is not None:
-                    segments = encode_response_segments(request.header.correlation_id, response)
+                    segments = encode_response_segments(correlation_id, response)
                     await _write_segments(conn.writer, segments)
             except Exception as exc:
                 if not isinstance(exc, ConnectionError):
@@ -252,7 +254,7 @@ class KafkaServer:
 
     def _pipeline(self, conn: _Connection, request: Request, answer: Any) -> None:
         self._busy += 1  # until its answer is written
-        conn.pending.append((request, asyncio.ensure_future(answer)))
+        conn.pending.append((request.header.correlation_id, asyncio.ensure_future(answer)))
         if conn.flusher is None or conn.flusher.done():
             conn.flusher = asyncio.ensure_future(self._write_pending(conn))
 
