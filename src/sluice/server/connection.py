@@ -42,6 +42,7 @@ MAX_QUEUED_BYTES = 1 << 22
 MAX_SPARE_BUFFERS = 4
 """Large-frame buffers a connection keeps for reuse (pipelined produce requests hold theirs
 until answered)."""
+_SPARE_GRANULE = 1 << 18  # spares are sized in 256 KiB steps, to fit frames of any size
 _PREFIX = INT32.size
 _MIN_READ = 1 << 13
 
@@ -119,7 +120,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         self._receive = bytearray(RECEIVE_BUFFER_BYTES)
         self._start = 0  # unparsed bytes of _receive are [_start, _end)
         self._end = 0
-        self._frame: bytearray | None = None  # a large frame being received in place
+        self._frame: memoryview | None = None  # a large frame being received in place
         self._filled = 0
         self._spares: list[bytearray] = []  # large frames' buffers, to reuse
         self._frames: collections.deque[memoryview | bytes] = collections.deque()
@@ -160,7 +161,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         frame = self._frame
         if frame is not None:
-            return memoryview(frame)[self._filled :]
+            return frame[self._filled :]
         if len(self._receive) - self._end < _MIN_READ and self._start:  # move the partial
             # frame to the front, so that a read has room
             pending = self._end - self._start
@@ -174,7 +175,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
             self._filled += nbytes
             if self._filled == len(frame):
                 self._frame = None
-                self._deliver(memoryview(frame).toreadonly())
+                self._deliver(frame.toreadonly())
             return
         self._end += nbytes
         try:
@@ -213,27 +214,25 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
             start = end = 0
         self._start, self._end = start, end
 
-    def _frame_buffer(self, size: int) -> bytearray:
-        """A buffer of exactly ``size`` bytes for a large frame: a spare one that no view of
-        an earlier frame refers to any more, else a new one (kept as a spare)."""
+    def _frame_buffer(self, size: int) -> memoryview:
+        """A writable view of ``size`` bytes for a large frame: the start of a spare buffer
+        that no view of an earlier frame refers to any more, else of a new one (kept as
+        a spare). Spares are never shrunk, so their pages stay mapped and warm."""
         spares = self._spares
         for spare in spares:
+            if len(spare) < size:
+                continue
             try:  # resizing a bytearray fails while views of it exist
-                if len(spare) == size:
-                    spare.append(0)
-                    del spare[-1]
-                elif len(spare) > size:
-                    del spare[size:]
-                else:
-                    spare.extend(bytes(size - len(spare)))
+                spare.append(0)
+                del spare[-1]
             except BufferError:
                 continue
-            return spare
-        fresh = bytearray(size)
+            return memoryview(spare)[:size]
+        fresh = bytearray(-(-size // _SPARE_GRANULE) * _SPARE_GRANULE)
         if len(spares) >= MAX_SPARE_BUFFERS:
             spares.pop(0)
         spares.append(fresh)
-        return fresh
+        return memoryview(fresh)[:size]
 
     def _deliver(self, frame: memoryview | bytes) -> None:
         self._frames.append(frame)
