@@ -117,7 +117,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
     def __init__(self, max_frame_size: int, on_connect: Any) -> None:
         self._max_frame_size = max_frame_size
         self._on_connect = on_connect  # called with this protocol once connected
-        self._receive = bytearray(RECEIVE_BUFFER_BYTES)
+        self._receive = memoryview(bytearray(RECEIVE_BUFFER_BYTES))
         self._start = 0  # unparsed bytes of _receive are [_start, _end)
         self._end = 0
         self._frame: memoryview | None = None  # a large frame being received in place
@@ -165,9 +165,9 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         if len(self._receive) - self._end < _MIN_READ and self._start:  # move the partial
             # frame to the front, so that a read has room
             pending = self._end - self._start
-            self._receive[:pending] = self._receive[self._start : self._end]
+            self._receive[:pending] = self._receive[self._start : self._end].tobytes()
             self._start, self._end = 0, pending
-        return memoryview(self._receive)[self._end :]
+        return self._receive[self._end :]
 
     def buffer_updated(self, nbytes: int) -> None:
         frame = self._frame
