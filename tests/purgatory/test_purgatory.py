@@ -237,3 +237,31 @@ def test_reaper_thread_expires_on_the_real_clock() -> None:
     assert done.wait(timeout=10), "the reaper never expired the operation"
     assert op.completions == 1
     purgatory.shutdown()
+
+
+def test_completed_and_expired_operations_are_freed_without_the_cyclic_gc(
+    purgatory: Purgatory, clock: ManualClock
+) -> None:
+    """A finished operation must not sit in a reference cycle (its timer entry used to
+    link to itself once removed): refcounting alone frees it, request and all, so the
+    broker's hot path feeds no garbage to the cyclic collector."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        completed, expired = MockDelayedOperation(100_000), MockDelayedOperation(10)
+        assert not purgatory.try_complete_else_watch(completed, ["k"])
+        assert not purgatory.try_complete_else_watch(expired, ["j"])
+        refs = [weakref.ref(completed), weakref.ref(expired)]
+        completed.completable = True
+        assert purgatory.check_and_complete("k") == 1
+        clock.advance(20)
+        purgatory.advance_clock(0)
+        assert expired.expirations == 1
+        purgatory.purge_completed()
+        del completed, expired
+        assert [ref() for ref in refs] == [None, None]
+    finally:
+        gc.enable()

@@ -104,6 +104,10 @@ class TimerTaskEntry:
             lst = self.list
 
 
+_DETACHED = TimerTaskEntry(None, -1)
+"""Where the links of an entry out of any list point (a shared sentinel, not itself)."""
+
+
 class TimerTaskList:
     """A bucket: entries due in one tick span of a wheel, with the span's start as expiration."""
 
@@ -149,8 +153,9 @@ class TimerTaskList:
         if entry.list is self:
             entry.next.prev = entry.prev
             entry.prev.next = entry.next
-            entry.next = entry
-            entry.prev = entry
+            # Not back to itself: a self-loop would be a reference cycle, leaving the
+            # entry and its whole operation (request, response, future) to the cyclic GC.
+            entry.next = entry.prev = _DETACHED
             entry.list = None
             self._counter.value -= 1
 
