@@ -389,6 +389,25 @@ def test_alter_configs_confluent(broker: sluice.EmbeddedBroker, admin: AdminClie
     assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
+def test_single_topic_config_matches_the_full_set(
+    broker: sluice.EmbeddedBroker, admin: AdminClient
+) -> None:
+    """Broker.topic_config(key), which the produce path asks per request, agrees with
+    topic_configs() for every key, with and without overrides."""
+    topic = create_topic(admin)
+    inner = broker.broker
+    for key in TOPIC_CONFIGS:
+        assert inner.topic_config(topic, key) == inner.topic_configs(topic)[key], key
+    resource = ConfigResource(
+        "topic", topic, set_config={"min.insync.replicas": "1", "retention.ms": "1234"}
+    )
+    result(admin.alter_configs([resource])[resource])
+    overridden = inner.topic_configs(topic)
+    assert overridden["retention.ms"] == 1234
+    for key in TOPIC_CONFIGS:
+        assert inner.topic_config(topic, key) == overridden[key], key
+
+
 def test_alter_configs_kafka_python(admin: AdminClient, kadmin: KafkaAdminClient) -> None:
     topic = create_topic(admin)
     resource = KConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "7200000"})

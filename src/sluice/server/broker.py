@@ -326,11 +326,21 @@ class Broker:
                 values[key] = TOPIC_CONFIGS[key][1].parse(raw)
         return values
 
+    def topic_config(self, topic: str, key: str) -> Any:
+        """One effective topic config (as :meth:`topic_configs` would give it), without
+        building them all: the produce path asks for min.insync.replicas per request."""
+        synonym, definition = TOPIC_CONFIGS[key]
+        info = self.topic_info(topic)
+        raw = None if info is None else info.configs.get(key)
+        if raw is not None:
+            return definition.parse(raw)
+        return self.config.broker_synonym(synonym) if synonym else definition.default
+
     def log_config_for(self, topic: str) -> LogConfig:
         return self._log_config_from(self.topic_configs(topic))
 
     def _min_isr(self, tp: TopicPartition) -> int:
-        return int(self.topic_configs(tp.topic)["min.insync.replicas"])
+        return int(self.topic_config(tp.topic, "min.insync.replicas"))
 
     def _host_partitions(self, info: TopicInfo, partitions: list[int]) -> None:
         config = self.log_config_for(info.name)
