@@ -46,6 +46,7 @@ from .headers import (
     parse_request_header,
 )
 from .produce_fast import decode_produce_request
+from .produce_response import EncodedResponse
 from .versions import DEFAULT_VERSIONS, VersionTable
 
 __all__ = [
@@ -118,7 +119,7 @@ def decode_request(frame: BytesLike, versions: VersionTable = DEFAULT_VERSIONS) 
 
 
 def encode_response(
-    correlation_id: int, response: ResponsePayload, *, use_kio: bool = False
+    correlation_id: int, response: ResponsePayload | EncodedResponse, *, use_kio: bool = False
 ) -> bytes:
     """Encode a response with its header, framed (size prefix included).
 
@@ -126,6 +127,8 @@ def encode_response(
     always for ApiVersions. Fetch responses go through the hand-written encoder
     (byte-identical, faster) unless ``use_kio`` asks for kio's general writer.
     """
+    if isinstance(response, EncodedResponse):
+        return _frame_encoded(correlation_id, response)
     if not use_kio and int(response.__api_key__) == ApiKey.FETCH:
         return b"".join(encode_fetch_response(correlation_id, response))
     header_version = apis.response_header_version(response.__api_key__, response.__version__)
@@ -140,16 +143,26 @@ def encode_response(
     return buffer.getvalue()
 
 
-def encode_response_segments(correlation_id: int, response: ResponsePayload) -> list[BytesLike]:
+def encode_response_segments(
+    correlation_id: int, response: ResponsePayload | EncodedResponse
+) -> list[BytesLike]:
     """Encode a framed response as a list of buffers, for ``writelines``/``sendmsg``.
 
     Fetch responses go through the hand-written encoder, which references record
     batches instead of copying them; anything else is one buffer from
     :func:`encode_response`.
     """
+    if isinstance(response, EncodedResponse):
+        return [_frame_encoded(correlation_id, response)]
     if int(response.__api_key__) == ApiKey.FETCH:
         return encode_fetch_response(correlation_id, response)
     return [encode_response(correlation_id, response)]
+
+
+def _frame_encoded(correlation_id: int, response: EncodedResponse) -> bytes:
+    header_version = apis.response_header_version(response.api_key, response.api_version)
+    header = encode_response_header(correlation_id, header_version)
+    return INT32.pack(len(header) + len(response.body)) + header + response.body
 
 
 def encode_request(
