@@ -4,12 +4,12 @@ Starts one fresh Sluice broker, measures its peak 1 KiB acks=1 produce rate with
 multi-process load generator of bench/producers.py (or takes --rate), then for --minutes
 runs paced producers (acks=1, 1 KiB, the send time in the first bytes; --paced-producers
 processes, 2 by default, sharing the rate) and a consumer reading the same topic from
-offset 0, confluent-kafka clients all: the producers in processes of their own, the
-consumer on a thread of this one, so that they do not share a GIL. Every minute it
-prints the records/s produced and consumed, end-to-end latency percentiles (every 100th
-record: receive time minus send time), produce acknowledgement percentiles (every
-1000th record), and the broker's RSS and CPU. Flat percentiles and a flat RSS are the
-goal of issue 9; the script prints the figures and asserts nothing.
+offset 0 (--consumers processes, 2 by default, splitting the partitions),
+confluent-kafka clients all, each in a process of its own so that none shares a GIL.
+Every minute it prints the records/s produced and consumed, end-to-end latency
+percentiles (every 100th record: receive time minus send time), produce acknowledgement
+percentiles (every 1000th record), and the broker's RSS and CPU. Flat percentiles and a
+flat RSS are the goal of issue 9; the script prints the figures and asserts nothing.
 
 Not part of CI: 10 minutes by default.
 
@@ -110,26 +110,32 @@ def produce_paced(bootstrap: str, topic: str, rate: int, stop: Any, out: Any) ->
     producer.flush(5)
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, stop: threading.Event,
-                window: Window) -> None:  # fmt: skip
+def consume_partitions(bootstrap: str, topic: str, partitions: list[int], stop: Any,
+                       out: Any) -> None:  # fmt: skip
+    """Read ``partitions`` from offset 0; put (records, e2e samples in ms) on ``out`` about
+    once a second. Runs in a process of its own (``--consumers`` of them split the
+    partitions), so that no consumer shares a GIL with a producer or another consumer."""
     consumer = Consumer(consumer_config(bootstrap, tuned=False))
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    consumed, samples = 0, []
+    last = time.monotonic()
     try:
         while not stop.is_set():
             batch = consumer.consume(1000, 0.1)
-            now = time.perf_counter_ns()
-            samples = []
+            now = time.perf_counter_ns()  # CLOCK_MONOTONIC: comparable across processes
             for msg in batch:
                 if msg.error() is not None:
                     continue
-                value = msg.value()
-                seq, sent = HEADER.unpack_from(value)
+                consumed += 1
+                seq, sent = HEADER.unpack_from(msg.value())
                 if seq % 100 == 0:
                     samples.append((now - sent) / 1e6)
-            with window.lock:
-                window.consumed += len(batch)
-                window.e2e_ms += samples
+            if time.monotonic() - last >= 1.0:
+                out.put((consumed, samples))
+                consumed, samples = 0, []
+                last = time.monotonic()
     finally:
+        out.put((consumed, samples))
         consumer.close()
 
 
@@ -150,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paced-producers", type=int, default=2,
                     help="processes sharing the paced load (default 2: one Python process "
                          "cannot pace half of the peak on two vCPUs)")  # fmt: skip
+    ap.add_argument("--consumers", type=int, default=2,
+                    help="consumer processes, splitting the partitions (default 2)")  # fmt: skip
     ap.add_argument("--report-seconds", type=float, default=60.0, help="report interval")
     args = ap.parse_args(argv)
     with brokers.sluice() as (bootstrap, proc):
@@ -169,9 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         topic = create_topic(admin, args.partitions)
         del admin  # an admin client left open would reconnect noisily once the broker stops
-        stop, window = threading.Event(), Window()
+        window = Window()
         spawn = multiprocessing.get_context("spawn")
-        producer_stop, producer_out = spawn.Event(), spawn.Queue()
+        producer_stop, producer_out, consumer_out = spawn.Event(), spawn.Queue(), spawn.Queue()
         shares = [rate // args.paced_producers] * args.paced_producers
         shares[0] += rate - sum(shares)
         producers = [
@@ -180,12 +188,21 @@ def main(argv: list[str] | None = None) -> int:
             )
             for share in shares
         ]
-        reader = threading.Thread(
-            target=consume_all, args=(bootstrap, topic, args.partitions, stop, window), daemon=True
-        )
-        for producer in producers:
-            producer.start()
-        reader.start()
+        consumers = [
+            spawn.Process(
+                target=consume_partitions,
+                args=(
+                    bootstrap,
+                    topic,
+                    list(range(args.partitions))[index :: args.consumers],
+                    producer_stop,
+                    consumer_out,
+                ),
+            )
+            for index in range(min(args.consumers, args.partitions))
+        ]
+        for process in producers + consumers:
+            process.start()
         heads = ("e2e p50", "p99", "max", "ack p50", "p99")
         print(f"{'min':>5} {'prod/s':>9} {'cons/s':>9} " + " ".join(f"{h:>8}" for h in heads)
               + f" {'RSS MB':>7} {'CPU %':>6} {'errs':>5}", flush=True)  # fmt: skip
@@ -196,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
             while elapsed < args.minutes * 60 and brokers.alive(proc):
                 time.sleep(args.report_seconds)
                 e2e, ack, produced_n, consumed_n, errors = window.take()
+                while not consumer_out.empty():
+                    count, samples = consumer_out.get()
+                    consumed_n, e2e = consumed_n + count, e2e + samples
                 while not producer_out.empty():
                     sent, samples, failed = producer_out.get()
                     produced_n, errors = produced_n + sent, errors + failed
@@ -210,13 +230,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"{100 * (now_cpu - cpu) / span:6.1f} {errors:>5}", flush=True)  # fmt: skip
                 cpu = now_cpu
         finally:
-            stop.set()
             producer_stop.set()
-            for producer in producers:
-                producer.join(timeout=30)
-                if producer.is_alive():
-                    producer.kill()
-            reader.join(timeout=10)
+            for process in producers + consumers:
+                process.join(timeout=30)
+                if process.is_alive():
+                    process.kill()
         if not brokers.alive(proc):
             print(f"the broker {brokers.exit_report(proc)}")
             return 1
