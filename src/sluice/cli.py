@@ -115,7 +115,9 @@ def cmd_cluster_start(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(tools: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; ``tools=False`` leaves out the tool, demo and bench
+    subcommands (and their imports), for ``sluice broker``, which needs none of them."""
     parser = argparse.ArgumentParser(
         prog="sluice", description="Sluice: a Kafka-wire-compatible streaming platform."
     )
@@ -159,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="a broker property for every broker (repeatable), e.g. min.insync.replicas=2",
     )  # fmt: skip
     start.set_defaults(func=cmd_cluster_start)
+    if not tools:
+        return parser
 
     from sluice.tools import add_tool_parsers
 
@@ -175,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["broker"]:
+        args, unknown = build_parser(tools=False).parse_known_args(argv)
+        if unknown:  # the whole command line's usage and error, as for any command
+            args = build_parser().parse_args(argv)
+    else:
+        args = build_parser().parse_args(argv)
     return int(args.func(args))
