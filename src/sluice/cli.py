@@ -30,11 +30,16 @@ async def _run_broker(config: BrokerConfig) -> None:
     from sluice.server.broker import Broker
 
     broker = Broker(config)
-    await broker.start()
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
+
+    def stop_on_signals() -> None:
+        # From the moment clients can connect, SIGTERM / SIGINT stop the broker cleanly
+        # (once it has finished starting); before that they end the process, as always.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+
+    await broker.start(on_listening=stop_on_signals)
     await stopping.wait()
     log.info("shutting down broker %d", broker.broker_id)
     await broker.stop()

@@ -88,7 +88,10 @@ class Broker:
         self.cluster: Any = None
 
     # -- lifecycle ------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, on_listening: Callable[[], None] | None = None) -> None:
+        """Load the logs, open the listeners, start the coordinators. ``on_listening`` is
+        called as soon as clients can connect (in single-node mode before the broker is
+        ready: requests wait for it meanwhile), at the latest when start() returns."""
         started = time.monotonic()
         self._loop = asyncio.get_running_loop()
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -118,6 +121,9 @@ class Broker:
             # gate.open() below.
             gate = RequestGate(HANDLER_MODULES)
             await self._open_listeners(gate.handlers, None)
+            if on_listening is not None:
+                on_listening()
+                on_listening = None
         try:
             await self._start_coordinators_and_handlers(gate)
         except BaseException:
@@ -130,6 +136,8 @@ class Broker:
             await self.cluster.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._start_log_cleaner()
+        if on_listening is not None:
+            on_listening()
         bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
         log.info(
             "Sluice broker %d ready on %s (cluster %s, %d topics, started in %.0f ms)",
