@@ -31,12 +31,17 @@ async def _run_broker(config: BrokerConfig) -> None:
     from sluice.server.gc_policy import tune_for_serving
 
     broker = Broker(config)
-    await broker.start()
-    tune_for_serving()
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
+
+    def stop_on_signals() -> None:
+        # From the moment clients can connect, SIGTERM / SIGINT stop the broker cleanly
+        # (once it has finished starting); before that they end the process, as always.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+
+    await broker.start(on_listening=stop_on_signals)
+    tune_for_serving()  # once everything is built: see sluice.server.gc_policy
     await stopping.wait()
     log.info("shutting down broker %d", broker.broker_id)
     await broker.stop()
@@ -117,7 +122,9 @@ def cmd_cluster_start(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(tools: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; ``tools=False`` leaves out the tool, demo and bench
+    subcommands (and their imports), for ``sluice broker``, which needs none of them."""
     parser = argparse.ArgumentParser(
         prog="sluice", description="Sluice: a Kafka-wire-compatible streaming platform."
     )
@@ -161,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="a broker property for every broker (repeatable), e.g. min.insync.replicas=2",
     )  # fmt: skip
     start.set_defaults(func=cmd_cluster_start)
+    if not tools:
+        return parser
 
     from sluice.tools import add_tool_parsers
 
@@ -177,6 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["broker"]:
+        args, unknown = build_parser(tools=False).parse_known_args(argv)
+        if unknown:  # the whole command line's usage and error, as for any command
+            args = build_parser().parse_args(argv)
+    else:
+        args = build_parser().parse_args(argv)
     return int(args.func(args))

@@ -50,10 +50,22 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             args += ["--override", f"{key.replace('_', '.')}={value}"]
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the process
+        self._log_start = log.tell()
         self.proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
         log.close()
         wait_until(self._listening, 30, f"broker on port {self.port} ({self.log_tail()})")
+        # The port accepts connections before the broker has finished starting (requests
+        # wait meanwhile); started means its "ready on" line.
+        wait_until(self._ready, 30, f"broker ready ({self.log_tail()})")
         return self
+
+    def _ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"broker exited with {self.proc.returncode}: {self.log_tail()}")
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_start)
+            return b" ready on " in log.read()
 
     def _listening(self) -> bool:
         assert self.proc is not None

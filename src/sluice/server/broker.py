@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.clock import Clock, MonotonicClock
 from sluice.common import TopicPartition
@@ -21,27 +21,26 @@ from sluice.config import (
     parse_listener,
     topic_config_defaults,
 )
-from sluice.coordinator import GroupCoordinator
-from sluice.coordinator.runtime import build_group_coordinator, run_group_coordinator
-from sluice.coordinator.transaction import TransactionCoordinator
-from sluice.coordinator.txn_runtime import (
-    build_transaction_coordinator,
-    run_transaction_coordinator,
-)
 from sluice.log import Log, LogConfig, LogManager
-from sluice.log.cleaner import CompactionConfig, LogCleaner
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.fetch_session import FetchSessionCache
+from sluice.server.handlers import HANDLER_MODULES
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.producer_ids import ProducerIdManager
 from sluice.server.replica_manager import ReplicaManager
+from sluice.server.request_gate import RequestGate
 from sluice.server.topics import (
     InvalidTopicError,
     TopicInfo,
     TopicRegistry,
     validate_topic_name,
 )
+
+if TYPE_CHECKING:  # imported in start(), after the listeners are open
+    from sluice.coordinator import GroupCoordinator
+    from sluice.coordinator.transaction import TransactionCoordinator
+    from sluice.log.cleaner import CompactionConfig, LogCleaner
 
 __all__ = ["Broker"]
 
@@ -89,7 +88,10 @@ class Broker:
         self.cluster: Any = None
 
     # -- lifecycle ------------------------------------------------------------------
-    async def start(self) -> None:
+    async def start(self, on_listening: Callable[[], None] | None = None) -> None:
+        """Load the logs, open the listeners, start the coordinators. ``on_listening`` is
+        called as soon as clients can connect (in single-node mode before the broker is
+        ready: requests wait for it meanwhile), at the latest when start() returns."""
         started = time.monotonic()
         self._loop = asyncio.get_running_loop()
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -104,6 +106,8 @@ class Broker:
         )
         self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
+        self.versions = DEFAULT_VERSIONS.restrict(HANDLER_MODULES)
+        gate: RequestGate | None = None
         if self.config["zookeeper.connect"] or self._store_factory is not None:
             from sluice.server.cluster import ClusterManager
 
@@ -112,19 +116,63 @@ class Broker:
         else:  # in a cluster, partitions are hosted when the controller says so
             for info in self.registry.topics.values():
                 self._host_partitions(info, list(info.assignment))
+            # As Kafka binds its SocketServer once the logs are loaded and enables request
+            # processing last: connections are accepted from here, requests wait for
+            # gate.open() below.
+            gate = RequestGate(HANDLER_MODULES)
+            await self._open_listeners(gate.handlers, None)
+            if on_listening is not None:
+                on_listening()
+                on_listening = None
+        try:
+            await self._start_coordinators_and_handlers(gate)
+        except BaseException:
+            if gate is not None:
+                gate.close()
+                for server in self.servers:
+                    server.abort()
+            raise
+        if self.cluster is not None:
+            await self.cluster.start()
+        self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._start_log_cleaner()
+        if on_listening is not None:
+            on_listening()
+        bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
+        log.info(
+            "Sluice broker %d ready on %s (cluster %s, %d topics, started in %.0f ms)",
+            self.broker_id, bound, self.cluster_id, len(self.registry.topics),
+            (time.monotonic() - started) * 1000,
+        )  # fmt: skip
+
+    async def _start_coordinators_and_handlers(self, gate: RequestGate | None) -> None:
+        """The group and transaction coordinators and the request handlers; then the
+        listeners serve them (``gate`` given: they are open already and hold requests)."""
+        from sluice.coordinator.runtime import build_group_coordinator, run_group_coordinator
+        from sluice.coordinator.txn_runtime import (
+            build_transaction_coordinator,
+            run_transaction_coordinator,
+        )
+        from sluice.server.handlers import build_handlers, build_raw_handlers
+
         # Group coordinator: creates __consumer_offsets if needed, loads it in the background.
         self.group_coordinator = build_group_coordinator(self)
         self._tasks.append(asyncio.create_task(run_group_coordinator(self.group_coordinator)))
         # Transaction coordinator: __transaction_state, loaded in the background likewise.
         self.txn_coordinator = build_transaction_coordinator(self)
         self._tasks.append(asyncio.create_task(run_transaction_coordinator(self.txn_coordinator)))
-        from sluice.server.handlers import build_handlers, build_raw_handlers
-
         handlers: dict[int, Handler] = {
             key: functools.partial(fn, self) for key, fn in build_handlers().items()
         }
-        self.versions = DEFAULT_VERSIONS.restrict(handlers)
-        raw_handlers = build_raw_handlers(self) if self.cluster is not None else None
+        if gate is not None:
+            gate.open(handlers)
+        else:
+            raw_handlers = build_raw_handlers(self) if self.cluster is not None else None
+            await self._open_listeners(handlers, raw_handlers)
+
+    async def _open_listeners(
+        self, handlers: dict[int, Handler], raw_handlers: dict[int, Any] | None
+    ) -> None:
         for listener in self.config.listeners:
             _, host, port = parse_listener(listener)
             server = KafkaServer(
@@ -136,16 +184,6 @@ class Broker:
             self.servers.append(server)
         if self.advertised and self.advertised[0][1] == 0:  # port 0: advertise the real one
             self.advertised[0] = (self.advertised[0][0], self.servers[0].port)
-        if self.cluster is not None:
-            await self.cluster.start()
-        self._tasks.append(asyncio.create_task(self._housekeeping()))
-        self._start_log_cleaner()
-        bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
-        log.info(
-            "Sluice broker %d ready on %s (cluster %s, %d topics, started in %.0f ms)",
-            self.broker_id, bound, self.cluster_id, len(self.registry.topics),
-            (time.monotonic() - started) * 1000,
-        )  # fmt: skip
 
     async def stop(self) -> None:
         """Stop accepting, answer requests in flight, flush and close the logs cleanly.
@@ -257,6 +295,8 @@ class Broker:
 
     # -- log compaction -----------------------------------------------------------------
     def _start_log_cleaner(self) -> None:
+        from sluice.log.cleaner import LogCleaner
+
         self.log_cleaner = LogCleaner(
             lambda: list(self.log_manager), config_for=self._compaction_config,
             high_watermark=self._cleaner_bound, clock=wall_clock_ms,
@@ -278,6 +318,8 @@ class Broker:
             await asyncio.sleep(0 if busy else backoff_s)
 
     def _compaction_config(self, log_: Log) -> CompactionConfig:
+        from sluice.log.cleaner import CompactionConfig
+
         return CompactionConfig.from_topic_configs(self.topic_configs(log_.topic))
 
     def _cleaner_bound(self, log_: Log) -> int:

@@ -9,94 +9,65 @@ module and a line below.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from sluice.protocol import ApiKey
 
-__all__ = ["build_handlers", "build_raw_handlers"]
+__all__ = ["HANDLER_MODULES", "build_handlers", "build_raw_handlers"]
+
+
+# API key -> the module (in this package) whose ``handle`` serves it. The modules are
+# imported by build_handlers, not here: the broker opens its listeners knowing only
+# the keys, and imports the handlers while it finishes starting.
+HANDLER_MODULES: dict[int, str] = {
+    ApiKey.API_VERSIONS: "api_versions",
+    ApiKey.METADATA: "metadata",
+    ApiKey.PRODUCE: "produce",
+    ApiKey.FETCH: "fetch",
+    ApiKey.LIST_OFFSETS: "list_offsets",
+    ApiKey.CREATE_TOPICS: "create_topics",
+    ApiKey.DELETE_TOPICS: "delete_topics",
+    ApiKey.DELETE_RECORDS: "delete_records",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch",
+    ApiKey.DESCRIBE_CONFIGS: "describe_configs",
+    ApiKey.ALTER_CONFIGS: "alter_configs",
+    ApiKey.CREATE_PARTITIONS: "create_partitions",
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
+    ApiKey.DESCRIBE_CLUSTER: "describe_cluster",
+    ApiKey.INIT_PRODUCER_ID: "init_producer_id",
+    ApiKey.ELECT_LEADERS: "elect_leaders",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "alter_partition_reassignments",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "list_partition_reassignments",
+    # Group coordinator APIs.
+    ApiKey.FIND_COORDINATOR: "find_coordinator",
+    ApiKey.JOIN_GROUP: "join_group",
+    ApiKey.SYNC_GROUP: "sync_group",
+    ApiKey.HEARTBEAT: "heartbeat",
+    ApiKey.LEAVE_GROUP: "leave_group",
+    ApiKey.OFFSET_COMMIT: "offset_commit",
+    ApiKey.OFFSET_FETCH: "offset_fetch",
+    ApiKey.DESCRIBE_GROUPS: "describe_groups",
+    ApiKey.LIST_GROUPS: "list_groups",
+    ApiKey.DELETE_GROUPS: "delete_groups",
+    ApiKey.OFFSET_DELETE: "offset_delete",
+    # Transaction coordinator APIs.
+    ApiKey.ADD_PARTITIONS_TO_TXN: "add_partitions_to_txn",
+    ApiKey.ADD_OFFSETS_TO_TXN: "add_offsets_to_txn",
+    ApiKey.END_TXN: "end_txn",
+    ApiKey.WRITE_TXN_MARKERS: "write_txn_markers",
+    ApiKey.TXN_OFFSET_COMMIT: "txn_offset_commit",
+    ApiKey.DESCRIBE_TRANSACTIONS: "describe_transactions",
+    ApiKey.LIST_TRANSACTIONS: "list_transactions",
+}
 
 
 def build_handlers() -> dict[int, Callable[..., Any]]:
     """API key -> handler function; the broker advertises exactly these APIs."""
-    from sluice.server.handlers import (
-        add_offsets_to_txn,
-        add_partitions_to_txn,
-        alter_configs,
-        alter_partition_reassignments,
-        api_versions,
-        create_partitions,
-        create_topics,
-        delete_groups,
-        delete_records,
-        delete_topics,
-        describe_cluster,
-        describe_configs,
-        describe_groups,
-        describe_transactions,
-        elect_leaders,
-        end_txn,
-        fetch,
-        find_coordinator,
-        heartbeat,
-        incremental_alter_configs,
-        init_producer_id,
-        join_group,
-        leave_group,
-        list_groups,
-        list_offsets,
-        list_partition_reassignments,
-        list_transactions,
-        metadata,
-        offset_commit,
-        offset_delete,
-        offset_fetch,
-        offset_for_leader_epoch,
-        produce,
-        sync_group,
-        txn_offset_commit,
-        write_txn_markers,
-    )
-
     return {
-        ApiKey.API_VERSIONS: api_versions.handle,
-        ApiKey.METADATA: metadata.handle,
-        ApiKey.PRODUCE: produce.handle,
-        ApiKey.FETCH: fetch.handle,
-        ApiKey.LIST_OFFSETS: list_offsets.handle,
-        ApiKey.CREATE_TOPICS: create_topics.handle,
-        ApiKey.DELETE_TOPICS: delete_topics.handle,
-        ApiKey.DELETE_RECORDS: delete_records.handle,
-        ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
-        ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
-        ApiKey.ALTER_CONFIGS: alter_configs.handle,
-        ApiKey.CREATE_PARTITIONS: create_partitions.handle,
-        ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
-        ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
-        ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
-        ApiKey.ELECT_LEADERS: elect_leaders.handle,
-        ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments.handle,
-        ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments.handle,
-        # Group coordinator APIs.
-        ApiKey.FIND_COORDINATOR: find_coordinator.handle,
-        ApiKey.JOIN_GROUP: join_group.handle,
-        ApiKey.SYNC_GROUP: sync_group.handle,
-        ApiKey.HEARTBEAT: heartbeat.handle,
-        ApiKey.LEAVE_GROUP: leave_group.handle,
-        ApiKey.OFFSET_COMMIT: offset_commit.handle,
-        ApiKey.OFFSET_FETCH: offset_fetch.handle,
-        ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
-        ApiKey.LIST_GROUPS: list_groups.handle,
-        ApiKey.DELETE_GROUPS: delete_groups.handle,
-        ApiKey.OFFSET_DELETE: offset_delete.handle,
-        # Transaction coordinator APIs.
-        ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
-        ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
-        ApiKey.END_TXN: end_txn.handle,
-        ApiKey.WRITE_TXN_MARKERS: write_txn_markers.handle,
-        ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
-        ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
-        ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
+        key: importlib.import_module(f"{__name__}.{module}").handle
+        for key, module in HANDLER_MODULES.items()
     }
 
 
