@@ -160,7 +160,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="consumer processes, splitting the partitions (default 2)")  # fmt: skip
     ap.add_argument("--report-seconds", type=float, default=60.0, help="report interval")
     args = ap.parse_args(argv)
-    with brokers.sluice() as (bootstrap, proc):
+    # Half of the peak is hundreds of MB/s: keep ~1 GiB per partition, as a soak of a
+    # real cluster would, or ten minutes fill the disk.
+    retention = {
+        "log.retention.bytes": str(1 << 30),
+        "log.segment.bytes": str(128 << 20),
+        "log.retention.check.interval.ms": "5000",
+    }
+    with brokers.sluice(overrides=retention) as (bootstrap, proc):
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         rate = args.rate
         if not rate:
