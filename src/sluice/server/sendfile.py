@@ -30,11 +30,11 @@ import errno
 import logging
 import os
 import socket
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from sluice.protocol.fetch import is_file_region
 
-__all__ = ["CLOSED_CHECK_S", "SendfileSource", "write_segments"]
+__all__ = ["CLOSED_CHECK_S", "ResponseWriter", "SendfileSource", "write_segments"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,18 @@ CLOSED_CHECK_S: Final = 1.0
 _TCP_CORK: Final = getattr(socket, "TCP_CORK", None)
 _INET: Final = (socket.AF_INET, socket.AF_INET6)
 _IOV_MAX: Final = 512  # well below every platform's IOV_MAX (1024 on Linux)
+
+
+class ResponseWriter(Protocol):
+    """What :func:`write_segments` needs of a connection's writer (an asyncio
+    ``StreamWriter`` has it): its transport, ``writelines`` and ``drain``."""
+
+    @property
+    def transport(self) -> Any: ...
+
+    def writelines(self, data: Any) -> None: ...
+
+    async def drain(self) -> None: ...
 
 
 class SendfileSource:
@@ -63,7 +75,7 @@ class SendfileSource:
         return offset
 
 
-async def write_segments(writer: asyncio.StreamWriter, segments: list[Any]) -> None:
+async def write_segments(writer: ResponseWriter, segments: list[Any]) -> None:
     """Write a response: buffers as they are, file regions zero-copy with ``sendfile``."""
     if not any(is_file_region(segment) for segment in segments):
         writer.writelines(segments)
@@ -111,7 +123,7 @@ def _native_mode() -> Any:
 _NATIVE: Final = _native_mode()
 
 
-async def _write_with_loop_sendfile(writer: asyncio.StreamWriter, segments: list[Any]) -> None:
+async def _write_with_loop_sendfile(writer: ResponseWriter, segments: list[Any]) -> None:
     pending: list[Any] = []
     loop = asyncio.get_running_loop()
     for segment in segments:
