@@ -152,3 +152,30 @@ def test_overlong_legacy_topic_name() -> None:
 def test_encode_response_uses_the_fast_path_for_fetch(version: int) -> None:
     response = response_with(version, b"q" * (INLINE_RECORDS_MAX + 1))
     assert encode_response(3, response) == encode_response_kio(3, response)
+
+
+def test_is_file_region_agrees_with_the_protocol_check(tmp_path: Any) -> None:
+    """The per-type answer equals ``isinstance(x, FileRegion)``, asked twice per type."""
+    import mmap
+
+    from sluice.log.file_records import FileRecords
+    from sluice.protocol.fetch import FileRegion, is_file_region, segment_size
+
+    records = FileRecords.open(tmp_path / "0.log")
+    records.append(b"abcdef")
+    mapped = mmap.mmap(-1, 16)
+    candidates: list[Any] = [
+        b"x",
+        bytearray(b"xy"),
+        memoryview(b"xyz"),
+        records.slice(1, 4),
+        mapped,
+        object(),
+        "s",
+    ]
+    for _ in range(2):
+        for value in candidates:
+            assert is_file_region(value) == isinstance(value, FileRegion)
+    assert [segment_size(v) for v in candidates[:5]] == [1, 2, 3, 4, 16]
+    mapped.close()
+    records.close()

@@ -31,8 +31,8 @@ from sluice.protocol import (
     decode_request,
     encode_response_segments,
 )
-from sluice.protocol.fetch import FileRegion
 from sluice.server.connection import KafkaConnectionProtocol, ResponseWriter
+from sluice.server.sendfile import SendfileSource, write_segments
 
 __all__ = ["CLIENT_HOST", "Handler", "KafkaServer"]
 
@@ -49,39 +49,13 @@ CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host",
 (``/127.0.0.1``); each connection runs in its own task, so its own context."""
 
 
-class _SendfileSource:
-    """The file-object face ``loop.sendfile`` wants for a log file descriptor (positional
-    reads only: the log itself never uses the file position)."""
-
-    __slots__ = ("_fd",)
-    mode = "rb"
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return offset
+_SendfileSource = SendfileSource  # the file-object face ``loop.sendfile`` wants
 
 
 async def _write_segments(writer: ResponseWriter, segments: list[Any]) -> None:
-    """Write a response: buffers as they are, file regions zero-copy with ``sendfile``."""
-    pending: list[Any] = []
-    for segment in segments:
-        if isinstance(segment, FileRegion):
-            if pending:
-                writer.writelines(pending)
-                pending = []
-            loop = asyncio.get_running_loop()
-            source = _SendfileSource(segment.fileno())
-            await loop.sendfile(writer.transport, source, segment.position, segment.size)  # type: ignore[arg-type]
-        else:
-            pending.append(segment)
-    if pending:
-        writer.writelines(pending)
-    await writer.drain()
+    """Write a response: buffers as they are, file regions zero-copy with ``sendfile``
+    (straight to the socket when it can, see :mod:`sluice.server.sendfile`)."""
+    await write_segments(writer, segments)
 
 
 class _Connection:
