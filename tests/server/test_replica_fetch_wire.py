@@ -68,9 +68,15 @@ def test_fetch_request_is_byte_for_byte_kio(
 aborted = st.lists(st.tuples(i64s, i64s), max_size=3)
 partitions = st.lists(
     st.tuples(
-        i32s, st.sampled_from([0, 1, 3, 6, 74]), i64s, i64s, i64s,
-        st.none() | aborted, i32s, st.none() | st.binary(max_size=300),
-    ),  # fmt: skip
+        i32s,
+        st.sampled_from([0, 1, 3, 6, 74]),
+        i64s,
+        i64s,
+        i64s,
+        st.none() | aborted,
+        i32s,
+        st.none() | st.binary(max_size=300),
+    ),
     max_size=4,
 )
 
