@@ -428,12 +428,14 @@ class BrokerConnection:
         return next(self._ids)
 
     async def _connect(self) -> _ResponseReader:
-        if self._reader is None:
-            loop = asyncio.get_running_loop()
-            _transport, self._reader = await asyncio.wait_for(
-                loop.create_connection(_ResponseReader, self.host, self.port), 5
-            )
-        return self._reader
+        if self._reader is not None:
+            return self._reader
+        loop = asyncio.get_running_loop()
+        _transport, reader = await asyncio.wait_for(
+            loop.create_connection(_ResponseReader, self.host, self.port), 5
+        )
+        self._reader = reader
+        return reader
 
     async def roundtrip(self, frame: bytes, reuse: bool = False) -> bytes | memoryview:
         """Send one framed request, return its response frame (without the size prefix).
@@ -448,8 +450,9 @@ class BrokerConnection:
             self.close()
             raise
 
-    async def _roundtrip(self, frame: bytes) -> bytes | memoryview:
-        return await self.roundtrip(frame)
+    async def _roundtrip(self, frame: bytes) -> bytes:
+        reply = await self.roundtrip(frame)  # a frame of its own: reuse was not asked
+        return reply if isinstance(reply, bytes) else bytes(reply)
 
     async def send(self, body: Any) -> Any:
         """A kio request; returns kio's response body."""
