@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 from kio.static.primitive import i8, i16, i32, i64
@@ -272,3 +274,91 @@ def test_read_committed_fetch_is_woken_by_the_lso_not_the_hw(h: Harness) -> None
     data = out[0][0][1]
     assert data.records.size > 0
     assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(7, 0)]
+
+
+# -- a caught-up follower parks without reading: checked against the general path ----
+
+
+def follower_params(max_wait_ms: int = 500, min_bytes: int = 1) -> FetchParams:
+    return FetchParams(1, max_wait_ms, min_bytes, 1 << 20, FetchIsolation.LOG_END)
+
+
+def test_caught_up_follower_waits_then_gets_the_next_append(h: Harness) -> None:
+    h.partition.isr = {0, 1}
+    h.rm.append_records(1000, 1, {TP: batch(b"a")}, lambda s: None)
+    out: list[Any] = []
+    h.rm.fetch_messages(follower_params(), [PartitionFetch(TP, 1, 1 << 20, 0)], out.append)
+    assert out == [] and h.rm.fetch_purgatory.delayed == 1
+    assert h.partition.replica_leos[1] == 1 and h.partition.high_watermark == 1
+    h.rm.append_records(1000, -1, {TP: batch(b"b", b"c")}, lambda s: None)
+    ((_fetch, data),) = out[0]
+    assert data.error == ErrorCode.none and data.records is not None
+    assert data.records.read() == h.log.read(1, 1 << 20).records.read()
+
+
+def general_path_only(rm: ReplicaManager) -> None:
+    rm._park_caught_up_follower = lambda *args: False  # type: ignore[method-assign]
+
+
+def summary(results: list[Any]) -> list[Any]:
+    return [
+        [(f.tp, f.fetch_offset, d.error, d.high_watermark, d.log_start_offset,
+          None if d.records is None else d.records.read()) for f, d in r]
+        for r in results
+    ]  # fmt: skip
+
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 3)),
+        st.tuples(
+            st.just("fetch"),
+            st.integers(-1, 4),
+            st.sampled_from([-1, 0, 3]),
+            st.sampled_from([0, 1, 500]),
+        ),
+        st.tuples(st.just("expire"), st.sampled_from([1, 499, 500])),
+    ),
+    max_size=12,
+)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(steps=steps)
+def test_follower_fast_path_matches_the_general_path(tmp_path_factory: Any, steps: Any) -> None:
+    """The same follower fetches, appends and expiries on two replica managers, one
+    without the fast path: the same answers at the same moments."""
+    harnesses = [Harness(tmp_path_factory.mktemp("fast")), Harness(tmp_path_factory.mktemp("gen"))]
+    general_path_only(harnesses[1].rm)
+    outs: list[list[Any]] = [[], []]
+    batches = [batch(*[b"v"] * step[1]) if step[0] == "append" else b"" for step in steps]
+    try:
+        for h, out in zip(harnesses, outs, strict=True):
+            h.partition.isr = {0, 1}
+            fetched = 0
+            for step, records in zip(steps, batches, strict=True):
+                if step[0] == "append":
+                    h.rm.append_records(30_000, -1, {TP: records}, out.append)
+                elif step[0] == "fetch":
+                    # an offset relative to the LEO: at it, behind it, or beyond it
+                    offset = max(0, h.log.log_end_offset - step[1])
+                    fetched = offset
+                    h.rm.fetch_messages(
+                        follower_params(step[3]), [PartitionFetch(TP, offset, 1 << 20, step[2])],
+                        out.append,
+                    )  # fmt: skip
+                else:
+                    h.expire(step[1])
+            out.append(("end", fetched, h.partition.high_watermark, h.rm.fetch_purgatory.delayed,
+                        h.rm.produce_purgatory.delayed))  # fmt: skip
+        fast, general = ([summary([o]) if isinstance(o, list) else o for o in out] for out in outs)
+        produce = [
+            [{tp: (s.error, s.base_offset) for tp, s in o.items()} if isinstance(o, dict) else o
+             for o in out]
+            for out in (fast, general)
+        ]  # fmt: skip
+        assert produce[0] == produce[1]
+    finally:
+        for h in harnesses:
+            h.rm.shutdown()
+            h.log.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import datetime
 import logging
 import time
 import uuid
@@ -45,6 +44,7 @@ from sluice.coordinator.txn_runtime import load_transaction_partition
 from sluice.protocol import ErrorCode
 from sluice.server.inter_broker import BrokerConnection, NetworkControllerChannel
 from sluice.server.partition import Partition
+from sluice.server.replica_fetcher import ReplicaFetcher
 from sluice.server.topics import TopicInfo
 
 if TYPE_CHECKING:
@@ -643,157 +643,3 @@ class ClusterManager:
                         self.broker.replica_manager.wake(partition.tp, hw_moved)
             except Exception:
                 log.exception("ISR expiration failed")
-
-
-class ReplicaFetcher:
-    """Fetches every partition this broker follows from one leader (replica_id = us)."""
-
-    def __init__(self, cluster: ClusterManager, leader_id: int, host: str, port: int) -> None:
-        self.cluster = cluster
-        self.leader_id = leader_id
-        self.host, self.port = host, port
-        self.partitions: dict[TopicPartition, Partition] = {}
-        self.wakeup = asyncio.Event()
-        self.conn = BrokerConnection(host, port, f"replica-fetcher-{cluster.broker_id}")
-        self.task = asyncio.ensure_future(self._run())
-
-    def stop(self) -> None:
-        self.task.cancel()
-        self.conn.close()
-
-    def _request(self) -> Any:
-        from kio.schema.fetch.v11 import request as fr_module
-
-        fr: Any = fr_module
-
-        config = self.cluster.config
-        by_topic: dict[str, list[Any]] = {}
-        for tp, p in self.partitions.items():
-            by_topic.setdefault(tp.topic, []).append(
-                fr.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=p.leader_epoch,
-                    fetch_offset=p.log.log_end_offset,
-                    log_start_offset=p.log.log_start_offset,
-                    partition_max_bytes=config["replica.fetch.max.bytes"],
-                )
-            )
-        return fr.FetchRequest(
-            replica_id=self.cluster.broker_id,
-            max_wait=datetime.timedelta(milliseconds=config["replica.fetch.wait.max.ms"]),
-            min_bytes=config["replica.fetch.min.bytes"],
-            max_bytes=max(config["replica.fetch.max.bytes"], 10 * 1024 * 1024),
-            isolation_level=0, session_id=0, session_epoch=-1,
-            topics=tuple(fr.FetchTopic(topic=t, partitions=tuple(ps))
-                         for t, ps in by_topic.items()),
-            forgotten_topics_data=(), rack_id="",
-        )  # fmt: skip
-
-    async def _truncate(self) -> None:
-        """KIP-101: ask the leader where our latest epoch ends, truncate there (or to the
-        high watermark when our log has no epoch)."""
-        from kio.schema.offset_for_leader_epoch.v3 import request as er_module
-
-        er: Any = er_module
-
-        from sluice.log import LATEST_TIMESTAMP
-
-        pending = {tp: p for tp, p in self.partitions.items() if p.needs_truncation}
-        asks: dict[TopicPartition, int] = {}
-        for tp, p in pending.items():
-            last = p.log.fetch_offset_by_timestamp(LATEST_TIMESTAMP)
-            epoch = last.leader_epoch if last is not None and last.leader_epoch is not None else -1
-            if epoch < 0 or p.log.log_end_offset == 0:
-                if p.log.log_end_offset > p.high_watermark:
-                    p.log.truncate_to(p.high_watermark)
-                p.needs_truncation = False
-            else:
-                asks[tp] = epoch
-        if not asks:
-            return
-        by_topic: dict[str, list[Any]] = {}
-        for tp, epoch in asks.items():
-            by_topic.setdefault(tp.topic, []).append(
-                er.OffsetForLeaderPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=pending[tp].leader_epoch,
-                    leader_epoch=epoch,
-                )
-            )
-        request = er.OffsetForLeaderEpochRequest(
-            replica_id=self.cluster.broker_id,
-            topics=tuple(er.OffsetForLeaderTopic(topic=t, partitions=tuple(ps))
-                         for t, ps in by_topic.items()),
-        )  # fmt: skip
-        response = await self.conn.send(request)
-        for topic in response.topics:
-            for r in topic.partitions:
-                tp = TopicPartition(topic.topic, r.partition)
-                found = self.partitions.get(tp)
-                if found is None or tp not in asks or not found.needs_truncation:
-                    continue
-                p = found
-                if r.error_code != ErrorCode.none:
-                    continue  # retried before the next fetch
-                leo = p.log.log_end_offset
-                target = p.high_watermark if r.end_offset < 0 else min(r.end_offset, leo)
-                if target < leo:
-                    log.info("%s: truncating from %d to %d (leader epoch %d ends at %d)",
-                             tp, leo, target, asks[tp], r.end_offset)  # fmt: skip
-                    p.log.truncate_to(target)
-                p.needs_truncation = False
-
-    async def _run(self) -> None:
-        rm = self.cluster.broker.replica_manager
-        failures = 0
-        while True:
-            if not self.partitions:
-                self.wakeup.clear()
-                await self.wakeup.wait()
-                continue
-            try:
-                if any(p.needs_truncation for p in self.partitions.values()):
-                    await self._truncate()
-                    if any(p.needs_truncation for p in self.partitions.values()):
-                        await asyncio.sleep(0.1)
-                        continue
-                response = await self.conn.send(self._request())
-                failures = 0
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                failures += 1
-                if failures == 1 or failures % 50 == 0:
-                    log.info("fetch from leader %d failed (%d): %r", self.leader_id, failures, exc)
-                await asyncio.sleep(0.2)
-                continue
-            backoff = False
-            for topic in response.responses:
-                for pd in topic.partitions:
-                    tp = TopicPartition(topic.topic, pd.partition_index)
-                    partition = self.partitions.get(tp)
-                    if partition is None or partition.is_leader:
-                        continue
-                    if pd.error_code != ErrorCode.none:
-                        backoff = True
-                        if pd.error_code == ErrorCode.offset_out_of_range:
-                            self._handle_out_of_range(partition, pd)
-                        continue
-                    try:
-                        if pd.records:
-                            partition.log.append_as_follower(bytes(pd.records))
-                        partition.update_follower_high_watermark(pd.high_watermark)
-                        rm.wake(tp, True)
-                    except Exception:
-                        log.exception("follower append to %s failed", tp)
-                        backoff = True
-            if backoff:
-                await asyncio.sleep(0.1)
-
-    @staticmethod
-    def _handle_out_of_range(partition: Partition, pd: Any) -> None:
-        leo = partition.log.log_end_offset
-        if pd.high_watermark >= 0 and leo > pd.high_watermark:
-            partition.log.truncate_to(pd.high_watermark)  # ahead of the leader: cut
-        elif pd.log_start_offset > leo:
-            partition.log.truncate_fully_and_start_at(pd.log_start_offset)

@@ -323,32 +323,136 @@ def raw_request_frame(api_key: int, correlation_id: int, body: bytes, client_id:
     return struct.pack(">i", len(payload)) + payload
 
 
+RESPONSE_SCRATCH_BYTES = 64 * 1024
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+class _ResponseReader(asyncio.BufferedProtocol):
+    """Receives the size-prefixed answers of one connection with one request in flight,
+    straight from the socket into buffers: small frames through one 64 KiB scratch buffer
+    (then copied out once), large ones into a buffer of their own, or into one buffer
+    reused from frame to frame when the request said so (the replica fetcher's)."""
+
+    def __init__(self) -> None:
+        self._scratch = bytearray(RESPONSE_SCRATCH_BYTES)
+        self._scratch_view = memoryview(self._scratch)
+        self._have = 0  # bytes in the scratch buffer
+        self._large: bytearray | None = None  # the reusable buffer
+        self._target: memoryview | None = None  # the large frame being filled
+        self._size = self._filled = 0
+        self._reuse = False
+        self._waiter: asyncio.Future[bytes | memoryview] | None = None
+        self._error: BaseException | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def expect(self, reuse: bool) -> asyncio.Future[bytes | memoryview]:
+        """The future of the next frame; with ``reuse`` a large frame is a view into the
+        reused buffer, valid until the next request."""
+        waiter = asyncio.get_running_loop().create_future()
+        if self._error is not None:
+            waiter.set_exception(self._error)
+            return waiter
+        self._waiter, self._reuse = waiter, reuse
+        return waiter
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc or ConnectionResetError("connection closed by the broker"))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._target is not None:
+            return self._target[self._filled :]
+        return self._scratch_view[self._have :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._target is not None:
+            self._filled += nbytes
+            if self._filled == self._size:
+                frame, self._target = self._target, None
+                self._deliver(frame)
+            return
+        self._have += nbytes
+        if self._have < 4:
+            return
+        size = int.from_bytes(self._scratch_view[:4], "big", signed=True)
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            self._fail(ConnectionError(f"response frame size {size} out of range"))
+            return
+        end = 4 + size
+        if end <= len(self._scratch):
+            if self._have > end:
+                self._fail(ConnectionError("bytes received beyond the awaited response"))
+            elif self._have == end:
+                self._have = 0
+                self._deliver(bytes(self._scratch_view[4:end]))
+            return
+        large = self._large
+        if not (self._reuse and large is not None and len(large) >= size):
+            large = bytearray(size)
+            if self._reuse:
+                self._large = large
+        got = self._have - 4
+        target = memoryview(large)[:size]
+        target[:got] = self._scratch_view[4 : self._have]
+        self._have, self._target, self._size, self._filled = 0, target, size, got
+
+    def _deliver(self, frame: bytes | memoryview) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is None or waiter.done():
+            self._fail(ConnectionError("unsolicited response"))
+        else:
+            waiter.set_result(frame)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(self._error)
+        if self.transport is not None:
+            self.transport.close()
+
+
 class BrokerConnection:
     """One plain connection to another broker; requests answered in order."""
 
     def __init__(self, host: str, port: int, client_id: str) -> None:
         self.host, self.port, self.client_id = host, port, client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._reader: _ResponseReader | None = None
         self._ids = itertools.count(1)
 
-    async def _connect(self) -> None:
-        if self._writer is None:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), 5
-            )
+    def next_correlation_id(self) -> int:
+        return next(self._ids)
 
-    async def _roundtrip(self, frame: bytes) -> bytes:
-        await self._connect()
-        assert self._reader is not None and self._writer is not None
+    async def _connect(self) -> _ResponseReader:
+        if self._reader is not None:
+            return self._reader
+        loop = asyncio.get_running_loop()
+        _transport, reader = await asyncio.wait_for(
+            loop.create_connection(_ResponseReader, self.host, self.port), 5
+        )
+        self._reader = reader
+        return reader
+
+    async def roundtrip(self, frame: bytes, reuse: bool = False) -> bytes | memoryview:
+        """Send one framed request, return its response frame (without the size prefix).
+        With ``reuse`` a large answer is a view into a buffer the next request reuses."""
+        reader = await self._connect()
         try:
-            self._writer.write(frame)
-            await self._writer.drain()
-            size = struct.unpack(">i", await self._reader.readexactly(4))[0]
-            return await self._reader.readexactly(size)
+            waiter = reader.expect(reuse)
+            assert reader.transport is not None
+            reader.transport.write(frame)
+            return await waiter
         except BaseException:
             self.close()
             raise
+
+    async def _roundtrip(self, frame: bytes) -> bytes:
+        reply = await self.roundtrip(frame)  # a frame of its own: reuse was not asked
+        return reply if isinstance(reply, bytes) else bytes(reply)
 
     async def send(self, body: Any) -> Any:
         """A kio request; returns kio's response body."""
@@ -375,9 +479,9 @@ class BrokerConnection:
         return decode_controlled_shutdown_response(reply[4:])
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader._fail(ConnectionResetError("connection closed"))
 
 
 class NetworkControllerChannel:

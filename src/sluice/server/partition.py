@@ -114,13 +114,16 @@ class Partition:
         """Advance HW to the smallest LEO in the ISR; True when it moved. A leader whose
         ISR is below min.insync.replicas holds its HW: what only that few replicas have
         is not committed (consumers do not see it until the ISR recovers)."""
-        if not self.isr or (self.is_leader and len(self.isr) < self.min_isr()):
+        if not self.isr:
             return False
         new_hw = min(self._leo_of(b) for b in self.isr)
-        if new_hw > self._hw:
-            self._hw = new_hw
-            return True
-        return False
+        if new_hw <= self._hw:
+            return False
+        # Asked only when the HW would move: min_isr() reads the topic's configs.
+        if self.is_leader and len(self.isr) < self.min_isr():
+            return False
+        self._hw = new_hw
+        return True
 
     # -- replication (cluster mode) ------------------------------------------------------
     def make_leader(

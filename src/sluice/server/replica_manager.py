@@ -270,6 +270,8 @@ class ReplicaManager:
         DelayedFetch woken by HW growth (LEO growth for followers)."""
         if params.is_from_follower:
             self._record_follower_fetches(params.replica_id, fetches)
+            if self._park_caught_up_follower(params, fetches, callback):
+                return
         results = self.read_from_local_log(params, fetches)
         total = sum(d.records.size for _, d in results if d.records is not None)
         has_error = any(d.error != ErrorCode.none for _, d in results)
@@ -280,6 +282,42 @@ class ReplicaManager:
         for fetch, _ in results:
             partition = self.partitions[fetch.tp]
             starts.append((fetch, self._offset_metadata(partition, fetch.fetch_offset)))
+        self._park(params, fetches, starts, callback)
+
+    def _park_caught_up_follower(
+        self,
+        params: FetchParams,
+        fetches: list[PartitionFetch],
+        callback: Callable[[list[tuple[PartitionFetch, FetchPartitionData]]], None],
+    ) -> bool:
+        """A follower fetching from the log end of every partition it asks for (the
+        acks=all steady state) waits in the purgatory without reading the log first:
+        that read could only come back empty. False (nothing done) otherwise."""
+        if params.max_wait_ms <= 0 or params.min_bytes <= 0 or not fetches:
+            return False
+        starts = []
+        for fetch in fetches:
+            partition = self.partitions.get(fetch.tp)
+            if partition is None or not partition.is_leader:
+                return False
+            epoch = fetch.current_leader_epoch
+            if epoch >= 0 and epoch != partition.leader_epoch:
+                return False
+            leo = partition.log.log_end_offset_metadata
+            if fetch.fetch_offset != leo.message_offset:
+                return False
+            starts.append((fetch, leo))
+        self._park(params, fetches, starts, callback)
+        return True
+
+    def _park(
+        self,
+        params: FetchParams,
+        fetches: list[PartitionFetch],
+        starts: list[tuple[PartitionFetch, LogOffsetMetadata]],
+        callback: Callable[[list[tuple[PartitionFetch, FetchPartitionData]]], None],
+    ) -> None:
+        """A DelayedFetch from ``starts``; on completion the log is read again."""
 
         def complete() -> None:
             callback(self.read_from_local_log(params, fetches))

@@ -84,18 +84,24 @@ def handle(broker: Broker, request: Request) -> Any:
                 early[tp] = ProducePartitionStatus(-1, -1, error=ErrorCode.invalid_record)
             else:
                 entries[tp] = p.records
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    if acks == 0:  # no response at all, as in Kafka
+        broker.replica_manager.append_records(ms(body.timeout), acks, entries, _ignore)
+        return None
+    # The answer is built where the append completes (at once, or when the DelayedProduce
+    # does) and the network layer awaits this future itself: no task per produce.
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
     def done(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
-        if not future.done():
-            future.set_result({**early, **statuses})
+        if future.done():
+            return
+        try:
+            future.set_result(_response(request, {**early, **statuses}))
+        except Exception as exc:  # answered as an error by the network layer
+            future.set_exception(exc)
 
     broker.replica_manager.append_records(ms(body.timeout), acks, entries, done)
-    if acks == 0:
-        return None  # acks=0: no response at all, as in Kafka
+    return future
 
-    async def respond() -> Any:
-        return _response(request, await future)
 
-    return respond()
+def _ignore(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+    pass

@@ -1,0 +1,203 @@
+"""``ReplicaFetcher``: a follower's fetch loop against one leader (Kafka's
+ReplicaFetcherThread, as a task on the broker's event loop).
+
+The loop is the acks=all critical path: the leader answers our parked Fetch as soon as
+a produce appends, we append what came (offsets and epochs kept) and send the next Fetch
+at once, whose fetch offset tells the leader our new log end offset. No timer sits in
+that loop; it only sleeps after an error (``replica.fetch.backoff.ms``-style 100 ms) or
+while truncation waits for the leader.
+
+Requests and responses go through the hand-written Fetch v11 envelope
+(:mod:`sluice.server.replica_fetch_wire`) and one receive buffer reused from fetch to
+fetch, so a replicated batch is copied once from the socket and once to the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sluice.common import TopicPartition
+from sluice.protocol import ErrorCode
+from sluice.server.inter_broker import BrokerConnection
+from sluice.server.partition import Partition
+from sluice.server.replica_fetch_wire import (
+    FetchedPartition,
+    FetchPartitionRequest,
+    decode_fetch_response,
+    encode_fetch_request,
+)
+
+if TYPE_CHECKING:
+    from sluice.server.cluster import ClusterManager
+
+__all__ = ["ReplicaFetcher", "apply_fetched_partition"]
+
+log = logging.getLogger(__name__)
+
+FETCH_BACKOFF_S = 0.1
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader (replica_id = us)."""
+
+    def __init__(self, cluster: ClusterManager, leader_id: int, host: str, port: int) -> None:
+        self.cluster = cluster
+        self.leader_id = leader_id
+        self.host, self.port = host, port
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.wakeup = asyncio.Event()
+        self.conn = BrokerConnection(host, port, f"replica-fetcher-{cluster.broker_id}")
+        self.task = asyncio.ensure_future(self._run())
+
+    def stop(self) -> None:
+        self.task.cancel()
+        self.conn.close()
+
+    def _request(self) -> bytes:
+        """The next Fetch, framed: every partition from its log end offset."""
+        config = self.cluster.config
+        max_bytes = int(config["replica.fetch.max.bytes"])
+        by_topic: dict[str, list[FetchPartitionRequest]] = {}
+        for tp, p in self.partitions.items():
+            log_ = p.log
+            by_topic.setdefault(tp.topic, []).append(
+                FetchPartitionRequest(
+                    tp.partition,
+                    p.leader_epoch,
+                    log_.log_end_offset,
+                    log_.log_start_offset,
+                    max_bytes,
+                )
+            )
+        return encode_fetch_request(
+            self.conn.next_correlation_id(),
+            self.conn.client_id,
+            replica_id=self.cluster.broker_id,
+            max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
+            min_bytes=int(config["replica.fetch.min.bytes"]),
+            max_bytes=max(max_bytes, 10 * 1024 * 1024),
+            topics=list(by_topic.items()),
+        )
+
+    async def _truncate(self) -> None:
+        """KIP-101: ask the leader where our latest epoch ends, truncate there (or to the
+        high watermark when our log has no epoch)."""
+        from kio.schema.offset_for_leader_epoch.v3 import request as er_module
+
+        er: Any = er_module
+
+        from sluice.log import LATEST_TIMESTAMP
+
+        pending = {tp: p for tp, p in self.partitions.items() if p.needs_truncation}
+        asks: dict[TopicPartition, int] = {}
+        for tp, p in pending.items():
+            last = p.log.fetch_offset_by_timestamp(LATEST_TIMESTAMP)
+            epoch = last.leader_epoch if last is not None and last.leader_epoch is not None else -1
+            if epoch < 0 or p.log.log_end_offset == 0:
+                if p.log.log_end_offset > p.high_watermark:
+                    p.log.truncate_to(p.high_watermark)
+                p.needs_truncation = False
+            else:
+                asks[tp] = epoch
+        if not asks:
+            return
+        by_topic: dict[str, list[Any]] = {}
+        for tp, epoch in asks.items():
+            by_topic.setdefault(tp.topic, []).append(
+                er.OffsetForLeaderPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=pending[tp].leader_epoch,
+                    leader_epoch=epoch,
+                )
+            )
+        request = er.OffsetForLeaderEpochRequest(
+            replica_id=self.cluster.broker_id,
+            topics=tuple(er.OffsetForLeaderTopic(topic=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()),
+        )  # fmt: skip
+        response = await self.conn.send(request)
+        for topic in response.topics:
+            for r in topic.partitions:
+                tp = TopicPartition(topic.topic, r.partition)
+                found = self.partitions.get(tp)
+                if found is None or tp not in asks or not found.needs_truncation:
+                    continue
+                p = found
+                if r.error_code != ErrorCode.none:
+                    continue  # retried before the next fetch
+                leo = p.log.log_end_offset
+                target = p.high_watermark if r.end_offset < 0 else min(r.end_offset, leo)
+                if target < leo:
+                    log.info("%s: truncating from %d to %d (leader epoch %d ends at %d)",
+                             tp, leo, target, asks[tp], r.end_offset)  # fmt: skip
+                    p.log.truncate_to(target)
+                p.needs_truncation = False
+
+    async def _run(self) -> None:
+        rm = self.cluster.broker.replica_manager
+        failures = 0
+        while True:
+            if not self.partitions:
+                self.wakeup.clear()
+                await self.wakeup.wait()
+                continue
+            try:
+                if any(p.needs_truncation for p in self.partitions.values()):
+                    await self._truncate()
+                    if any(p.needs_truncation for p in self.partitions.values()):
+                        await asyncio.sleep(FETCH_BACKOFF_S)
+                        continue
+                # The answer's records are views into the reused receive buffer: they
+                # are appended below, before the next request reuses it.
+                frame = await self.conn.roundtrip(self._request(), reuse=True)
+                _correlation_id, _error, fetched = decode_fetch_response(frame)
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if failures == 1 or failures % 50 == 0:
+                    log.info("fetch from leader %d failed (%d): %r", self.leader_id, failures, exc)
+                self.conn.close()
+                await asyncio.sleep(0.2)
+                continue
+            backoff = False
+            for pd in fetched:
+                tp = TopicPartition(pd.topic, pd.partition_index)
+                partition = self.partitions.get(tp)
+                if partition is None or partition.is_leader:
+                    continue
+                if not apply_fetched_partition(partition, pd):
+                    backoff = True
+                    continue
+                rm.wake(tp, True)
+            if backoff:
+                await asyncio.sleep(FETCH_BACKOFF_S)
+
+
+def apply_fetched_partition(partition: Partition, pd: FetchedPartition) -> bool:
+    """Apply one partition of the leader's answer to the follower: append its batches
+    (the leader's offsets and epochs kept) and take the leader's high watermark. False
+    when the fetcher should back off (an error from the leader, or a failed append)."""
+    if pd.error_code != ErrorCode.none:
+        if pd.error_code == ErrorCode.offset_out_of_range:
+            handle_out_of_range(partition, pd.high_watermark, pd.log_start_offset)
+        return False
+    try:
+        if pd.records is not None and len(pd.records):
+            partition.log.append_as_follower(pd.records)
+        partition.update_follower_high_watermark(pd.high_watermark)
+    except Exception:
+        log.exception("follower append to %s failed", partition.tp)
+        return False
+    return True
+
+
+def handle_out_of_range(partition: Partition, leader_hw: int, leader_log_start: int) -> None:
+    leo = partition.log.log_end_offset
+    if leader_hw >= 0 and leo > leader_hw:
+        partition.log.truncate_to(leader_hw)  # ahead of the leader: cut
+    elif leader_log_start > leo:
+        partition.log.truncate_fully_and_start_at(leader_log_start)
