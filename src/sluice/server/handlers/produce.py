@@ -104,4 +104,4 @@ def handle(broker: Broker, request: Request) -> Any:
 
 
 def _ignore(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
-    pass
+    """acks=0: nobody waits for the outcome."""
