@@ -156,6 +156,37 @@ def test_high_watermarks_survive_a_restart(tmp_path: Path) -> None:
     log.close()
 
 
+def test_periodic_high_watermark_checkpoint_is_written_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import threading
+
+    h = Harness(tmp_path)
+    checkpoint = tmp_path / "replication-offset-checkpoint"
+    h.rm.load_high_watermarks(checkpoint)
+    h.rm.append_records(1000, 1, {TP: batch(b"a", b"b")}, lambda _: None)
+    writers: list[str] = []
+    checkpoint_type = type(h.rm.hw_checkpoint)
+    write = checkpoint_type.write
+
+    def recording_write(self: Any, hws: dict[tuple[str, int], int]) -> None:
+        writers.append(threading.current_thread().name)
+        write(self, hws)
+
+    monkeypatch.setattr(checkpoint_type, "write", recording_write)
+
+    async def twice() -> None:
+        await h.rm.checkpoint_high_watermarks_off_loop()
+        await h.rm.checkpoint_high_watermarks_off_loop()  # nothing moved: no second write
+
+    asyncio.run(twice())
+    assert checkpoint.read_text().split() == ["0", "1", "t", "0", "2"]
+    assert len(writers) == 1 and writers[0] != threading.main_thread().name
+    h.rm.shutdown()
+    h.log.close()
+
+
 def fetch_params(
     min_bytes: int = 1,
     max_wait_ms: int = 500,

@@ -283,7 +283,7 @@ class Broker:
                 self.log_manager.flush_dirty_logs()
                 if time.monotonic() >= next_hw:
                     next_hw = time.monotonic() + hw_s
-                    self.replica_manager.checkpoint_high_watermarks()
+                    await self.replica_manager.checkpoint_high_watermarks_off_loop()
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + interval_s
                     self.run_retention()
