@@ -28,6 +28,7 @@ import datetime
 import gc
 import json
 import platform
+import resource
 import statistics
 import struct
 import subprocess
@@ -79,6 +80,7 @@ class Case:
     size: int
     acks: str = "1"
     partitions: int = 1
+    client: str = "python"  # the consume rows' reader: "python" (confluent-kafka) or "kcat"
 
     @property
     def label(self) -> str:
@@ -335,16 +337,55 @@ def consume_count(
         consumer.close()
 
 
+def kcat_consume_count(
+    broker: BrokerHandle, topic: str, partitions: int, expected: int, timeout: float
+) -> float:
+    """Read ``expected`` records from offset 0 with kcat (librdkafka in C, printing
+    nothing per record), the consumer for rows where a Python consumer is the limit.
+
+    Returns the seconds from launch to exit (kcat's CPU is the caller's RUSAGE_CHILDREN).
+    """
+    argv = ["kcat", "-C", "-b", broker.bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
+            "-c", str(expected), "-f", "", "-X", "enable.auto.commit=false"]  # fmt: skip
+    if partitions == 1:
+        argv += ["-p", "0"]
+    if supports_fetch_queue_backoff():
+        argv += ["-X", "fetch.queue.backoff.ms=10"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = start + timeout
+        while proc.poll() is None and time.perf_counter() < deadline:
+            time.sleep(0.005)
+        if proc.poll() is None:
+            proc.kill()
+            raise RuntimeError(f"kcat did not read {expected} records within {timeout:.0f} s")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        raise RuntimeError(f"kcat exited {proc.returncode}: {err.strip()[-300:]}")
+    return elapsed
+
+
 def run_consume(broker: BrokerHandle, topic: str, case: Case, cfg: Settings) -> Result:
     """Consume throughput: produce up to --records (within --seconds), then read them all."""
     delivery, _ = produce_bulk(broker, topic, case, cfg.records, cfg.seconds)
     if delivery.failed or delivery.first_error or not delivery.ok:
         raise RuntimeError(f"prefill: {delivery.ok} delivered, {delivery.first_error}")
+    timeout = max(10.0, 5 * cfg.seconds)
+    if case.client == "kcat":
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with Meter(broker.proc) as meter:
+            elapsed = kcat_consume_count(broker, topic, case.partitions, delivery.ok, timeout)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        client_cpu = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+        return throughput(delivery.ok, case.size, elapsed, meter.cpu_s, client_cpu, meter)
     client_start = time.process_time()
     with Meter(broker.proc) as meter:
-        count, nbytes, elapsed = consume_count(
-            broker, topic, case.partitions, delivery.ok, max(10.0, 5 * cfg.seconds)
-        )
+        count, nbytes, elapsed = consume_count(broker, topic, case.partitions, delivery.ok, timeout)
     client_cpu = time.process_time() - client_start
     if count < delivery.ok:
         raise RuntimeError(f"consumed {count} of {delivery.ok} records before the time limit")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import queue
 import statistics
 import struct
 import sys
@@ -51,6 +52,30 @@ class Window:
         self.produced = 0
         self.consumed = 0
         self.errors = 0
+
+    def collect(self, producer_out: Any, consumer_out: Any, stop: threading.Event) -> None:
+        """Move the clients' reports into the window as they arrive (a thread): a queue
+        read only at report time fills its pipe, and its senders' reports lag behind."""
+        while not stop.is_set():
+            drained = False
+            for source in (producer_out, consumer_out):
+                try:
+                    item = source.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                drained = True
+                with self.lock:
+                    if source is producer_out:
+                        sent, samples, failed = item
+                        self.produced += sent
+                        self.errors += failed
+                        self.ack_ms += samples
+                    else:
+                        count, samples = item
+                        self.consumed += count
+                        self.e2e_ms += samples
+            if not drained:
+                time.sleep(0.01)
 
     def take(self) -> tuple[list[float], list[float], int, int, int]:
         with self.lock:
@@ -210,6 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for process in producers + consumers:
             process.start()
+        collecting = threading.Event()
+        collector = threading.Thread(
+            target=window.collect, args=(producer_out, consumer_out, collecting), daemon=True
+        )
+        collector.start()
         heads = ("e2e p50", "p99", "max", "ack p50", "p99")
         print(f"{'min':>5} {'prod/s':>9} {'cons/s':>9} " + " ".join(f"{h:>8}" for h in heads)
               + f" {'RSS MB':>7} {'CPU %':>6} {'errs':>5}", flush=True)  # fmt: skip
@@ -220,13 +250,6 @@ def main(argv: list[str] | None = None) -> int:
             while elapsed < args.minutes * 60 and brokers.alive(proc):
                 time.sleep(args.report_seconds)
                 e2e, ack, produced_n, consumed_n, errors = window.take()
-                while not consumer_out.empty():
-                    count, samples = consumer_out.get()
-                    consumed_n, e2e = consumed_n + count, e2e + samples
-                while not producer_out.empty():
-                    sent, samples, failed = producer_out.get()
-                    produced_n, errors = produced_n + sent, errors + failed
-                    ack += samples
                 now_cpu = brokers.cpu_seconds(proc)
                 span = args.report_seconds
                 elapsed = time.monotonic() - started
@@ -238,10 +261,12 @@ def main(argv: list[str] | None = None) -> int:
                 cpu = now_cpu
         finally:
             producer_stop.set()
-            for process in producers + consumers:
+            for process in producers + consumers:  # the collector drains them meanwhile
                 process.join(timeout=30)
                 if process.is_alive():
                     process.kill()
+            collecting.set()
+            collector.join(timeout=5)
         if not brokers.alive(proc):
             print(f"the broker {brokers.exit_report(proc)}")
             return 1
