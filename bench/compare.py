@@ -11,9 +11,8 @@ Load generators (the "generator" column says which one each row used):
 
 * ``N x confluent-kafka procs``: bench/producers.py, N producer processes (librdkafka),
   for the produce rows, where one Python process would cap the figure;
-* ``kcat``: librdkafka's own command-line client, in C, printing nothing per record, for
-  the 100 B consume row, where one Python consumer is the limit (falls back to
-  ``confluent-kafka`` when kcat is missing);
+* ``kcat`` (``--consume-100-reader kcat``): librdkafka's C command-line client, printing
+  nothing per record, for the 100 B consume row, where one Python consumer is the limit;
 * ``confluent-kafka``: one librdkafka client in this process (1 KiB consume, latency,
   e2e, cluster, groups), which is enough for those rows and is reported as such.
 
@@ -28,7 +27,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import sys
 import time
 import uuid
@@ -76,6 +74,7 @@ class Options:
     store_gb: float
     idle_cpu: float
     idle_wait: float
+    small_reader: str = "python"
 
     def settings(self) -> Settings:
         """The same bounds in the form bench/produce_consume.py's runners take."""
@@ -186,10 +185,7 @@ def brokers_admin(bootstrap: str) -> AdminClient:
                         "log.connection.close": False})  # fmt: skip
 
 
-# At 100 B records one Python consumer is the limit (it spent ~7x the broker's CPU per
-# GB), so that row reads with kcat (librdkafka in C) when the machine has it.
-SMALL_RECORD_READER = "kcat" if shutil.which("kcat") else "python"
-SMALL_RECORD_READER_NAME = "kcat" if SMALL_RECORD_READER == "kcat" else "confluent-kafka"
+READER_NAMES = {"python": "confluent-kafka", "kcat": "kcat"}
 
 
 def workload_row(
@@ -304,8 +300,8 @@ ROWS: dict[str, Callable[[Options], Measured]] = {
     "consume-1k": lambda o: workload_row(o, "consume-1k", "consume 1 KiB from offset 0",
                                          Case("consume", 1024)),
     "consume-100": lambda o: workload_row(o, "consume-100", "consume 100 B from offset 0",
-                                          Case("consume", 100, client=SMALL_RECORD_READER),
-                                          generator=SMALL_RECORD_READER_NAME),
+                                          Case("consume", 100, client=o.small_reader),
+                                          generator=READER_NAMES[o.small_reader]),
     "latency": lambda o: workload_row(o, "latency", f"produce latency, acks=all, one in flight"
                                       f" @ {o.rate}/s", Case("latency", 100, "all")),
     "e2e": lambda o: workload_row(o, "e2e", f"end-to-end latency @ {o.rate}/s, default "
@@ -338,6 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--store-gb", type=float, help="GB stored before the RSS reading (default 3, --quick 0.2)")
     add("--idle-cpu", type=float, default=25.0, help="busy %% under which the machine is idle")
     add("--idle-wait", type=float, help="most seconds to wait for idle (default 20, --quick 3)")
+    add("--consume-100-reader", choices=sorted(READER_NAMES), default="python",
+        help="the 100 B consume row's reader: one confluent-kafka consumer (default) or "
+        "kcat, librdkafka's C client (Debian's kcat 1.7.1 / librdkafka 2.0.2 cannot read "
+        "metadata from Tansu 0.6: 'Broker transport failure')")  # fmt: skip
     add("--json", metavar="FILE", help="also write every figure as JSON")
     add("--chart", metavar="FILE.png", help="also draw the goals as a PNG bar chart")
     return parser
@@ -357,6 +357,7 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Options, lis
         store_gb=args.store_gb or (0.2 if quick else 3.0),
         idle_cpu=args.idle_cpu,
         idle_wait=args.idle_wait if args.idle_wait is not None else (3.0 if quick else 20.0),
+        small_reader=args.consume_100_reader,
     )
     only = [r.strip() for r in (args.only or ",".join(ROWS)).split(",") if r.strip()]
     unknown = [r for r in only if r not in ROWS]

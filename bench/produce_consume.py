@@ -28,6 +28,7 @@ import datetime
 import gc
 import json
 import platform
+import re
 import resource
 import statistics
 import struct
@@ -337,6 +338,13 @@ def consume_count(
         consumer.close()
 
 
+def kcat_librdkafka() -> tuple[int, ...]:
+    """The librdkafka version kcat links (Debian's may be older than the wheel's)."""
+    out = subprocess.run(["kcat", "-V"], capture_output=True, text=True, timeout=10).stdout
+    found = re.search(r"librdkafka (\d+)\.(\d+)\.(\d+)", out)
+    return tuple(int(part) for part in found.groups()) if found else (0,)
+
+
 def kcat_consume_count(
     broker: BrokerHandle, topic: str, partitions: int, expected: int, timeout: float
 ) -> float:
@@ -349,7 +357,7 @@ def kcat_consume_count(
             "-c", str(expected), "-f", "", "-X", "enable.auto.commit=false"]  # fmt: skip
     if partitions == 1:
         argv += ["-p", "0"]
-    if supports_fetch_queue_backoff():
+    if kcat_librdkafka() >= (2, 1, 0):  # fetch.queue.backoff.ms appeared in 2.1.0
         argv += ["-X", "fetch.queue.backoff.ms=10"]
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
