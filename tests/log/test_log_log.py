@@ -232,6 +232,41 @@ def test_deleted_segment_files_linger_for_file_delete_delay(
     log.close()
 
 
+def test_background_deletion_removes_segment_files_on_its_own_thread(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from sluice.log import deletion
+    from sluice.log.segment import LogSegment
+
+    monkeypatch.setattr(deletion, "_queue", None)  # restored afterwards: inline again
+    deletion.enable_background_deletion()
+    threads: list[str] = []
+    delete = LogSegment.delete
+
+    def recording_delete(self: LogSegment) -> None:
+        threads.append(threading.current_thread().name)
+        delete(self)
+
+    monkeypatch.setattr(LogSegment, "delete", recording_delete)
+    one = len(_batch(clock))
+    log = Log(
+        tmp_path / "t-0",
+        _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100),
+        clock=clock,
+    )
+    for _ in range(3):
+        log.append_as_leader(_batch(clock), 0)
+    assert log.delete_old_segments() == 2
+    clock.advance(100)
+    assert log.delete_pending_files() == 2
+    assert deletion.drain_background_deletion(timeout_s=10.0)
+    assert not list(tmp_path.glob("t-0/*.deleted"))
+    assert threads == ["segment-deleter", "segment-deleter"]
+    log.close()
+
+
 def test_delete_records_persists_log_start_offset(tmp_path: Path, clock: ManualClock) -> None:
     one = len(_batch(clock))
     log = Log(tmp_path / "t-0", _cfg(segment_bytes=one * 2), clock=clock)

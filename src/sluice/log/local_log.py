@@ -10,6 +10,7 @@ from pathlib import Path
 from sluice.log.batch import BatchHeader
 from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile, fsync_directory
 from sluice.log.config import Clock, LogConfig
+from sluice.log.deletion import delete_soon
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
@@ -252,8 +253,11 @@ class LocalLog:
         self._pending_deletes = [
             (d, s) for d, s in self._pending_deletes if not (force or d <= now)
         ]
-        for segment in due:
-            segment.delete()
+        for segment in due:  # forced (shutdown, topic deletion): now; else possibly off-loop
+            if force:
+                segment.delete()
+            else:
+                delete_soon(segment.delete)
         return len(due)
 
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
