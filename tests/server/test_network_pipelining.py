@@ -5,29 +5,15 @@ still go out in request order, and other APIs wait for every earlier answer."""
 from __future__ import annotations
 
 import asyncio
-import datetime
-import struct
 from typing import Any
 
 from kio.schema.metadata.v12.request import MetadataRequest
-from kio.schema.produce.v9.request import ProduceRequest
+from wire_support import produce_request as _produce
+from wire_support import read_correlation_id as _read_response
 
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
 from sluice.server.messages import build
 from sluice.server.network import KafkaServer
-
-
-def _produce(acks: int) -> ProduceRequest:
-    return ProduceRequest(
-        transactional_id=None, acks=acks,
-        timeout=datetime.timedelta(milliseconds=1000), topic_data=(),
-    )  # fmt: skip
-
-
-async def _read_response(reader: asyncio.StreamReader) -> int:
-    (size,) = struct.unpack(">i", await reader.readexactly(4))
-    body = await reader.readexactly(size)
-    return int(struct.unpack_from(">i", body, 0)[0])  # the correlation id
 
 
 async def _scenario() -> tuple[list[str], list[int]]:

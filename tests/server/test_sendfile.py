@@ -17,7 +17,7 @@ import pytest
 
 from sluice.log.file_records import FileRecords, FileSlice
 from sluice.server import sendfile
-from sluice.server.network import _write_segments
+from sluice.server.sendfile import write_segments
 
 SMALL_BUFFER = 4096
 LARGE = 2 * 1024 * 1024  # far more than two 4 KiB socket buffers and a 64 KiB reader
@@ -102,7 +102,7 @@ def no_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def send_and_read(pair: Pair, segments: list[Any], expected: bytes) -> None:
-    write = asyncio.ensure_future(_write_segments(pair.writer, segments))
+    write = asyncio.ensure_future(write_segments(pair.writer, segments))
     got = await pair.reader.readexactly(len(expected))
     await write
     assert got == expected
@@ -189,7 +189,7 @@ def test_a_region_cut_short_closes_the_connection(tmp_path: Path) -> None:
     async def run() -> None:
         async for pair in tcp_pair(small=False):
             with pytest.raises(ConnectionAbortedError):
-                await _write_segments(pair.writer, [b"h", FileSlice(records, 0, 5000)])
+                await write_segments(pair.writer, [b"h", FileSlice(records, 0, 5000)])
 
     asyncio.run(run())
     records.close()
@@ -203,7 +203,7 @@ def test_a_closed_segment_file_fails_before_anything_is_written(tmp_path: Path) 
     async def run() -> None:
         async for pair in tcp_pair(small=False):
             with pytest.raises(Exception, match="closed"):
-                await _write_segments(pair.writer, [b"h", region])
+                await write_segments(pair.writer, [b"h", region])
             pair.writer.write(b"ok")  # nothing of the failed response went out
             assert await pair.reader.readexactly(2) == b"ok"
 
@@ -258,7 +258,7 @@ def test_the_transport_closing_during_a_wait_ends_the_send(
         async for pair in tcp_pair(small=True):
             pair.reader._transport.pause_reading()  # type: ignore[attr-defined]
             with pytest.raises(ConnectionResetError):
-                await _write_segments(pair.writer, [b"h", FileSlice(records, 0, LARGE)])
+                await write_segments(pair.writer, [b"h", FileSlice(records, 0, LARGE)])
 
     asyncio.run(run())
     records.close()

@@ -6,12 +6,10 @@ early: requests that arrive before the broker is ready wait and are served in or
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import os
 import re
 import signal
-import struct
 import subprocess
 import sys
 import threading
@@ -20,7 +18,8 @@ from typing import Any
 
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
-from kio.schema.produce.v9.request import ProduceRequest
+from wire_support import produce_request as _produce
+from wire_support import read_correlation_id as _read_response
 
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
 from sluice.server.handlers import HANDLER_MODULES, build_handlers
@@ -217,19 +216,6 @@ def test_gate_open_needs_exactly_the_gated_keys_and_close_cancels() -> None:
         assert waiting.cancelled() and gate.is_open
 
     asyncio.run(scenario())
-
-
-def _produce(acks: int) -> ProduceRequest:
-    return ProduceRequest(
-        transactional_id=None, acks=acks,
-        timeout=datetime.timedelta(milliseconds=1000), topic_data=(),
-    )  # fmt: skip
-
-
-async def _read_response(reader: asyncio.StreamReader) -> int:
-    (size,) = struct.unpack(">i", await reader.readexactly(4))
-    body = await reader.readexactly(size)
-    return int(struct.unpack_from(">i", body, 0)[0])  # the correlation id
 
 
 async def _wait_for(condition: Any) -> None:

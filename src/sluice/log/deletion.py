@@ -43,8 +43,6 @@ def _run(work: queue.Queue[Callable[[], None]]) -> None:
             delete()
         except Exception:
             log.exception("deleting segment files failed")
-        finally:
-            work.task_done()
 
 
 def delete_soon(delete: Callable[[], None]) -> None:
@@ -62,10 +60,5 @@ def drain_background_deletion(timeout_s: float) -> bool:
     if work is None:
         return True
     done = threading.Event()
-
-    def wait() -> None:
-        work.join()
-        done.set()
-
-    threading.Thread(target=wait, name="segment-deleter-drain", daemon=True).start()
+    work.put(done.set)  # one thread, in order: set once everything queued before is done
     return done.wait(timeout_s)

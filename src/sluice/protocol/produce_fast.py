@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import datetime
 import struct
+import sys
 from typing import Any
+
+from .apis import ApiKey, request_type
 
 __all__ = ["decode_produce_request"]
 
@@ -33,10 +36,9 @@ def _classes(version: int) -> tuple[Any, Any, Any]:
     """(ProduceRequest, TopicProduceData, PartitionProduceData) of kio for ``version``."""
     found = _CLASSES.get(version)
     if found is None:
-        import importlib
-
-        module = importlib.import_module(f"kio.schema.produce.v{version}.request")
-        found = (module.ProduceRequest, module.TopicProduceData, module.PartitionProduceData)
+        request_cls = request_type(ApiKey.PRODUCE, version)
+        module = sys.modules[request_cls.__module__]
+        found = (request_cls, module.TopicProduceData, module.PartitionProduceData)
         _CLASSES[version] = found
     return found
 
@@ -117,6 +119,12 @@ def _decode_legacy(buf: memoryview, pos: int, end: int, version: int) -> Any:
         topics.append(topic_cls(name=name, partition_data=tuple(partitions)))
     if pos != end:
         raise _Unusual
+    return _request(request_cls, transactional_id, acks, timeout_ms, topics)
+
+
+def _request(
+    request_cls: Any, transactional_id: str | None, acks: int, timeout_ms: int, topics: list[Any]
+) -> Any:
     return request_cls(
         transactional_id=transactional_id,
         acks=acks,
@@ -176,12 +184,7 @@ def _decode_flexible(buf: memoryview, pos: int, end: int, version: int) -> Any:
     pos = _no_tags(buf, pos, end)
     if pos != end:
         raise _Unusual
-    return request_cls(
-        transactional_id=transactional_id,
-        acks=acks,
-        timeout=datetime.timedelta(milliseconds=timeout_ms),
-        topic_data=tuple(topics),
-    )
+    return _request(request_cls, transactional_id, acks, timeout_ms, topics)
 
 
 _FIRST = 3  # the oldest version the broker accepts (magic v2 batches)

@@ -32,7 +32,7 @@ from sluice.protocol import (
     encode_response_segments,
 )
 from sluice.server.connection import KafkaConnectionProtocol, ResponseWriter
-from sluice.server.sendfile import SendfileSource, write_segments
+from sluice.server.sendfile import write_segments
 
 __all__ = ["CLIENT_HOST", "Handler", "KafkaServer"]
 
@@ -47,15 +47,6 @@ _PRODUCE = 0
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 """The peer address of the connection whose request is being handled, as Kafka shows it
 (``/127.0.0.1``); each connection runs in its own task, so its own context."""
-
-
-_SendfileSource = SendfileSource  # the file-object face ``loop.sendfile`` wants
-
-
-async def _write_segments(writer: ResponseWriter, segments: list[Any]) -> None:
-    """Write a response: buffers as they are, file regions zero-copy with ``sendfile``
-    (straight to the socket when it can, see :mod:`sluice.server.sendfile`)."""
-    await write_segments(writer, segments)
 
 
 class _Connection:
@@ -199,7 +190,7 @@ class KafkaServer:
                 response = await answer
                 if response is not None:
                     segments = encode_response_segments(correlation_id, response)
-                    await _write_segments(conn.writer, segments)
+                    await write_segments(conn.writer, segments)
             except Exception as exc:
                 if not isinstance(exc, ConnectionError):
                     log.exception("error answering a produce request from %s", conn.peer)
@@ -285,7 +276,7 @@ class KafkaServer:
                 return False
             if response is not None:
                 segments = encode_response_segments(request.header.correlation_id, response)
-                await _write_segments(conn.writer, segments)
+                await write_segments(conn.writer, segments)
             conn.last_active = time.monotonic()
             return True
         finally:
