@@ -205,11 +205,11 @@ def test_gate_holds_requests_and_serves_them_in_arrival_order() -> None:
     asyncio.run(scenario())
 
 
-def test_gate_open_needs_exactly_the_gated_keys_and_close_cancels() -> None:
+def test_gate_open_takes_only_held_keys_and_close_cancels() -> None:
     async def scenario() -> None:
         gate = RequestGate([1, 2])
         with pytest.raises(ValueError):
-            gate.open({1: lambda request: None})
+            gate.open({3: lambda request: None})  # not a gated key
         gate = RequestGate([1])
         waiting = gate.handlers[1](_request(1, 0))
         gate.close()
