@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,33 @@ def test_retention_flush_and_topic_configs(tmp_path: Path) -> None:
     plain.append_as_leader(_batch(clock), 0)
     assert plain.number_of_segments == 2
     manager.shutdown()
+
+
+def test_logs_created_off_the_manager_then_added(tmp_path: Path) -> None:
+    """new_log_dirs plans where a topic's new logs go (spread over the dirs as one by one
+    creation would), create_log makes each on a worker thread, add_log manages it."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    clock = ManualClock()
+    manager = LogManager(dirs, _cfg(), clock=clock)
+    existing = manager.get_or_create_log("t", 1)  # in a: b is now the least used
+    planned = manager.new_log_dirs("t", range(4))
+    assert planned == {0: dirs[1] / "t-0", 2: dirs[0] / "t-2", 3: dirs[1] / "t-3"}
+    with ThreadPoolExecutor(1) as worker:
+        logs = worker.submit(lambda: {p: manager.create_log(d, _cfg()) for p, d in planned.items()})
+        created = logs.result(timeout=30)
+    assert manager.get_log("t", 0) is None  # not managed until added
+    for p, log in created.items():
+        assert manager.add_log("t", p, log) is log
+    assert manager.get_or_create_log("t", 0) is created[0]
+    with pytest.raises(KafkaStorageException):
+        manager.add_log("t", 1, created[2])
+    with pytest.raises(InvalidTopicException):
+        manager.new_log_dirs("bad/name", [0])
+    with pytest.raises(ValueError):
+        manager.new_log_dirs("t", [-1])
+    created[0].append_as_leader(_batch(clock), 0)
+    assert existing.log_end_offset == 0 and created[0].log_end_offset == 2
+    manager.shutdown()
+    reopened = LogManager(dirs, _cfg(), clock=clock)
+    assert {tp.partition for tp in reopened.logs} == {0, 1, 2, 3}
+    reopened.shutdown()

@@ -32,6 +32,7 @@ from sluice.protocol import (
     response_header_version,
     response_type,
 )
+from sluice.protocol.apis import FIRST_FLEXIBLE_VERSIONS, kio_first_flexible_version
 
 DETERMINISTIC = settings(derandomize=True, max_examples=200, deadline=None)
 
@@ -183,6 +184,13 @@ def test_first_flexible_versions() -> None:
     assert first_flexible_version(ApiKey.API_VERSIONS) == 3
     assert first_flexible_version(ApiKey.SASL_HANDSHAKE) is None
     assert first_flexible_version(12345) is None
+
+
+def test_first_flexible_versions_table_matches_kio() -> None:
+    # The table spares the broker kio's schema imports on each API's first request.
+    assert set(FIRST_FLEXIBLE_VERSIONS) == set(api_key_map)
+    for api_key, first in FIRST_FLEXIBLE_VERSIONS.items():
+        assert kio_first_flexible_version(api_key) == first, api_key
 
 
 def test_api_key_enum_matches_kio() -> None:

@@ -142,6 +142,21 @@ def test_a_single_node_broker_process_never_imports_cluster_or_tool_code(tmp_pat
     assert _offenders(imported, NEVER_IN_SINGLE_NODE) == []
 
 
+def test_the_apis_served_before_the_coordinators_do_not_import_them() -> None:
+    # The broker imports these handlers right after listening and answers with them while
+    # the coordinators are built: importing sluice.coordinator here would put that block
+    # (20-50 ms) back in front of the first answers.
+    modules = _fresh_modules(
+        "import sluice.cli, sluice.server.broker\n"
+        "from sluice.server.handlers import SERVED_BEFORE_COORDINATORS, build_handlers\n"
+        "build_handlers(SERVED_BEFORE_COORDINATORS)"
+    )
+    assert "sluice.server.handlers.metadata" in modules
+    early = ("sluice.coordinator", "sluice.log.cleaner", "importlib.metadata")
+    assert _offenders(modules, early) == []
+    assert "crc32c" not in modules  # only its C extension (sluice.checksum)
+
+
 def test_handler_modules_cover_the_advertised_apis() -> None:
     handlers = build_handlers()
     assert set(handlers) == set(HANDLER_MODULES)
@@ -205,11 +220,11 @@ def test_gate_holds_requests_and_serves_them_in_arrival_order() -> None:
     asyncio.run(scenario())
 
 
-def test_gate_open_needs_exactly_the_gated_keys_and_close_cancels() -> None:
+def test_gate_open_takes_only_held_keys_and_close_cancels() -> None:
     async def scenario() -> None:
         gate = RequestGate([1, 2])
         with pytest.raises(ValueError):
-            gate.open({1: lambda request: None})
+            gate.open({3: lambda request: None})  # not a gated key
         gate = RequestGate([1])
         waiting = gate.handlers[1](_request(1, 0))
         gate.close()

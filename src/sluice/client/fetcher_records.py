@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from crc32c import crc32c
+from sluice.checksum import crc32c
 
 from .compression import decompress
 from .errors import CorruptRecordException

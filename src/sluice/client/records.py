@@ -25,7 +25,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from crc32c import crc32c
+from sluice.checksum import crc32c
 
 from .compression import CompressionType, compress
 

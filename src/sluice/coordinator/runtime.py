@@ -24,6 +24,7 @@ __all__ = [
     "ReplicaManagerGroupLog",
     "answer_from_thread",
     "build_group_coordinator",
+    "create_offsets_topic",
     "deferred",
     "load_elected_partition",
     "load_offsets_partition",
@@ -124,6 +125,18 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
             owned.append(p)
     coordinator.startup(owned, load=False)
     return coordinator
+
+
+async def create_offsets_topic(broker: Broker) -> None:
+    """Single node, while the listeners already serve: create ``__consumer_offsets``'s
+    partition logs off the event loop, so that :func:`build_group_coordinator` only
+    registers the topic. Nothing to do if it exists."""
+    if broker.cluster is not None or broker.registry.get(GROUP_METADATA_TOPIC_NAME) is not None:
+        return
+    config = GroupConfig.from_broker_config(broker.config)
+    await broker.create_partition_logs(
+        GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions, dict(OFFSETS_TOPIC_CONFIGS)
+    )
 
 
 async def load_offsets_partition(coordinator: GroupCoordinator, partition: int) -> None:

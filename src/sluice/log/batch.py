@@ -19,8 +19,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from sluice.checksum import crc32c
 from sluice.log.errors import (
     CorruptRecordException,
     LogError,

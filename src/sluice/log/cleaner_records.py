@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import cramjam
-from crc32c import crc32c
 
+from sluice.checksum import crc32c
 from sluice.log.batch import (
     BATCH_HEADER_SIZE,
     DELETE_HORIZON_FLAG_MASK,

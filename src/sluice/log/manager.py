@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
@@ -121,18 +121,47 @@ class LogManager:
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of ``topic``/``partition``, created in the least-used directory if absent."""
         self._check_running()
-        key = TopicPartition(topic, partition)
-        existing = self._logs.get(key)
+        existing = self._logs.get(TopicPartition(topic, partition))
         if existing is not None:
             return existing
+        log_dir = self.new_log_dirs(topic, [partition])[partition]
+        return self.add_log(
+            topic, partition, self.create_log(log_dir, config or self._config_for(topic))
+        )
+
+    def new_log_dirs(self, topic: str, partitions: Iterable[int]) -> dict[int, Path]:
+        """Where the logs of ``topic``'s ``partitions`` that do not exist yet go: each in
+        the least-used directory, counting those planned before it. To create many at once
+        off the event loop: :meth:`create_log` each (any thread), then :meth:`add_log`."""
+        self._check_running()
         if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
             raise InvalidTopicException(f"Illegal topic name {topic!r}")
-        if partition < 0:
-            raise ValueError(f"Invalid partition {partition}")
-        directory = min(self.log_dirs, key=self._log_count)
-        log_dir = directory / f"{topic}-{partition}"
-        log = Log(log_dir, config or self._config_for(topic), clock=self._clock)
-        fsync_directory(directory)
+        counts = {directory: self._log_count(directory) for directory in self.log_dirs}
+        planned: dict[int, Path] = {}
+        for partition in partitions:
+            if partition < 0:
+                raise ValueError(f"Invalid partition {partition}")
+            if TopicPartition(topic, partition) in self._logs:
+                continue
+            directory = min(self.log_dirs, key=counts.__getitem__)
+            counts[directory] += 1
+            planned[partition] = directory / f"{topic}-{partition}"
+        return planned
+
+    def create_log(self, log_dir: Path, config: LogConfig) -> Log:
+        """A new, empty log in ``log_dir`` (a path from :meth:`new_log_dirs`), its parent
+        directory fsynced, not managed yet (:meth:`add_log`). Touches only its own files,
+        so it may run on a worker thread."""
+        log = Log(log_dir, config, clock=self._clock)
+        fsync_directory(log_dir.parent)
+        return log
+
+    def add_log(self, topic: str, partition: int, log: Log) -> Log:
+        """Manage ``log`` (from :meth:`create_log`) as ``topic``/``partition``'s log."""
+        self._check_running()
+        key = TopicPartition(topic, partition)
+        if key in self._logs:
+            raise KafkaStorageException(f"{key} has a log already")
         self._logs[key] = log
         return log
 

@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from sluice.checksum import crc32c
 from sluice.log.append import AppendOrigin
 from sluice.log.batch import BatchHeader
 from sluice.log.checkpoint import fsync_directory

@@ -18,9 +18,11 @@ from kio.static.constants import EntityType
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 __all__ = [
+    "FIRST_FLEXIBLE_VERSIONS",
     "ApiKey",
     "first_flexible_version",
     "is_flexible",
+    "kio_first_flexible_version",
     "kio_version_range",
     "request_header_version",
     "request_type",
@@ -170,6 +172,22 @@ def _check_in_range(api_key: int, api_version: int) -> None:
         raise KeyError(f"kio has no schema for API key {api_key} version {api_version}")
 
 
+# API key -> the first flexible version, Kafka 4.1's "flexibleVersions" as kio 0.6.5's
+# schemas have them (None: never flexible). Finding it in kio imports a few schema
+# modules per API, 10-20 ms on the first request of each API: a broker's first answer
+# would wait for that. tests/protocol/test_protocol_headers.py checks it against kio.
+FIRST_FLEXIBLE_VERSIONS: Final[dict[int, int | None]] = {
+    0: 9, 1: 12, 2: 6, 3: 9, 8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3,
+    17: None, 18: 3, 19: 5, 20: 4, 21: 2, 22: 2, 23: 4, 24: 3, 25: 3, 26: 3, 27: 1, 28: 3,
+    29: 2, 30: 2, 31: 2, 32: 4, 33: 2, 34: 2, 35: 2, 36: 2, 37: 2, 38: 2, 39: 2, 40: 2,
+    41: 2, 42: 2, 43: 2, 44: 1, 45: 0, 46: 0, 47: None, 48: 1, 49: 1, 50: 0, 51: 0, 52: 0,
+    53: 1, 54: 1, 55: 0, 56: 2, 57: 0, 58: 0, 59: 0, 60: 0, 61: 0, 62: 0, 63: 0, 64: 0,
+    65: 0, 66: 0, 67: 0, 68: 0, 69: 0, 70: 0, 71: 0, 72: 0, 73: 0, 74: 0, 75: 0, 76: 1,
+    77: 1, 78: 1, 79: 1, 80: 0, 81: 0, 82: 0, 83: 0, 84: 0, 85: 0, 86: 0, 87: 0, 88: 0,
+    89: 0, 90: 0, 91: 0, 92: 0,
+}  # fmt: skip
+
+
 @cache
 def first_flexible_version(api_key: int) -> int | None:
     """The first flexible (KIP-482) version of ``api_key`` kio knows, or None.
@@ -177,6 +195,13 @@ def first_flexible_version(api_key: int) -> int | None:
     Kafka's flexible ranges are always open-ended ("N+"), so every later version,
     including ones newer than kio knows, is flexible too.
     """
+    if api_key in FIRST_FLEXIBLE_VERSIONS:
+        return FIRST_FLEXIBLE_VERSIONS[api_key]
+    return kio_first_flexible_version(api_key)
+
+
+def kio_first_flexible_version(api_key: int) -> int | None:
+    """:func:`first_flexible_version` found in kio's schemas (importing some of them)."""
     span = kio_version_range(api_key)
     if span is None:
         return None

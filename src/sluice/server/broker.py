@@ -25,7 +25,12 @@ from sluice.log import Log, LogConfig, LogManager
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.fetch_session import FetchSessionCache
-from sluice.server.handlers import HANDLER_MODULES
+from sluice.server.handlers import (
+    HANDLER_MODULES,
+    SERVED_BEFORE_COORDINATORS,
+    build_handlers,
+    build_raw_handlers,
+)
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.producer_ids import ProducerIdManager
 from sluice.server.replica_manager import ReplicaManager
@@ -53,6 +58,33 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+QUIET_S = 0.01
+"""How long the listeners must have been idle before the coordinators are built."""
+QUIET_WAIT_S = 0.1
+"""The longest the coordinators wait for that."""
+
+
+class _Slices:
+    """Startup work done while the listeners already serve, in slices of about
+    ``SLICE_S`` of work, between which the event loop runs whatever is ready. The pause
+    is a short timer rather than ``sleep(0)``, so that everything ready runs first however
+    many loop iterations it takes (accepting a connection, reading its request,
+    answering it). The first :meth:`pause` always yields."""
+
+    SLICE_S = 0.005
+    PAUSE_S = 0.001
+    __slots__ = ("_enabled", "_since")
+
+    def __init__(self, enabled: bool = True) -> None:
+        self._enabled = enabled  # False: nobody to serve meanwhile, pause() never waits
+        self._since = float("-inf")
+
+    async def pause(self) -> None:
+        if self._enabled and time.monotonic() - self._since >= self.SLICE_S:
+            await asyncio.sleep(self.PAUSE_S)
+            self._since = time.monotonic()
+
+
 class Broker:
     """A single Sluice broker: ``await start()``, serve, ``await stop()``."""
 
@@ -78,6 +110,7 @@ class Broker:
         self.group_coordinator: GroupCoordinator
         self.txn_coordinator: TransactionCoordinator
         self.producer_id_manager: ProducerIdManager
+        self.coordinators_ready = False  # group_coordinator and txn_coordinator are built
         self.versions: VersionTable = DEFAULT_VERSIONS
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -116,15 +149,16 @@ class Broker:
         else:  # in a cluster, partitions are hosted when the controller says so
             for info in self.registry.topics.values():
                 self._host_partitions(info, list(info.assignment))
-            # As Kafka binds its SocketServer once the logs are loaded and enables request
-            # processing last: connections are accepted from here, requests wait for
-            # gate.open() below.
+            # As Kafka binds its SocketServer once the logs are loaded: connections are
+            # accepted from here, requests wait in the gate until their handlers exist.
             gate = RequestGate(HANDLER_MODULES)
             await self._open_listeners(gate.handlers, None)
             if on_listening is not None:
                 on_listening()
                 on_listening = None
         try:
+            if gate is not None:
+                await self._serve_before_coordinators(gate)
             await self._start_coordinators_and_handlers(gate)
         except BaseException:
             if gate is not None:
@@ -145,30 +179,83 @@ class Broker:
             (time.monotonic() - started) * 1000,
         )  # fmt: skip
 
-    async def _start_coordinators_and_handlers(self, gate: RequestGate | None) -> None:
-        """The group and transaction coordinators and the request handlers; then the
-        listeners serve them (``gate`` given: they are open already and hold requests)."""
-        from sluice.coordinator.runtime import build_group_coordinator, run_group_coordinator
-        from sluice.coordinator.txn_runtime import (
-            build_transaction_coordinator,
-            run_transaction_coordinator,
-        )
-        from sluice.server.handlers import build_handlers, build_raw_handlers
+    def _bind(self, handlers: dict[int, Callable[..., Any]]) -> dict[int, Handler]:
+        return {key: functools.partial(fn, self) for key, fn in handlers.items()}
 
+    async def _serve_before_coordinators(self, gate: RequestGate) -> None:
+        """Single node, listeners open: the APIs that need no coordinator are served as
+        soon as their handler modules are imported, ApiVersions and Metadata first; then,
+        once the first clients' handshakes are answered, the coordinators are built."""
+        slices = _Slices()
+        for key in SERVED_BEFORE_COORDINATORS:
+            gate.open(self._bind(build_handlers([key])))
+            await slices.pause()
+        await self._quiet_listeners(gate)
+
+    async def _start_coordinators_and_handlers(self, gate: RequestGate | None) -> None:
+        """The group and transaction coordinators and the remaining request handlers; then
+        the listeners serve them. ``gate`` given (single node): the listeners already serve
+        the other APIs, so this is done in slices (requests are answered in between) and
+        the held coordinator requests are served last, in arrival order."""
+        slices = _Slices(enabled=gate is not None)
+        await slices.pause()
+        from sluice.coordinator.runtime import (  # the one block of 20-50 ms
+            build_group_coordinator,
+            create_offsets_topic,
+            run_group_coordinator,
+        )
+
+        # Single node: __consumer_offsets' logs are created on a worker thread meanwhile
+        # (else build_group_coordinator finds the topic, or creates it itself).
+        offsets_logs = None
+        if gate is not None:
+            offsets_logs = asyncio.ensure_future(create_offsets_topic(self))
+        try:
+            handlers: dict[int, Callable[..., Any]] = {}
+            for key in HANDLER_MODULES:  # one module at a time
+                if gate is None or key in gate.closed_keys:
+                    await slices.pause()
+                    handlers.update(build_handlers([key]))
+            await slices.pause()
+            import sluice.log.cleaner  # noqa: F401  # for _start_log_cleaner(), in a slice
+            from sluice.coordinator.txn_runtime import (
+                build_transaction_coordinator,
+                run_transaction_coordinator,
+            )
+
+            if offsets_logs is not None:
+                await offsets_logs
+        except BaseException:
+            if offsets_logs is not None:
+                offsets_logs.cancel()
+            raise
         # Group coordinator: creates __consumer_offsets if needed, loads it in the background.
         self.group_coordinator = build_group_coordinator(self)
         self._tasks.append(asyncio.create_task(run_group_coordinator(self.group_coordinator)))
         # Transaction coordinator: __transaction_state, loaded in the background likewise.
         self.txn_coordinator = build_transaction_coordinator(self)
         self._tasks.append(asyncio.create_task(run_transaction_coordinator(self.txn_coordinator)))
-        handlers: dict[int, Handler] = {
-            key: functools.partial(fn, self) for key, fn in build_handlers().items()
-        }
+        self.coordinators_ready = True
         if gate is not None:
-            gate.open(handlers)
+            gate.open(self._bind(handlers))
+            await asyncio.sleep(0)  # the held requests' answers go out first
         else:
             raw_handlers = build_raw_handlers(self) if self.cluster is not None else None
-            await self._open_listeners(handlers, raw_handlers)
+            await self._open_listeners(self._bind(handlers), raw_handlers)
+
+    async def _quiet_listeners(self, gate: RequestGate) -> None:
+        """Wait until the listeners have accepted no connection and read no request for
+        ``QUIET_S`` (at most ``QUIET_WAIT_S``), or a coordinator request is held: the first
+        clients' handshakes (ApiVersions, Metadata, ...) are then answered before the
+        coordinator modules' import, one block of 20-50 ms (no bytecode cache), takes
+        the loop; a client that already waits for a coordinator does not wait longer."""
+        deadline = time.monotonic() + QUIET_WAIT_S
+        while not gate.held_count:
+            now = time.monotonic()
+            last = max(server.last_active_at for server in self.servers)
+            if now - last >= QUIET_S or now >= deadline:
+                return
+            await asyncio.sleep(_Slices.PAUSE_S)
 
     async def _open_listeners(
         self, handlers: dict[int, Handler], raw_handlers: dict[int, Any] | None
@@ -395,6 +482,24 @@ class Broker:
                 TopicPartition(info.name, p), log_, replicas, topic_id=info.topic_id
             )
 
+    async def create_partition_logs(
+        self, name: str, num_partitions: int, configs: dict[str, str]
+    ) -> None:
+        """Create a topic's partition logs ahead of :meth:`create_topic`, on a worker thread
+        (directories, files and fsyncs: 50 partitions take 40-100 ms, more on a busy disk)
+        while the event loop serves: for an internal topic created once the listeners are
+        open. The topic exists once create_topic registers it, which finds them."""
+        config = self._log_config_from({**topic_config_defaults(self.config), **configs})
+        manager = self.log_manager
+        planned = manager.new_log_dirs(name, range(num_partitions))
+
+        def create() -> dict[int, Log]:
+            return {p: manager.create_log(log_dir, config) for p, log_dir in planned.items()}
+
+        logs = await asyncio.get_running_loop().run_in_executor(None, create)
+        for p, log_ in logs.items():
+            manager.add_log(name, p, log_)
+
     def create_topic(
         self,
         name: str,
@@ -448,6 +553,8 @@ class Broker:
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
         """The topic, created with broker defaults when auto-creation is on."""
         info = self.registry.get(name)
+        if info is None and name == OFFSETS_TOPIC and not self.coordinators_ready:
+            return None  # the group coordinator creates it, with its own partition count
         if self.cluster is not None:
             if info is None:
                 info = self.cluster.cached_topic(name)
@@ -514,6 +621,7 @@ class Broker:
 
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
+OFFSETS_TOPIC = "__consumer_offsets"  # GROUP_METADATA_TOPIC_NAME, not imported before listening
 
 
 class InvalidReplicationFactor(ValueError):

@@ -92,6 +92,8 @@ class KafkaServer:
         self._idle = asyncio.Event()
         self._idle.set()
         self._reaper: asyncio.Task[None] | None = None
+        # time.monotonic() when a connection was last accepted or a request last read
+        self.last_active_at = float("-inf")
 
     async def start(self) -> None:
         max_frame = self._max_request_size
@@ -155,6 +157,7 @@ class KafkaServer:
 
     def _accept(self, protocol: KafkaConnectionProtocol) -> None:
         """A client connected: serve its frames in a task of its own."""
+        self.last_active_at = time.monotonic()
         task = asyncio.ensure_future(self._serve(protocol))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -172,7 +175,7 @@ class KafkaServer:
                 frame = await protocol.next_frame()
                 if frame is None:
                     return
-                conn.last_active = time.monotonic()
+                conn.last_active = self.last_active_at = time.monotonic()
                 if not await self._handle_frame(frame, conn):
                     return
                 del frame  # lets the connection reuse the frame's buffer

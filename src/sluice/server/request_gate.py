@@ -1,7 +1,7 @@
 """``RequestGate``: the broker's listeners accept connections while it finishes starting
-(coordinators, handler modules); requests that arrive meanwhile wait and are handled in
-arrival order once it is ready, as Kafka's SocketServer is bound before request
-processing is enabled."""
+(handler modules, coordinators); requests that arrive meanwhile wait and are handled in
+arrival order once their API can be served, as Kafka's SocketServer is bound before
+request processing is enabled."""
 
 from __future__ import annotations
 
@@ -19,43 +19,58 @@ Handler = Callable[[Request], Any]
 
 class RequestGate:
     """A handler table for ``KafkaServer`` before the real handlers exist: each request is
-    held (an awaitable of its response is returned) until :meth:`open`, which hands the
-    held requests to the real handlers in arrival order and puts those handlers in the
-    table, so later requests reach them directly. Event-loop thread only."""
+    held (an awaitable of its response is returned) until :meth:`open` is given a handler
+    for its API key, which hands the held requests of those keys to the real handlers in
+    arrival order and puts those handlers in the table, so later requests reach them
+    directly. Keys may be opened in several steps (the broker serves ApiVersions, Metadata,
+    Produce and Fetch before its coordinators exist). Event-loop thread only.
+
+    Opening some keys before others cannot reorder one connection's requests: the server
+    reads a connection's next request only once its earlier non-Produce request is
+    answered, and holds back any non-Produce request until every earlier Produce answer
+    is written (see :mod:`sluice.server.network`)."""
 
     __slots__ = ("_held", "handlers")
 
     def __init__(self, api_keys: Iterable[int]) -> None:
-        self._held: list[tuple[int, Request, asyncio.Future[Any]]] | None = []
+        self._held: list[tuple[int, Request, asyncio.Future[Any]]] = []
         self.handlers: dict[int, Handler] = {key: self._hold for key in api_keys}
 
     @property
     def is_open(self) -> bool:
-        return self._held is None
+        """Every key has its real handler (or :meth:`close` gave up on the held ones)."""
+        return not self.closed_keys
+
+    @property
+    def closed_keys(self) -> frozenset[int]:
+        """The API keys whose requests are still held."""
+        return frozenset(k for k, fn in self.handlers.items() if fn == self._hold)
 
     @property
     def held_count(self) -> int:
-        return len(self._held or ())
+        return len(self._held)
 
     def _hold(self, request: Request) -> Any:
-        held = self._held
-        assert held is not None, "a held handler was called after open()"
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        held.append((request.api_key, request, future))
+        self._held.append((request.api_key, request, future))
         return future
 
     def open(self, handlers: dict[int, Handler]) -> None:
-        """Serve the held requests with ``handlers`` (one per key given at construction),
-        oldest first, and route every later request straight to them. Each held request
-        is passed to its handler here, synchronously and in order, before any later
+        """Serve the held requests of ``handlers``' keys (all still held) with them, oldest
+        first, and route every later request of those keys straight to them. Each held
+        request is passed to its handler here, synchronously and in order, before any later
         request can be: a produce appends in the order the requests arrived."""
-        held, self._held = self._held, None
-        if held is None:
+        if not handlers:
+            return
+        closed = self.closed_keys
+        if not closed:
             raise RuntimeError("the request gate is already open")
-        if set(handlers) != set(self.handlers):
-            raise ValueError("open() needs a handler for exactly the gated API keys")
+        if not set(handlers) <= closed:
+            raise ValueError("open() takes handlers only for API keys that are still held")
         self.handlers.update(handlers)  # the table KafkaServer reads, updated in place
-        for api_key, request, future in held:
+        serve = [entry for entry in self._held if entry[0] in handlers]
+        self._held = [entry for entry in self._held if entry[0] not in handlers]
+        for api_key, request, future in serve:
             if future.done():  # cancelled: its connection is gone, nobody awaits an answer
                 continue
             try:
@@ -69,10 +84,17 @@ class RequestGate:
                 future.set_result(response)
 
     def close(self) -> None:
-        """Startup failed: cancel the held requests (their connections are dropped)."""
-        held, self._held = self._held, None
-        for _, _, future in held or ():
+        """Startup failed: cancel the held requests (their connections are dropped) and
+        hold no more (a request of a key never opened is refused)."""
+        held, self._held = self._held, []
+        for key in self.closed_keys:
+            self.handlers[key] = _refuse
+        for _, _, future in held:
             future.cancel()
+
+
+def _refuse(request: Request) -> Any:
+    raise RuntimeError(f"the broker failed to start; api key {request.api_key} is not served")
 
 
 def _settle_from(future: asyncio.Future[Any], inner: asyncio.Future[Any]) -> None:

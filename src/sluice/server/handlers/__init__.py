@@ -10,12 +10,12 @@ module and a line below.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sluice.protocol import ApiKey
 
-__all__ = ["HANDLER_MODULES", "build_handlers", "build_raw_handlers"]
+__all__ = ["HANDLER_MODULES", "SERVED_BEFORE_COORDINATORS", "build_handlers", "build_raw_handlers"]
 
 
 # API key -> the module (in this package) whose ``handle`` serves it. The modules are
@@ -63,11 +63,37 @@ HANDLER_MODULES: dict[int, str] = {
 }
 
 
-def build_handlers() -> dict[int, Callable[..., Any]]:
-    """API key -> handler function; the broker advertises exactly these APIs."""
+# What a single-node broker serves as soon as its listeners open, before the group and
+# transaction coordinators exist: these handlers neither touch a coordinator nor import
+# sluice.coordinator. (Kafka enables request processing for every API at once, and its
+# coordinator APIs answer retriable errors until the coordinators have loaded.) The
+# others are held until the coordinators are built, then answered in arrival order:
+# the group and transaction APIs, InitProducerId, DeleteTopics (drops the topic's
+# committed offsets), CreateTopics (could otherwise create __consumer_offsets before
+# the coordinator does, with the wrong partition count), and the reassignment and
+# election APIs (their modules import the coordinator runtime).
+SERVED_BEFORE_COORDINATORS: tuple[int, ...] = (
+    ApiKey.API_VERSIONS,  # in this order: a client's first requests first
+    ApiKey.METADATA,
+    ApiKey.PRODUCE,
+    ApiKey.FETCH,
+    ApiKey.LIST_OFFSETS,
+    ApiKey.DESCRIBE_CLUSTER,
+    ApiKey.DESCRIBE_CONFIGS,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.DELETE_RECORDS,
+    ApiKey.CREATE_PARTITIONS,
+    ApiKey.ALTER_CONFIGS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+)
+
+
+def build_handlers(keys: Iterable[int] | None = None) -> dict[int, Callable[..., Any]]:
+    """API key -> handler function, importing their modules; for ``keys`` (default: all
+    of HANDLER_MODULES, exactly the APIs the broker advertises)."""
     return {
-        key: importlib.import_module(f"{__name__}.{module}").handle
-        for key, module in HANDLER_MODULES.items()
+        key: importlib.import_module(f"{__name__}.{HANDLER_MODULES[key]}").handle
+        for key in (HANDLER_MODULES if keys is None else keys)
     }
 
 
