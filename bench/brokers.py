@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -209,6 +210,29 @@ BROKERS: dict[str, Callable[[], AbstractContextManager[Broker]]] = {
     "sluice": sluice,
     "null": null_sink,
 }
+
+
+_CLIENT_ID = b"sluice-bench"
+# ApiVersions v0 (no body), correlation id 1: what every client sends first.
+API_VERSIONS_V0 = (
+    struct.pack(">ihhih", 10 + len(_CLIENT_ID), 18, 0, 1, len(_CLIENT_ID)) + _CLIENT_ID
+)
+
+
+def first_answer(bootstrap: str, timeout: float = READY_TIMEOUT_S) -> None:
+    """Send ApiVersions v0 to ``bootstrap`` and wait for the whole answer: a broker whose
+    port accepts connections may still hold requests while it finishes starting."""
+    host, _, port = bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(API_VERSIONS_V0)
+        answer = b""
+        while len(answer) < 4 or len(answer) < 4 + struct.unpack_from(">i", answer)[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise BrokerStartError(f"{bootstrap} closed the connection before answering")
+            answer += chunk
+        if struct.unpack_from(">i", answer, 4)[0] != 1:
+            raise BrokerStartError(f"{bootstrap} answered another correlation id")
 
 
 def _tree(proc: psutil.Process) -> list[psutil.Process]:

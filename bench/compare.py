@@ -236,22 +236,27 @@ def cluster_row(opts: Options) -> Measured:
 
 
 def startup_row(opts: Options) -> Measured:
-    """Launch to accepting TCP connections, then the RSS after one idle second."""
-    row = Measured("startup", "startup to accepting connections; idle RSS", "TCP connect poll")
+    """Launch to accepting TCP connections and to the first ApiVersions answer, then the
+    RSS after one idle second."""
+    row = Measured("startup", "startup to accepting connections (and to the first answer); "
+                   "idle RSS", "TCP connect poll")  # fmt: skip
     row.runs = {"sluice": [], "tansu": []}
     for index in range(opts.repeat):
         for name, launcher in (("sluice", brokers.sluice), ("tansu", brokers.tansu)):
             row.idle.append(f"{name}: {wait_idle(opts)}")
             started = time.perf_counter()
             try:
-                with launcher() as (_bootstrap, proc):
+                with launcher() as (bootstrap, proc):
                     ready = time.perf_counter() - started
+                    brokers.first_answer(bootstrap)
+                    answered = time.perf_counter() - started
                     time.sleep(1.0)
                     rss = brokers.rss_bytes(proc)
             except brokers.BrokerStartError as exc:
                 row.errors.append(f"{name} run {index + 1}: {exc}")
                 continue
-            row.runs[name].append({"ready ms": ready * 1000, "idle RSS MB": rss / MB})
+            row.runs[name].append({"ready ms": ready * 1000, "first answer ms": answered * 1000,
+                                   "idle RSS MB": rss / MB})  # fmt: skip
     return row
 
 
