@@ -157,6 +157,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("replica.fetch.wait.max.ms", "int", 500, "Follower fetch max wait.", min=0),
     ConfigDef("replica.fetch.min.bytes", "int", 1, "Follower fetch min bytes.", min=1),
     ConfigDef("replica.fetch.max.bytes", "int", 1_048_576, "Follower fetch max bytes.", min=0),
+    ConfigDef(
+        "replica.direct.io",
+        "bool",
+        True,
+        "Sluice: a follower writes the whole 4 KiB blocks of replicated batches with O_DIRECT, "
+        "past the page cache, which keeps the leaders' data; falls back to the page cache "
+        "where the filesystem refuses O_DIRECT.",
+    ),
     ConfigDef("replica.socket.timeout.ms", "int", 30_000, "Follower request timeout."),
     ConfigDef("fetch.max.bytes", "int", 57_671_680, "Largest fetch response.", min=1024),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions.", min=0),

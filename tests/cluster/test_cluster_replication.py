@@ -4,6 +4,7 @@ leader, every acknowledged record survives, the killed broker rejoins the ISR.""
 from __future__ import annotations
 
 import json
+import os
 
 from cluster_support import partition_metadata, wait_for
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -111,6 +112,60 @@ def test_rf3_failover_keeps_acknowledged_records(cluster3: EmbeddedCluster) -> N
     # The rejoined replica has everything: read from it alone once it leads... or
     # simply read again through the cluster.
     assert set(acked) <= set(_read_all(cluster3.bootstrap_servers, TOPIC, RECORDS + 1))
+
+
+O_DIRECT_FLAG = 0o40000  # Linux's O_DIRECT, as /proc/<pid>/fdinfo prints flags (octal)
+
+
+def _direct_log_fds(pid: int, topic: str) -> list[str]:
+    """The segment files of ``topic`` that process ``pid`` holds open with O_DIRECT."""
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                flags = int(info.read().split("flags:")[1].split()[0], 8)
+        except (OSError, IndexError, ValueError):
+            continue
+        if f"/{topic}-0/" in target and target.endswith(".log") and flags & O_DIRECT_FLAG:
+            found.append(target)
+    return found
+
+
+def test_followers_write_large_batches_past_the_page_cache(cluster3: EmbeddedCluster) -> None:
+    """replica.direct.io (on by default): the followers write the whole blocks of what
+    they replicate with O_DIRECT; after the leader's kill -9 a follower leads and serves
+    every acknowledged record, byte for byte, from those files."""
+    _create(cluster3, "bulk", 3, **{"min.insync.replicas": "2"})
+    md = wait_for(
+        lambda: (p := partition_metadata(cluster3.bootstrap_servers, "bulk"))
+        and p.leader >= 0 and len(p.isrs) == 3 and p,
+        30, "ISR of 3",
+    )  # fmt: skip
+    producer = Producer(
+        {"bootstrap.servers": cluster3.bootstrap_servers, "acks": "all", "linger.ms": 20,
+         "batch.size": 1_000_000, "log_level": 0}
+    )  # fmt: skip
+    sent = [(f"{i:06d}".encode() * 500) for i in range(1_500)]  # 3 KB each, 4.5 MB in all
+    for value in sent:
+        producer.produce("bulk", value)
+    assert producer.flush(60) == 0
+    followers = [b for b in cluster3.broker_ids if b != md.leader]
+    for broker in followers:
+        assert _direct_log_fds(cluster3.procs[broker].pid, "bulk"), f"broker {broker}"
+    assert not _direct_log_fds(cluster3.procs[md.leader].pid, "bulk")  # leaders: page cache
+    wait_for(
+        lambda: (p := partition_metadata(cluster3.bootstrap_servers, "bulk")) and len(p.isrs) == 3,
+        30, "the followers caught up",
+    )  # fmt: skip
+
+    cluster3.kill(md.leader)
+    survivors = ",".join(cluster3.bootstrap_of(b) for b in followers)
+    wait_for(
+        lambda: (p := partition_metadata(survivors, "bulk")) and p.leader in followers,
+        45, "a follower leading",
+    )  # fmt: skip
+    assert _read_all(survivors, "bulk", len(sent)) == sent
 
 
 def test_replication_factor_beyond_live_brokers_is_refused(cluster3: EmbeddedCluster) -> None:

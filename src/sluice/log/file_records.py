@@ -23,6 +23,7 @@ from sluice.log.batch import (
     batch_error,
     read_header,
 )
+from sluice.log.direct import DirectWriter
 from sluice.log.errors import KafkaStorageException
 from sluice.log.patched import PatchedRecords, pwrite_all
 from sluice.log.record_scan import record_offsets_and_timestamps
@@ -65,12 +66,13 @@ class TimestampAndOffset(NamedTuple):
 class FileRecords:
     """An open segment data file: appends at the end, positional reads, header scans."""
 
-    __slots__ = ("_fd", "_size", "path")
+    __slots__ = ("_direct", "_fd", "_size", "path")
 
     def __init__(self, path: Path, fd: int, size: int) -> None:
         self.path = path
         self._fd = fd
         self._size = size
+        self._direct: DirectWriter | None = None
 
     @classmethod
     def open(cls, path: Path) -> FileRecords:
@@ -87,14 +89,24 @@ class FileRecords:
             raise KafkaStorageException(f"{self.path} is closed")
         return self._fd
 
-    def append(self, data: bytes | bytearray | memoryview | PatchedRecords) -> int:
-        """Write ``data`` at the end of the file; returns the number of bytes written."""
+    def append(
+        self, data: bytes | bytearray | memoryview | PatchedRecords, direct: bool = False
+    ) -> int:
+        """Write ``data`` at the end of the file; returns the number of bytes written.
+        ``direct``: its whole 4 KiB blocks bypass the page cache (a follower's append;
+        sluice.log.direct), where the filesystem allows it."""
         if isinstance(data, PatchedRecords):  # heads and views, gathered by the kernel
             written = pwrite_all(self.fileno(), data.parts, self._size)
             self._size += written
             return written
         view = memoryview(data)
         total = len(view)
+        if direct:
+            if self._direct is None:
+                self._direct = DirectWriter()
+            if self._direct.append(self.path, self.fileno(), view, self._size):
+                self._size += total
+                return total
         written = 0
         fd = self.fileno()
         while written < total:
@@ -132,6 +144,8 @@ class FileRecords:
         os.fsync(self.fileno())
 
     def close(self) -> None:
+        if self._direct is not None:
+            self._direct.close()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

@@ -126,10 +126,12 @@ class LocalLog:
         first: int,
         last: int,
         max_timestamp: int,
+        direct: bool = False,
     ) -> None:
-        """Append batches holding offsets ``first..last``, rolling first if needed."""
+        """Append batches holding offsets ``first..last``, rolling first if needed;
+        ``direct``: whole blocks past the page cache (:meth:`FileRecords.append`)."""
         segment = self._maybe_roll(len(buf), first, last, max_timestamp)
-        segment.append(last, max_timestamp, buf, headers)
+        segment.append(last, max_timestamp, buf, headers, direct)
         self._log_end_offset = last + 1
         if self._log_end_offset - self._recovery_point >= self._config.flush_messages:
             self.flush()

@@ -213,12 +213,15 @@ class Log:
             self._append(buf, headers, info, analysis)
         return info
 
-    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, direct: bool = False
+    ) -> LogAppendInfo:
         """Append batches replicated from the leader, keeping their offsets and epochs.
 
         The first batch must start at or after the log end offset and offsets must strictly
         increase (gaps left by compaction are allowed); a partial trailing batch, as fetch
-        responses may carry, is dropped.
+        responses may carry, is dropped. ``direct``: whole blocks are written past the
+        page cache (sluice.log.direct; the broker's ``replica.direct.io``).
         """
         local = self._local
         local.check_open()
@@ -229,7 +232,7 @@ class Log:
             analysis = self._producer_state.analyze_and_validate(
                 headers, AppendOrigin.REPLICATION, lambda header: read_end_txn_marker(buf, header)
             )
-            self._append(buf, headers, info, analysis)
+            self._append(buf, headers, info, analysis, direct)
         return info
 
     def _append(
@@ -238,12 +241,13 @@ class Log:
         headers: list[BatchHeader],
         info: LogAppendInfo,
         analysis: ProducerStateAnalysis,
+        direct: bool = False,
     ) -> None:
         """Append to the segments, then record the producer state: a roll in between
         snapshots the state as of the new segment's base offset."""
         local = self._local
         active = local.active_segment
-        local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp)
+        local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp, direct)
         state = self._producer_state
         if local.active_segment is not active:
             state.snapshot_at_roll(local.active_segment.base_offset)

@@ -221,11 +221,13 @@ class LogSegment:
         largest_timestamp: int,
         records: bytes | bytearray | memoryview | PatchedRecords,
         batches: Iterable[BatchHeader] | None = None,
+        direct: bool = False,
     ) -> None:
         """Append whole batches whose offsets are already assigned.
 
         ``batches`` are the headers of ``records`` (positions relative to ``records``), as
         returned by validation; they are re-read from ``records`` when omitted.
+        ``direct``: write whole blocks past the page cache (:meth:`FileRecords.append`).
         """
         if not len(records):
             return
@@ -237,7 +239,7 @@ class LogSegment:
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
         max_timestamp = self.max_timestamp_so_far
-        self._log.append(records)
+        self._log.append(records, direct)
         self._last_modified_ms = self._clock()
         since = self._bytes_since_last_index_entry
         interval = self._index_interval_bytes

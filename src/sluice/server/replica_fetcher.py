@@ -47,6 +47,7 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.host, self.port = host, port
         self.partitions: dict[TopicPartition, Partition] = {}
+        self._direct_io = bool(cluster.config["replica.direct.io"])
         self.wakeup = asyncio.Event()
         self.conn = BrokerConnection(host, port, f"replica-fetcher-{cluster.broker_id}")
         self.task = asyncio.ensure_future(self._run())
@@ -169,7 +170,7 @@ class ReplicaFetcher:
                 partition = self.partitions.get(tp)
                 if partition is None or partition.is_leader:
                     continue
-                if not apply_fetched_partition(partition, pd):
+                if not apply_fetched_partition(partition, pd, self._direct_io):
                     backoff = True
                     continue
                 rm.wake(tp, True)
@@ -177,17 +178,20 @@ class ReplicaFetcher:
                 await asyncio.sleep(FETCH_BACKOFF_S)
 
 
-def apply_fetched_partition(partition: Partition, pd: FetchedPartition) -> bool:
+def apply_fetched_partition(
+    partition: Partition, pd: FetchedPartition, direct_io: bool = False
+) -> bool:
     """Apply one partition of the leader's answer to the follower: append its batches
-    (the leader's offsets and epochs kept) and take the leader's high watermark. False
-    when the fetcher should back off (an error from the leader, or a failed append)."""
+    (the leader's offsets and epochs kept; ``direct_io``: whole blocks past the page
+    cache) and take the leader's high watermark. False when the fetcher should back off
+    (an error from the leader, or a failed append)."""
     if pd.error_code != ErrorCode.none:
         if pd.error_code == ErrorCode.offset_out_of_range:
             handle_out_of_range(partition, pd.high_watermark, pd.log_start_offset)
         return False
     try:
         if pd.records is not None and len(pd.records):
-            partition.log.append_as_follower(pd.records)
+            partition.log.append_as_follower(pd.records, direct_io)
         partition.update_follower_high_watermark(pd.high_watermark)
     except Exception:
         log.exception("follower append to %s failed", partition.tp)
