@@ -82,3 +82,61 @@ def test_absolute_goal_and_missing_rows(report) -> None:  # type: ignore[no-unty
     assert [(ln.text, ln.met) for ln in lines] == [
         ("ready <= 300 ms", False), ("idle RSS <= 60 MB", True)]  # fmt: skip
     assert lines[0].theirs == 30.0 and lines[0].base == "tansu"
+
+
+@pytest.fixture
+def compare(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.syspath_prepend(str(BENCH))
+    import compare as module
+
+    yield module
+    sys.modules.pop("compare", None)
+
+
+def idle_options(compare, idle_wait: float = 20.0):  # type: ignore[no-untyped-def]
+    return compare.Options(quick=False, repeat=1, seconds=1, records=1, latency_seconds=1,
+                           rate=1, producers=1, store_gb=0.1, idle_cpu=25.0,
+                           idle_wait=idle_wait)  # fmt: skip
+
+
+def fake_machine(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, compare, reported: list[int | None]
+) -> None:
+    """One-second CPU samples on a manual clock, an idle CPU and load, and the free page
+    reporting counter taking the values of ``reported`` (its last one from then on)."""
+    now = [0.0]
+
+    def cpu_percent(interval: float) -> float:
+        now[0] += interval
+        return 0.0
+
+    monkeypatch.setattr(compare.psutil, "cpu_percent", cpu_percent)
+    monkeypatch.setattr(compare.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(compare.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    values = iter(reported)
+    last = [reported[-1]]
+    monkeypatch.setattr(compare, "reported_kib", lambda: next(values, last[0]))
+
+
+def test_idle_waits_until_free_page_reporting_settles(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, compare
+) -> None:
+    # The counter moves for the first samples (a run just freed memory), then stays.
+    fake_machine(monkeypatch, compare, [100, 200, 300, 400, 400, 400, 400, 400])
+    seen = compare.wait_idle(idle_options(compare))
+    assert seen == "load 0.10 busy 0% waited 6s"  # last change at 3 s, then 3 quiet s
+
+
+def test_idle_without_page_reporting_is_cpu_and_load_only(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, compare
+) -> None:
+    fake_machine(monkeypatch, compare, [None])
+    assert compare.wait_idle(idle_options(compare)) == "load 0.10 busy 0% waited 1s"
+
+
+def test_idle_gives_up_while_pages_are_still_reported(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, compare
+) -> None:
+    fake_machine(monkeypatch, compare, list(range(0, 10_000, 7)))
+    seen = compare.wait_idle(idle_options(compare, idle_wait=5.0))
+    assert seen == "load 0.10 busy 0% reporting pages NOT IDLE after 5s"
