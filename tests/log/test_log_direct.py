@@ -85,7 +85,7 @@ def test_whole_blocks_go_through_an_o_direct_descriptor(tmp_path: Path) -> None:
 def test_a_filesystem_refusing_o_direct_gets_the_page_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused_at: str
 ) -> None:
-    real_open, real_pwrite = os.open, os.pwrite
+    real_open, real_pwritev = os.open, os.pwritev
     direct_fds: set[int] = set()
 
     def fake_open(path: object, flags: int, *args: int) -> int:
@@ -97,14 +97,14 @@ def test_a_filesystem_refusing_o_direct_gets_the_page_cache(
             return fd
         return real_open(path, flags, *args)  # type: ignore[arg-type]
 
-    def fake_pwrite(fd: int, data: bytes, offset: int) -> int:
+    def fake_pwritev(fd: int, buffers: list[memoryview], offset: int) -> int:
         if fd in direct_fds:
             raise OSError(errno.EINVAL, "Invalid argument")
-        return real_pwrite(fd, data, offset)
+        return real_pwritev(fd, buffers, offset)
 
     monkeypatch.setattr("sluice.log.direct._O_DIRECT", O_DIRECT or 0x4000)
     monkeypatch.setattr(os, "open", fake_open)
-    monkeypatch.setattr(os, "pwrite", fake_pwrite)
+    monkeypatch.setattr(os, "pwritev", fake_pwritev)
     records = FileRecords.open(tmp_path / "b.log")
     expected = payload(0, 5 * BLOCK_SIZE + 3)
     records.append(expected[:10], direct=True)

@@ -211,9 +211,9 @@ def test_retention_by_time_and_size_never_active(tmp_path: Path, clock: ManualCl
     log.close()
 
 
-def test_deleted_segment_files_linger_for_file_delete_delay(
-    tmp_path: Path, clock: ManualClock
-) -> None:
+def _three_expired_segments(tmp_path: Path, clock: ManualClock) -> tuple[int, Log]:
+    """A log of three one-batch segments, all past retention (retention.bytes=0), whose
+    deleted files linger 100 ms; and the size of one batch."""
     one = len(_batch(clock))
     log = Log(
         tmp_path / "t-0",
@@ -222,6 +222,13 @@ def test_deleted_segment_files_linger_for_file_delete_delay(
     )
     for _ in range(3):
         log.append_as_leader(_batch(clock), 0)
+    return one, log
+
+
+def test_deleted_segment_files_linger_for_file_delete_delay(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    one, log = _three_expired_segments(tmp_path, clock)
     info = log.read(0, 1000)
     assert log.delete_old_segments() == 2
     assert len(list(tmp_path.glob("t-0/*.deleted"))) == 6
@@ -250,14 +257,7 @@ def test_background_deletion_removes_segment_files_on_its_own_thread(
         delete(self)
 
     monkeypatch.setattr(LogSegment, "delete", recording_delete)
-    one = len(_batch(clock))
-    log = Log(
-        tmp_path / "t-0",
-        _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100),
-        clock=clock,
-    )
-    for _ in range(3):
-        log.append_as_leader(_batch(clock), 0)
+    _one, log = _three_expired_segments(tmp_path, clock)
     assert log.delete_old_segments() == 2
     clock.advance(100)
     assert log.delete_pending_files() == 2

@@ -25,6 +25,8 @@ import os
 import threading
 from pathlib import Path
 
+from sluice.log.patched import pwrite_all
+
 __all__ = ["BLOCK_SIZE", "DirectWriter"]
 
 BLOCK_SIZE = 4096  # the largest logical block size in common use: aligned for any device
@@ -49,12 +51,6 @@ class _Staging(threading.local):
 
 
 _staging = _Staging()
-
-
-def _pwrite_all(fd: int, view: memoryview, position: int) -> None:
-    done = 0
-    while done < len(view):
-        done += os.pwrite(fd, view[done:], position + done)
 
 
 class DirectWriter:
@@ -82,16 +78,16 @@ class DirectWriter:
         staging[:body] = view[head : head + body]
         with memoryview(staging) as aligned:
             try:
-                _pwrite_all(fd, aligned[:body], position + head)
+                pwrite_all(fd, [aligned[:body]], position + head)
             except OSError as exc:
                 if exc.errno != errno.EINVAL:
                     raise
                 self._refuse()
                 return False
         if head:
-            _pwrite_all(buffered_fd, view[:head], position)
+            pwrite_all(buffered_fd, [view[:head]], position)
         if head + body < size:
-            _pwrite_all(buffered_fd, view[head + body :], position + head + body)
+            pwrite_all(buffered_fd, [view[head + body :]], position + head + body)
         return True
 
     def _open(self, path: Path) -> int:

@@ -212,10 +212,9 @@ class Broker:
             offsets_logs = asyncio.ensure_future(create_offsets_topic(self))
         try:
             handlers: dict[int, Callable[..., Any]] = {}
-            for key in HANDLER_MODULES:  # one module at a time
-                if gate is None or key in gate.closed_keys:
-                    await slices.pause()
-                    handlers.update(build_handlers([key]))
+            for key in HANDLER_MODULES if gate is None else gate.closed_keys:  # one at a time
+                await slices.pause()
+                handlers.update(build_handlers([key]))
             await slices.pause()
             import sluice.log.cleaner  # noqa: F401  # for _start_log_cleaner(), in a slice
             from sluice.coordinator.txn_runtime import (
