@@ -130,6 +130,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.flush.interval.ms", "long", None, "fsync after this many ms.", min=0),
     ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes between index entries.", min=0),
     ConfigDef("log.index.size.max.bytes", "int", 10 * 1024 * 1024, "Index size.", min=4),
+    ConfigDef(
+        "log.segment.recycle",
+        "bool",
+        True,
+        "Sluice: a new segment reuses the data file of a segment retention removed (once "
+        "file.delete.delay.ms has passed, if the page cache still holds it), so appends "
+        "overwrite cached pages instead of taking new ones; costs up to one segment of disk "
+        "per partition.",
+    ),
     ConfigDef("log.cleanup.policy", "list", ["delete"], "delete, compact.", choices=_CLEANUP),
     ConfigDef(
         "log.message.timestamp.type", "string", "CreateTime", "Timestamp kind.", choices=_TS_TYPES
@@ -233,6 +242,7 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         ("log.retention.bytes", ConfigDef("retention.bytes", "long", None, "")),
         ("log.retention.ms", ConfigDef("retention.ms", "long", None, "", min=-1)),
         ("log.segment.bytes", ConfigDef("segment.bytes", "int", None, "", min=14)),
+        ("log.segment.recycle", ConfigDef("segment.recycle", "bool", None, "")),
         ("log.index.size.max.bytes", ConfigDef("segment.index.bytes", "int", None, "", min=4)),
         ("log.roll.ms", ConfigDef("segment.ms", "long", None, "", min=1)),
         (

@@ -95,3 +95,69 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
     idle.close()
     assert "closing idle connection" in broker.log_tail(5)
     assert broker.stop() == 0
+
+
+def test_kill9_while_writing_into_a_reused_segment_file_loses_and_revives_nothing(
+    tmp_path: Path,
+) -> None:
+    """segment.recycle: retention removes segments; once file.delete.delay.ms has passed the
+    next roll writes into a removed segment's file, whose old batches lie after the new ones.
+    kill -9 then: recovery must keep every acknowledged record and none of the old ones.
+    Produced with confluent-kafka, read back with it and with kafka-python."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from interop_support import wait_until
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTP
+
+    broker = BrokerProcess(tmp_path / "data", log_retention_check_interval_ms="100").start()
+    topic = "reused"
+    configs = {"segment.bytes": "40000", "retention.bytes": "80000", "file.delete.delay.ms": "100"}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
+    sent: list[bytes] = []
+
+    def send(count: int) -> None:
+        for _ in range(count):
+            sent.append(b"%08d" % len(sent) + b"." * 992)
+            producer.produce(topic, sent[-1])
+        assert producer.flush(30) == 0
+
+    def reused() -> bool:
+        send(8)
+        return "reusing a removed segment's file" in broker.log_path.read_text(errors="replace")
+
+    wait_until(reused, 60, "a roll into a reused segment file")
+    send(3)  # acknowledged; the reused file still holds old batches after these
+    broker.kill9()
+    first_run = broker.log_path.stat().st_size
+    broker.overrides["log_retention_check_interval_ms"] = "3600000"  # the log start stays put
+    broker.start()
+    restart_log = broker.log_path.read_bytes()[first_run:].decode()
+    assert "truncated" in restart_log  # recovery cut the old batches off
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "r"})
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    assert high == len(sent) and 0 < low < high - 3
+    consumer.assign([TopicPartition(topic, 0, low)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < high - low and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.close()
+    assert got == sent[low:]
+
+    pure = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+    tp = KpTP(topic, 0)
+    pure.assign([tp])
+    pure.seek(tp, low)
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < high - low and time.monotonic() < deadline:
+        for records in pure.poll(timeout_ms=500).values():
+            got.extend(record.value for record in records)
+    pure.close()
+    assert got == sent[low:]
+    assert broker.stop() == 0

@@ -213,11 +213,12 @@ def test_retention_by_time_and_size_never_active(tmp_path: Path, clock: ManualCl
 
 def _three_expired_segments(tmp_path: Path, clock: ManualClock) -> tuple[int, Log]:
     """A log of three one-batch segments, all past retention (retention.bytes=0), whose
-    deleted files linger 100 ms; and the size of one batch."""
+    deleted files linger 100 ms and are then deleted, not kept for reuse (segment.recycle
+    is tested in test_log_recycle.py); and the size of one batch."""
     one = len(_batch(clock))
     log = Log(
         tmp_path / "t-0",
-        _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100),
+        _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100, segment_recycle=False),
         clock=clock,
     )
     for _ in range(3):

@@ -37,10 +37,15 @@ class LogMachine(RuleBasedStateMachine):
     @initialize(
         segment_bytes=st.integers(400, 2000),
         interval=st.sampled_from([0, 64, 300, 4096]),
+        delete_delay=st.sampled_from([0, 100, 100]),
+        recycle=st.sampled_from([False, True, True]),
     )
-    def open_log(self, segment_bytes: int, interval: int) -> None:
+    def open_log(self, segment_bytes: int, interval: int, delete_delay: int, recycle: bool) -> None:
         self.config = LogConfig(
-            segment_bytes=segment_bytes, index_interval_bytes=interval, file_delete_delay_ms=0
+            segment_bytes=segment_bytes,
+            index_interval_bytes=interval,
+            file_delete_delay_ms=delete_delay,
+            segment_recycle=recycle,
         )
         self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
 
@@ -168,6 +173,20 @@ class LogMachine(RuleBasedStateMachine):
         self.batches.pop()
         self.start = min(self.start, self.end)
 
+    @rule()
+    def expire_deleted_files(self) -> None:
+        """file.delete.delay.ms passes: removed segments' files go, or one stays as the
+        spare that the next roll writes into (segment.recycle)."""
+        self.clock.advance(100)
+        self.log.delete_pending_files()
+
+    @rule()
+    def crash(self) -> None:
+        """The process dies: nothing is trimmed, flushed or checkpointed (what was written
+        is in the page cache, so it all survives), and the next open recovers every segment."""
+        _let_go(self.log)
+        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+
     @rule(clean=st.booleans())
     def reopen(self, clean: bool) -> None:
         self.log.close()
@@ -190,6 +209,19 @@ class LogMachine(RuleBasedStateMachine):
         if hasattr(self, "log"):
             assert self.log.log_end_offset == self.end
             assert self.log.log_start_offset == self.start
+
+
+def _let_go(log: Log) -> None:
+    """What the death of the process does to an open log's files: closes their descriptors."""
+    local = log._local
+    segments = [*local.segments, *(segment for _, segment, _ in local._pending_deletes)]
+    for segment in segments:
+        segment.log._release()
+        segment.offset_index.close()
+        segment.time_index.close()
+        segment.txn_index._close_fd()
+    if local._spare is not None:
+        local._spare[0]._release()
 
 
 TestLogMachine = LogMachine.TestCase

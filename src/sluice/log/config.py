@@ -46,6 +46,7 @@ class LogConfig:
     message_timestamp_type: str = _CREATE_TIME
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60_000
+    segment_recycle: bool = True  # Sluice's own: reuse removed segments' files (local_log.py)
 
     def __post_init__(self) -> None:
         # Kafka's lower bounds: a segment must hold at least a minimal legacy record.
@@ -107,7 +108,10 @@ class LogConfig:
                 raise ConfigException(f"Unknown topic config name: {name}")
             current = getattr(base, field)
             try:
-                changes[field] = int(value) if isinstance(current, int) else str(value)
+                if isinstance(current, bool):
+                    changes[field] = _boolean(value)
+                else:
+                    changes[field] = int(value) if isinstance(current, int) else str(value)
             except (TypeError, ValueError) as exc:
                 raise ConfigException(f"Invalid value {value!r} for {name}") from exc
         return dataclasses.replace(base, **changes)
@@ -115,8 +119,24 @@ class LogConfig:
     def to_properties(self) -> dict[str, str]:
         """The configuration as Kafka-named string properties."""
         return {
-            f.name.replace("_", "."): str(getattr(self, f.name)) for f in dataclasses.fields(self)
+            f.name.replace("_", "."): _string(getattr(self, f.name))
+            for f in dataclasses.fields(self)
         }
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(value)
+    return text == "true"
+
+
+def _string(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _at_least(name: str, value: int, minimum: int) -> None:

@@ -3,6 +3,12 @@
 All reads use ``os.pread`` on a file descriptor kept open for the segment's life, so a
 :class:`FileSlice` can be handed to ``os.sendfile``. Scans read batch headers only, in small
 windows, and never decode records.
+
+A file may be longer than its records: a retained-out segment file reused for a new
+segment (:meth:`FileRecords.recycle_as`) keeps its old bytes past the new end until they
+are overwritten or trimmed. Nothing reads past :attr:`FileRecords.size`; the old tail is cut
+when the segment stops being active, when it is closed, and by recovery after a crash
+(its batches hold offsets below the new segment's base, so recovery stops at them).
 """
 
 from __future__ import annotations
@@ -66,12 +72,13 @@ class TimestampAndOffset(NamedTuple):
 class FileRecords:
     """An open segment data file: appends at the end, positional reads, header scans."""
 
-    __slots__ = ("_direct", "_fd", "_size", "path")
+    __slots__ = ("_direct", "_fd", "_length", "_size", "path")
 
-    def __init__(self, path: Path, fd: int, size: int) -> None:
+    def __init__(self, path: Path, fd: int, size: int, length: int | None = None) -> None:
         self.path = path
         self._fd = fd
-        self._size = size
+        self._size = size  # bytes of records
+        self._length = size if length is None else length  # bytes in the file, >= size
         self._direct: DirectWriter | None = None
 
     @classmethod
@@ -83,6 +90,11 @@ class FileRecords:
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def stale_bytes(self) -> int:
+        """Bytes past the records: what a reused file still holds of its old data."""
+        return max(0, self._length - self._size)
 
     def fileno(self) -> int:
         if self._fd < 0:
@@ -97,7 +109,7 @@ class FileRecords:
         sluice.log.direct), where the filesystem allows it."""
         if isinstance(data, PatchedRecords):  # heads and views, gathered by the kernel
             written = pwrite_all(self.fileno(), data.parts, self._size)
-            self._size += written
+            self._grow(written)
             return written
         view = memoryview(data)
         total = len(view)
@@ -105,14 +117,19 @@ class FileRecords:
             if self._direct is None:
                 self._direct = DirectWriter()
             if self._direct.append(self.path, self.fileno(), view, self._size):
-                self._size += total
+                self._grow(total)
                 return total
         written = 0
         fd = self.fileno()
         while written < total:
             written += os.pwrite(fd, view[written:], self._size + written)
-        self._size += total
+        self._grow(total)
         return total
+
+    def _grow(self, written: int) -> None:
+        self._size += written
+        if self._size > self._length:
+            self._length = self._size
 
     def read(self, position: int, size: int) -> bytes:
         """Read up to ``size`` bytes at ``position`` (short only at end of file)."""
@@ -135,15 +152,27 @@ class FileRecords:
         if size > self._size or size < 0:
             raise KafkaStorageException(f"Cannot truncate {self.path} of {self._size} to {size}")
         removed = self._size - size
-        if removed:
+        if removed or self._length > size:
             os.ftruncate(self.fileno(), size)
-            self._size = size
+            self._size = self._length = size
         return removed
+
+    def trim(self) -> None:
+        """Cut the old bytes a reused file holds past its records."""
+        if self._length > self._size:
+            os.ftruncate(self.fileno(), self._size)
+            self._length = self._size
 
     def flush(self) -> None:
         os.fsync(self.fileno())
 
     def close(self) -> None:
+        """Trim and close the file."""
+        if self._fd >= 0:
+            self.trim()
+        self._release()
+
+    def _release(self) -> None:
         if self._direct is not None:
             self._direct.close()
         if self._fd >= 0:
@@ -151,8 +180,48 @@ class FileRecords:
             self._fd = -1
 
     def delete(self) -> None:
-        self.close()
+        self._release()
         self.path.unlink(missing_ok=True)
+
+    def recycle_as(self, path: Path) -> FileRecords | None:
+        """Rename this (retired) file to ``path`` and return it as an empty data file whose
+        appends overwrite the old bytes, and so the pages the page cache still holds of
+        them. This object is closed; slices of it fail instead of reading the new data.
+
+        None (and closed) when this file is no longer at its path: a later segment removed
+        with the same base offset took the ``*.deleted`` name, and that file may still be
+        read by in-flight slices."""
+        fd, length = self.fileno(), self._length
+        try:
+            ours = os.stat(self.path)
+        except FileNotFoundError:
+            ours = None
+        mine = os.fstat(fd)
+        if ours is None or (ours.st_dev, ours.st_ino) != (mine.st_dev, mine.st_ino):
+            self._release()
+            return None
+        os.replace(self.path, path)
+        self._fd = -1
+        self._release()
+        return FileRecords(path, fd, 0, length)
+
+    def cached(self, samples: int = 16) -> bool:
+        """Whether the page cache still holds the file, judged by reading one byte at
+        ``samples`` spread positions without waiting for the disk (``RWF_NOWAIT``).
+        True where the kernel or filesystem cannot answer."""
+        if self._length == 0:
+            return False
+        fd = self.fileno()
+        probe = bytearray(1)
+        step = max(1, self._length // samples)
+        try:
+            for position in range(0, self._length, step):
+                os.preadv(fd, [probe], position, os.RWF_NOWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:  # RWF_NOWAIT unsupported here: cannot tell
+            return True
+        return True
 
     def rename_to(self, path: Path) -> None:
         os.replace(self.path, path)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from sluice.log.cleaner_files import complete_interrupted_swaps
 from sluice.log.config import Clock, LogConfig
 from sluice.log.errors import CorruptIndexException
-from sluice.log.file_records import LOG_FILE_SUFFIX
+from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords
 from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from sluice.log.segment import LogSegment
 
@@ -50,13 +50,20 @@ class LoadedLog(NamedTuple):
     recovery_point: int
 
 
-def open_segment(directory: Path, base_offset: int, config: LogConfig, clock: Clock) -> LogSegment:
+def open_segment(
+    directory: Path,
+    base_offset: int,
+    config: LogConfig,
+    clock: Clock,
+    recycled: FileRecords | None = None,
+) -> LogSegment:
     return LogSegment.open(
         directory,
         base_offset,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.max_index_size,
         clock=clock,
+        recycled=recycled,
     )
 
 

@@ -101,10 +101,16 @@ class LogSegment:
         max_index_size: int = 10 * 1024 * 1024,
         clock: Clock = system_clock,
         file_suffix: str = "",
+        recycled: FileRecords | None = None,
     ) -> LogSegment:
-        """Open the segment files for ``base_offset`` in ``directory``, creating missing ones."""
+        """Open the segment files for ``base_offset`` in ``directory``, creating missing ones;
+        ``recycled``: a removed segment's data file to write into (see
+        :meth:`FileRecords.recycle_as`)."""
         stem = filename_prefix_from_offset(base_offset)
-        log = FileRecords.open(directory / f"{stem}{LOG_FILE_SUFFIX}{file_suffix}")
+        path = directory / f"{stem}{LOG_FILE_SUFFIX}{file_suffix}"
+        log = recycled.recycle_as(path) if recycled is not None else None
+        if log is None:
+            log = FileRecords.open(path)
         offset_index = OffsetIndex(
             directory / f"{stem}{INDEX_FILE_SUFFIX}{file_suffix}", base_offset, max_index_size
         )
@@ -428,6 +434,11 @@ class LogSegment:
     def delete(self) -> None:
         """Close and remove the segment's files."""
         self._log.delete()
+        self.delete_indexes()
+
+    def delete_indexes(self) -> None:
+        """Close and remove the index files only: the data file of a removed segment that
+        a later segment of the same log reuses (:meth:`open` ``(recycled=...)``)."""
         self._offset_index.delete()
         self._time_index.delete()
         self.txn_index.delete()
