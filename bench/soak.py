@@ -184,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--consumers", type=int, default=2,
                     help="consumer processes, splitting the partitions (default 2)")  # fmt: skip
     ap.add_argument("--report-seconds", type=float, default=60.0, help="report interval")
+    ap.add_argument("--delete-delay-ms", type=int, default=60_000,
+                    help="the broker's log.segment.delete.delay.ms (Kafka's default 60000): "
+                         "how long removed segments wait before deletion or reuse")  # fmt: skip
     args = ap.parse_args(argv)
     # Half of the peak is hundreds of MB/s: keep ~1 GiB per partition, as a soak of a
     # real cluster would, or ten minutes fill the disk.
@@ -191,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         "log.retention.bytes": str(1 << 30),
         "log.segment.bytes": str(128 << 20),
         "log.retention.check.interval.ms": "5000",
+        "log.segment.delete.delay.ms": str(args.delete_delay_ms),
     }
     with brokers.sluice(overrides=retention) as (bootstrap, proc):
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})

@@ -131,6 +131,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes between index entries.", min=0),
     ConfigDef("log.index.size.max.bytes", "int", 10 * 1024 * 1024, "Index size.", min=4),
     ConfigDef(
+        "log.segment.delete.delay.ms",
+        "long",
+        60_000,
+        "Wait before removing a deleted segment's files.",
+        min=0,
+    ),
+    ConfigDef(
         "log.segment.recycle",
         "bool",
         True,
@@ -218,7 +225,7 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
             "log.cleaner.delete.retention.ms",
             ConfigDef("delete.retention.ms", "long", None, "", min=0),
         ),
-        (None, ConfigDef("file.delete.delay.ms", "long", 60_000, "", min=0)),
+        ("log.segment.delete.delay.ms", ConfigDef("file.delete.delay.ms", "long", None, "", min=0)),
         ("log.flush.interval.messages", ConfigDef("flush.messages", "long", None, "", min=1)),
         ("log.flush.interval.ms", ConfigDef("flush.ms", "long", None, "", min=0)),
         ("log.index.interval.bytes", ConfigDef("index.interval.bytes", "int", None, "", min=0)),

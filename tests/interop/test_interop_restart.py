@@ -104,12 +104,19 @@ def test_kill9_while_writing_into_a_reused_segment_file_loses_and_revives_nothin
     next roll writes into a removed segment's file, whose old batches lie after the new ones.
     kill -9 then: recovery must keep every acknowledged record and none of the old ones.
     Produced with confluent-kafka, read back with it and with kafka-python."""
+    broker = BrokerProcess(tmp_path / "data", log_retention_check_interval_ms="100").start()
+    try:
+        _kill9_in_a_reused_segment_file(broker)
+    finally:
+        broker.stop()
+
+
+def _kill9_in_a_reused_segment_file(broker: BrokerProcess) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     from interop_support import wait_until
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KpTP
 
-    broker = BrokerProcess(tmp_path / "data", log_retention_check_interval_ms="100").start()
     topic = "reused"
     configs = {"segment.bytes": "40000", "retention.bytes": "80000", "file.delete.delay.ms": "100"}
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -160,4 +167,4 @@ def test_kill9_while_writing_into_a_reused_segment_file_loses_and_revives_nothin
             got.extend(record.value for record in records)
     pure.close()
     assert got == sent[low:]
-    assert broker.stop() == 0
+    assert broker.stop() == 0, broker.log_tail()

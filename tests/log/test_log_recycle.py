@@ -226,7 +226,7 @@ def test_a_spare_that_will_not_be_used_is_deleted_at_the_next_roll(
     directory = tmp_path / "t-0"
     one, log, _inode = _log_with_spare(tmp_path, clock)
     if why == "not cached":
-        monkeypatch.setattr(FileRecords, "cached", lambda self, samples=16: False)
+        monkeypatch.setattr(FileRecords, "cached", lambda self, samples=64: False)
     else:
         log.update_config(_config(one, segment_recycle=False))
     small = _batch(clock, "new4", size=50)
@@ -305,7 +305,10 @@ def test_segment_recycle_is_a_topic_config_with_a_broker_default() -> None:
     assert LogConfig.from_properties({"segment.recycle": "false"}).segment_recycle is False
     assert LogConfig.from_properties({"segment.recycle": True}).segment_recycle is True
     assert LogConfig(segment_recycle=False).to_properties()["segment.recycle"] == "false"
-    with pytest.raises(ConfigException, match="segment.recycle"):
+    with pytest.raises(ConfigException, match=r"segment\.recycle"):
         LogConfig.from_properties({"segment.recycle": "sometimes"})
-    broker = BrokerConfig({"log.segment.recycle": "false"})
+    broker = BrokerConfig({"log.segment.recycle": "false", "log.segment.delete.delay.ms": "5"})
     assert topic_config_defaults(broker)["segment.recycle"] is False
+    # Kafka's broker name for the topic's file.delete.delay.ms
+    assert topic_config_defaults(broker)["file.delete.delay.ms"] == 5
+    assert topic_config_defaults(BrokerConfig())["file.delete.delay.ms"] == 60_000

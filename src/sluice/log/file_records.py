@@ -205,7 +205,7 @@ class FileRecords:
         self._release()
         return FileRecords(path, fd, 0, length)
 
-    def cached(self, samples: int = 16) -> bool:
+    def cached(self, samples: int = 64) -> bool:
         """Whether the page cache still holds the file, judged by reading one byte at
         ``samples`` spread positions without waiting for the disk (``RWF_NOWAIT``).
         True where the kernel or filesystem cannot answer."""
