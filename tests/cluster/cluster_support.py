@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sluice.embedded_cluster import wait_until
+from sluice.embedded_cluster import EmbeddedCluster, wait_until
 
 T = TypeVar("T")
 
@@ -93,23 +93,59 @@ class NumberedProducer:
         return int(self.producer.flush(flush_timeout_s))
 
 
+def leaders_by_broker(cluster: EmbeddedCluster, topic: str, partition: int = 0) -> dict[int, int]:
+    """Running broker id -> the leader of ``topic``-``partition`` in that broker's own
+    metadata cache (-1: no leader, -2: topic unknown there). The brokers hear of an
+    election each from its own UpdateMetadata, so for a moment they disagree; ``_state``
+    and ``partition_metadata`` ask one broker, whichever the client picks."""
+    leaders = {}
+    for broker_id in cluster.broker_ids:
+        if cluster.is_running(broker_id):
+            body = cluster.raw_metadata(broker_id, [topic])
+            found = [p.leader_id for t in body.topics for p in t.partitions
+                     if p.partition_index == partition]  # fmt: skip
+            leaders[broker_id] = int(found[0]) if found else -2
+    return leaders
+
+
+def watermarks(
+    bootstrap: str, topic: str, partition: int, timeout_s: float = 60
+) -> tuple[int, int]:
+    """(low, high) watermarks of ``topic``-``partition``, asked by a new client each try.
+
+    A client kept across tries could wait in vain: librdkafka's query_watermark_offsets
+    takes a partition that its cached metadata shows without a leader as a lasting error
+    (at once "Local: Unknown partition", without asking again until metadata.max.age.ms,
+    15 minutes), and just after an election a broker that the controller's UpdateMetadata
+    has not reached yet still answers "no leader"."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    def query() -> tuple[int, int]:
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
+             "log_level": 0}
+        )  # fmt: skip
+        try:
+            low, high = consumer.get_watermark_offsets(CTP(topic, partition), timeout=5)
+            return int(low), int(high)
+        finally:
+            consumer.close()
+
+    return wait_for(query, timeout_s, f"watermarks of {topic}-{partition}")
+
+
 def read_partitions(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
     """Every record of every partition from offset 0 up to its high watermark."""
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as CTP
 
+    ends = {p: watermarks(bootstrap, topic, p)[1] for p in range(partitions)}
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
          "log_level": 0}
     )  # fmt: skip
     try:
-        ends = {
-            p: wait_for(
-                lambda p=p: consumer.get_watermark_offsets(CTP(topic, p), timeout=5),
-                60, f"watermarks of {topic}-{p}",
-            )[1]
-            for p in range(partitions)
-        }  # fmt: skip
         consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
         out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         positions = dict.fromkeys(range(partitions), 0)

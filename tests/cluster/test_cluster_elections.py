@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from cluster_support import wait_for
+from cluster_support import leaders_by_broker, read_partitions, wait_for
 from confluent_kafka import ElectionType, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -154,9 +154,10 @@ def test_unclean_election_off_keeps_the_partition_offline(cluster3: EmbeddedClus
     assert _state(survivors, "clean")[0][0] == -1, "clean elected an out-of-sync replica"
 
     cluster3.restart_broker(1)  # the last in-sync replica returns: nothing was lost
-    wait_for(lambda: _state(cluster3.bootstrap_servers, "clean")[0][0] == 1, 45, "1 leads")
-    from cluster_support import read_partitions
-
+    wait_for(
+        lambda: set(leaders_by_broker(cluster3, "clean").values()) == {1},
+        45, "every broker naming 1 the leader of clean",
+    )  # fmt: skip
     clean = read_partitions(cluster3.bootstrap_servers, "clean", 1)[0]
     assert len(clean) == 70
     dirty = read_partitions(cluster3.bootstrap_servers, "dirty", 1)[0]

@@ -1,0 +1,102 @@
+"""The cluster tests' reading helpers against a broker whose first Metadata answer shows
+a partition without a leader, as a broker answers right after an election until the
+controller's UpdateMetadata reaches it. A client that asked such a broker first is what
+made test_unclean_election_off_keeps_the_partition_offline fail now and then: its reader
+got "Local: Unknown partition" for 60 s after every broker named the new leader."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cluster_support import read_partitions, watermarks
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as CTP
+
+import sluice
+from sluice.common import TopicPartition
+from sluice.server.handlers import metadata
+from sluice.server.messages import field
+
+TOPIC = "late"
+RECORDS = 30
+
+
+class NoLeader:
+    """Wraps the Metadata handler: while ``left`` is not 0 (-1: until set to 0), the
+    answers that cover TOPIC show its partition 0 without a leader (leader -1,
+    LEADER_NOT_AVAILABLE), each counting ``left`` down; the others are true. ``asked``
+    counts the Metadata requests that covered TOPIC."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.left = 0
+        self.asked = 0
+
+    def __call__(self, broker: Any, request: Any) -> Any:
+        requested = field(request.body, "topics")
+        names = None if requested is None else {field(t, "name") for t in requested}
+        if names is not None and TOPIC not in names:
+            return self.handle(broker, request)
+        self.asked += 1
+        partition = broker.replica_manager.get_partition(TopicPartition(TOPIC, 0))
+        if self.left == 0 or partition is None:
+            return self.handle(broker, request)
+        if self.left > 0:
+            self.left -= 1
+        leader, partition.leader_id = partition.leader_id, -1
+        try:
+            return self.handle(broker, request)
+        finally:
+            partition.leader_id = leader
+
+
+@pytest.fixture
+def late_leader(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, NoLeader]]:
+    """A broker with RECORDS records in TOPIC, its Metadata handler wrapped."""
+    hook = NoLeader(metadata.handle)
+    monkeypatch.setattr(metadata, "handle", hook)  # the broker binds it when it starts
+    with sluice.EmbeddedBroker() as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "log_level": 0})
+        for i in range(RECORDS):
+            producer.produce(TOPIC, f"r{i}".encode())
+        assert producer.flush(30) == 0
+        del producer  # no metadata refresh of its own from here on
+        yield broker.bootstrap_servers, hook
+
+
+def test_a_client_told_no_leader_stops_asking(late_leader: tuple[str, NoLeader]) -> None:
+    """The flaky state: the client whose first answer showed no leader fails every later
+    watermark query at once, and asks no broker again, though the leader is known now."""
+    bootstrap, hook = late_leader
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "log_level": 0})
+    try:
+        hook.left = -1
+        with pytest.raises(KafkaException) as caught:
+            consumer.get_watermark_offsets(CTP(TOPIC, 0), timeout=5)
+        assert caught.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
+        # It sends a second request only when the first answer takes over 500 ms; such a
+        # request is still told "no leader" if it is answered within this half second.
+        time.sleep(0.5)
+        hook.left, asked = 0, hook.asked
+        for _ in range(3):
+            with pytest.raises(KafkaException) as caught:
+                consumer.get_watermark_offsets(CTP(TOPIC, 0), timeout=5)
+            assert caught.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
+        assert hook.asked == asked, "librdkafka asked again: one client per try may do"
+    finally:
+        consumer.close()
+
+
+def test_the_helpers_ask_again_until_the_leader_is_known(
+    late_leader: tuple[str, NoLeader],
+) -> None:
+    bootstrap, hook = late_leader
+    hook.left = 1
+    assert watermarks(bootstrap, TOPIC, 0) == (0, RECORDS)
+    assert hook.left == 0 and hook.asked >= 2  # the first try was told "no leader"
+    hook.left, hook.asked = 1, 0
+    assert read_partitions(bootstrap, TOPIC, 1)[0] == [f"r{i}".encode() for i in range(RECORDS)]
+    assert hook.left == 0 and hook.asked >= 2
