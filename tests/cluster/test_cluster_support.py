@@ -6,7 +6,6 @@ got "Local: Unknown partition" for 60 s after every broker named the new leader.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,7 +68,7 @@ def late_leader(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, NoLeader
 
 def test_a_client_told_no_leader_stops_asking(late_leader: tuple[str, NoLeader]) -> None:
     """The flaky state: the client whose first answer showed no leader fails every later
-    watermark query at once, and asks no broker again, though the leader is known now."""
+    watermark query, though every answer names the leader now."""
     bootstrap, hook = late_leader
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "log_level": 0})
     try:
@@ -77,15 +76,12 @@ def test_a_client_told_no_leader_stops_asking(late_leader: tuple[str, NoLeader])
         with pytest.raises(KafkaException) as caught:
             consumer.get_watermark_offsets(CTP(TOPIC, 0), timeout=5)
         assert caught.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
-        # It sends a second request only when the first answer takes over 500 ms; such a
-        # request is still told "no leader" if it is answered within this half second.
-        time.sleep(0.5)
-        hook.left, asked = 0, hook.asked
+        hook.left = 0  # from now on every answer names the leader
         for _ in range(3):
             with pytest.raises(KafkaException) as caught:
                 consumer.get_watermark_offsets(CTP(TOPIC, 0), timeout=5)
+            # If this fails, librdkafka asks again now: one client per try may not be needed.
             assert caught.value.args[0].code() == KafkaError._UNKNOWN_PARTITION
-        assert hook.asked == asked, "librdkafka asked again: one client per try may do"
     finally:
         consumer.close()
 
