@@ -20,6 +20,7 @@ __all__ = [
     "ConfigDef",
     "ConfigError",
     "format_config_value",
+    "parse_bool",
     "parse_properties",
     "topic_config_defaults",
 ]
@@ -32,7 +33,7 @@ class ConfigError(ValueError):
     """A configuration key is unknown or its value is invalid; the message names the key."""
 
 
-def _parse_bool(key: str, raw: str) -> bool:
+def parse_bool(key: str, raw: str) -> bool:
     value = raw.strip().lower()
     if value in ("true", "false"):
         return value == "true"
@@ -58,7 +59,7 @@ def _parse_list(key: str, raw: str) -> list[str]:
 
 
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "bool": _parse_bool,
+    "bool": parse_bool,
     "int": _parse_int,
     "long": _parse_int,
     "double": _parse_float,

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sluice.config import format_config_value, parse_bool
 from sluice.log.errors import ConfigException
 
 __all__ = ["Clock", "LogConfig", "system_clock"]
@@ -109,7 +110,7 @@ class LogConfig:
             current = getattr(base, field)
             try:
                 if isinstance(current, bool):
-                    changes[field] = _boolean(value)
+                    changes[field] = value if isinstance(value, bool) else parse_bool(name, value)
                 else:
                     changes[field] = int(value) if isinstance(current, int) else str(value)
             except (TypeError, ValueError) as exc:
@@ -119,24 +120,9 @@ class LogConfig:
     def to_properties(self) -> dict[str, str]:
         """The configuration as Kafka-named string properties."""
         return {
-            f.name.replace("_", "."): _string(getattr(self, f.name))
+            f.name.replace("_", "."): str(format_config_value(getattr(self, f.name)))
             for f in dataclasses.fields(self)
         }
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(value)
-    return text == "true"
-
-
-def _string(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _at_least(name: str, value: int, minimum: int) -> None:

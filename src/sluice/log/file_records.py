@@ -94,7 +94,7 @@ class FileRecords:
     @property
     def stale_bytes(self) -> int:
         """Bytes past the records: what a reused file still holds of its old data."""
-        return max(0, self._length - self._size)
+        return self._length - self._size
 
     def fileno(self) -> int:
         if self._fd < 0:

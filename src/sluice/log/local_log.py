@@ -75,7 +75,7 @@ class LocalLog:
         self._closed = False
         # (deadline, segment, bound): removed segments whose files are deleted (or one kept
         # as the spare) at the deadline; every offset the segment held is below ``bound``.
-        self._pending_deletes: list[tuple[int, LogSegment, int | None]] = []
+        self._pending_deletes: list[tuple[int, LogSegment, int]] = []
         self._spare: tuple[FileRecords, int] | None = None  # a data file to reuse, its bound
         self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
         self.write_recovery_point_checkpoint()
@@ -275,8 +275,7 @@ class LocalLog:
                 segment.delete()
             else:
                 segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
-                bound = bounds.get(id(segment))
-                self._pending_deletes.append((self._clock() + delay, segment, bound))
+                self._pending_deletes.append((self._clock() + delay, segment, bounds[id(segment)]))
 
     def delete_segments_while(
         self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
@@ -311,12 +310,11 @@ class LocalLog:
                 self._spare[0].delete()
                 self._spare = None
             return count
-        newest_bound = due[-1][2] if due else None
-        if newest_bound is not None and self._config.segment_recycle:
+        if due and self._config.segment_recycle:
             if self._spare is not None:
                 delete_soon(self._spare[0].delete)
-            segment = due.pop()[1]
-            self._spare = (segment.log, newest_bound)
+            _, segment, bound = due.pop()
+            self._spare = (segment.log, bound)
             delete_soon(segment.delete_indexes)
         for _, segment, _ in due:
             delete_soon(segment.delete)
