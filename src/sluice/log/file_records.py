@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -178,6 +178,20 @@ class FileRecords:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def cache_dropper(self) -> Callable[[], None]:
+        """A call that drops the page-cache pages of this file's bytes (dirty ones are
+        written first), safe to run on another thread after this object closes: it holds
+        its own descriptor."""
+        fd = os.dup(self.fileno())
+
+        def drop() -> None:
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+        return drop
 
     def delete(self) -> None:
         self._release()

@@ -41,6 +41,7 @@ class LocalLog:
         "_config",
         "_last_flush_ms",
         "_log_end_offset",
+        "_paged",
         "_pending_deletes",
         "_recovery_point",
         "_rp_checkpoint",
@@ -77,6 +78,7 @@ class LocalLog:
         # as the spare) at the deadline; every offset the segment held is below ``bound``.
         self._pending_deletes: list[tuple[int, LogSegment, int]] = []
         self._spare: tuple[FileRecords, int] | None = None  # a data file to reuse, its bound
+        self._paged: LogSegment | None = None  # the removed segment whose pages are kept
         self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
         self.write_recovery_point_checkpoint()
 
@@ -276,6 +278,23 @@ class LocalLog:
             else:
                 segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
                 self._pending_deletes.append((self._clock() + delay, segment, bounds[id(segment)]))
+                self._drop_pages_of_removed(segment)
+
+    def _drop_pages_of_removed(self, newest: LogSegment) -> None:
+        """Free the page-cache pages of removed segments now rather than at deletion: no
+        fetch reaches them any more, and the delay (Kafka's default is 60 s) would keep
+        up to a minute of appends in memory, evicting data that readers still want.
+        With ``segment.recycle`` the newest removed segment keeps its pages, since it may
+        become the spare, whose appends overwrite them (:meth:`delete_pending_files`).
+        The dropping runs where deletions run (:func:`delete_soon`)."""
+        paged = self._paged
+        if paged is not None:
+            delete_soon(paged.log.cache_dropper())
+        if self._config.segment_recycle:
+            self._paged = newest
+        else:
+            self._paged = None
+            delete_soon(newest.log.cache_dropper())
 
     def delete_segments_while(
         self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
@@ -302,6 +321,8 @@ class LocalLog:
         now = self._clock()
         due = [entry for entry in self._pending_deletes if force or entry[0] <= now]
         self._pending_deletes = [e for e in self._pending_deletes if not (force or e[0] <= now)]
+        if any(segment is self._paged for _, segment, _ in due):
+            self._paged = None
         count = len(due)
         if force:  # shutdown, topic deletion: now, on this thread
             for _, segment, _ in due:

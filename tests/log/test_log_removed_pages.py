@@ -1,0 +1,110 @@
+"""A removed segment's page-cache pages are freed when retention removes it, not when its
+file is deleted file.delete.delay.ms later (sluice.log.local_log._drop_pages_of_removed).
+
+The files here are fsynced first: the kernel drops clean pages only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sluice_log_helpers import ManualClock, Rec, build_batch
+
+from sluice.log import Log, LogConfig
+from sluice.log.file_records import FileRecords
+
+DELAY = 60_000
+
+
+def _log(tmp_path: Path, clock: ManualClock, segments: int, recycle: bool) -> Log:
+    """``segments`` full segments of two batches each and an active one, all on disk."""
+    one = len(build_batch([Rec(b"x" * 200, timestamp=clock())]))
+    config = LogConfig(
+        segment_bytes=2 * one,
+        retention_bytes=0,
+        file_delete_delay_ms=DELAY,
+        segment_recycle=recycle,
+    )
+    log = Log(tmp_path / "t-0", config, clock=clock)
+    for i in range(2 * segments + 1):
+        log.append_as_leader(build_batch([Rec(b"%03d" % i + b"x" * 197, timestamp=clock())]), 0)
+    log.flush()
+    for segment in log.segments:
+        os.fsync(segment.log.fileno())
+    return log
+
+
+def test_with_recycling_only_the_newest_removed_segment_keeps_its_pages(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    log = _log(tmp_path, clock, segments=3, recycle=True)
+    removed = [segment.log for segment in log.segments[:3]]
+    assert all(records.cached() for records in removed)
+    assert log.delete_old_segments() == 3
+    # Only the newest keeps its pages: it may become the spare ...
+    assert [records.cached() for records in removed] == [False, False, True]
+    # ... but the files stay for the delay, and in-flight reads of them still work.
+    assert all(records.path.name.endswith(".log.deleted") for records in removed)
+    assert removed[0].read(0, 3) == removed[0].read(0, 3) and removed[0].cached()
+
+    for i in range(4):  # two more segments full, and removed in turn
+        log.append_as_leader(build_batch([Rec(b"n%02d" % i + b"x" * 197, timestamp=clock())]), 0)
+    for segment in log.segments:
+        os.fsync(segment.log.fileno())
+    newer = [segment.log for segment in log.segments[:2]]
+    assert log.delete_old_segments() == 2
+    # The one kept before lost its pages to the newer removal. (Each file is probed once
+    # after its drop: a probe that misses may start readahead of the file.)
+    assert [records.cached() for records in [removed[2], *newer]] == [False, False, True]
+    log.close()
+
+
+def test_without_recycling_every_removed_segment_drops_its_pages(tmp_path: Path) -> None:
+    clock = ManualClock()
+    log = _log(tmp_path, clock, segments=2, recycle=False)
+    removed = [segment.log for segment in log.segments[:2]]
+    assert log.delete_old_segments() == 2
+    assert [records.cached() for records in removed] == [False, False]
+    clock.advance(DELAY)
+    assert log.delete_pending_files() == 2
+    assert not [p for p in (tmp_path / "t-0").iterdir() if p.name.endswith(".deleted")]
+    log.close()
+
+
+def test_the_kept_pages_become_the_spare_and_are_not_dropped_by_a_later_removal(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    log = _log(tmp_path, clock, segments=1, recycle=True)
+    kept = log.segments[0].log
+    inode = kept.path.stat().st_ino
+    assert log.delete_old_segments() == 1
+    clock.advance(DELAY)
+    assert log.delete_pending_files() == 1  # kept as the spare, still cached
+    assert kept.cached()
+    for tag in (b"y", b"z"):  # fills the active segment (offsets 2-3), then rolls
+        log.append_as_leader(build_batch([Rec(tag * 200, timestamp=clock())]), 0)
+    assert log.active_segment.log.path.stat().st_ino == inode  # written into the spare
+    for segment in log.segments:
+        os.fsync(segment.log.fileno())
+    assert log.delete_old_segments() == 1  # segment 2-3: the spare's pages are not its
+    assert log.active_segment.log.cached()
+    log.close()
+
+
+def test_a_dropper_outlives_the_file_it_was_made_for(tmp_path: Path) -> None:
+    """Dropping runs on the deletion thread, possibly after the file was deleted: it holds
+    a descriptor of its own, so it never touches a descriptor number reused since."""
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(b"z" * 8192)
+    records = FileRecords.open(path)
+    drop = records.cache_dropper()
+    records.delete()
+    reused = os.open(tmp_path / "other", os.O_CREAT | os.O_RDWR)
+    try:
+        drop()
+        os.fstat(reused)  # still open: the dropper closed only its own descriptor
+    finally:
+        os.close(reused)
+    assert not path.exists()
