@@ -1,8 +1,10 @@
 """``sluice bench soak``: mixed produce/consume at half of the measured peak, per minute.
 
 Starts one fresh Sluice broker, measures its peak 1 KiB acks=1 produce rate with the
-multi-process load generator of bench/producers.py (or takes --rate), then for --minutes
-runs paced producers (acks=1, 1 KiB, the send time is the record's CreateTime;
+multi-process load generator of bench/producers.py (the median of --peak-runs 5-s runs,
+each on a topic deleted after it; or takes --rate), waits for an idle machine, then runs
+a --warmup-minutes warm-up (1 by default, printed as ``w`` rows) and --minutes of paced
+producers (acks=1, 1 KiB, the send time is the record's CreateTime;
 --paced-producers processes, 2 by default, sharing the rate) and a consumer reading the
 same topic from offset 0 (--consumers processes, 2 by default, splitting the
 partitions), confluent-kafka clients all, each in a process of its own so that none
@@ -34,7 +36,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 import brokers
-from produce_consume import MB, consumer_config, create_topic, producer_config
+from produce_consume import MB, consumer_config, create_topic, delete_topic, producer_config
 from producers import multi_produce
 
 SIZE = 1024
@@ -177,23 +179,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=int, help="records/s (default: half the measured peak)")
     ap.add_argument("--fraction", type=float, default=0.5, help="of the peak (default 0.5)")
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--producers", type=int, default=2, help="processes for the peak run")
+    ap.add_argument("--producers", type=int, default=2, help="processes for the peak runs")
+    ap.add_argument("--peak-runs", type=int, default=3,
+                    help="5-s peak runs; the soak takes the median (default 3)")  # fmt: skip
     ap.add_argument("--paced-producers", type=int, default=2,
                     help="processes sharing the paced load (default 2: one Python process "
                          "cannot pace half of the peak on two vCPUs)")  # fmt: skip
     ap.add_argument("--consumers", type=int, default=2,
                     help="consumer processes, splitting the partitions (default 2)")  # fmt: skip
     ap.add_argument("--report-seconds", type=float, default=60.0, help="report interval")
-    ap.add_argument("--delete-delay-ms", type=int, default=1000,
+    ap.add_argument("--warmup-minutes", type=float, default=1.0,
+                    help="minutes at the rate before the measured ones, printed as w rows "
+                         "(default 1)")  # fmt: skip
+    ap.add_argument(
+        "--idle-wait",
+        type=float,
+        default=60.0,
+        help="most seconds to wait for an idle machine before the soak",
+    )
+    ap.add_argument("--delete-delay-ms", type=int, default=60_000,
                     help="the broker's log.segment.delete.delay.ms: how long removed "
-                         "segments wait before deletion or reuse (default 1000; Kafka's "
-                         "default, 60000, wanders the p99 on this VM; see "
-                         "docs/performance.md)")  # fmt: skip
+                         "segments wait before deletion or reuse (default 60000, "
+                         "Kafka's and the broker's)")  # fmt: skip
     args = ap.parse_args(argv)
     # Half of the peak is hundreds of MB/s: keep ~1 GiB per partition, as a soak of a
-    # real cluster would, or ten minutes fill the disk. Removed segments are deleted 1 s
-    # later (--delete-delay-ms), not Kafka's 60 s: the freed pages are then taken again
-    # by new appends before this VM hands them back to its host (docs/performance.md).
+    # real cluster would, or ten minutes fill the disk.
     retention = {
         "log.retention.bytes": str(1 << 30),
         "log.segment.bytes": str(128 << 20),
@@ -204,17 +214,26 @@ def main(argv: list[str] | None = None) -> int:
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         rate = args.rate
         if not rate:
-            peak_topic = create_topic(admin, args.partitions)
-            produced, _ = multi_produce(bootstrap, peak_topic, SIZE, "1", args.producers, 5.0,
-                                        10_000_000, proc.pid)  # fmt: skip
-            peak = produced.records / produced.elapsed
+            peaks = []
+            for _ in range(args.peak_runs):  # each on a topic of its own, deleted after
+                brokers.wait_idle(25.0, args.idle_wait)
+                peak_topic = create_topic(admin, args.partitions)
+                produced, _ = multi_produce(bootstrap, peak_topic, SIZE, "1", args.producers,
+                                            5.0, 10_000_000, proc.pid)  # fmt: skip
+                peaks.append(produced.records / produced.elapsed)
+                # Gigabytes of page cache, much of it dirty: deleted, not left to compete
+                # with the soak's first minute as writeback.
+                delete_topic(admin, peak_topic)
+            peak = statistics.median(peaks)
             rate = int(peak * args.fraction)
+            runs = ", ".join(f"{p:,.0f}" for p in peaks)
             print(
-                f"peak {peak:,.0f} records/s ({peak * SIZE / MB:.1f} MB/s) with "
-                f"{args.producers} producer processes; "
+                f"peak {peak:,.0f} records/s ({peak * SIZE / MB:.1f} MB/s; median of {runs}) "
+                f"with {args.producers} producer processes; "
                 f"soak at {args.fraction:.0%}: {rate:,} records/s",
                 flush=True,
             )
+        print(f"before the soak: {brokers.wait_idle(25.0, args.idle_wait)}", flush=True)
         topic = create_topic(admin, args.partitions)
         del admin  # an admin client left open would reconnect noisily once the broker stops
         window = Window()
@@ -255,13 +274,16 @@ def main(argv: list[str] | None = None) -> int:
         cpu = brokers.cpu_seconds(proc)
         try:
             elapsed = 0.0
-            while elapsed < args.minutes * 60 and brokers.alive(proc):
+            warmup_s = args.warmup_minutes * 60
+            while elapsed < warmup_s + args.minutes * 60 and brokers.alive(proc):
                 time.sleep(args.report_seconds)
                 e2e, ack, produced_n, consumed_n, errors = window.take()
                 now_cpu = brokers.cpu_seconds(proc)
                 span = args.report_seconds
                 elapsed = time.monotonic() - started
-                print(f"{elapsed / 60:5.1f} {produced_n / span:9,.0f} {consumed_n / span:9,.0f} "
+                minute = (elapsed - warmup_s) / 60
+                label = f"{minute:5.1f}" if minute > 0 else f"w{elapsed / 60:4.1f}"
+                print(f"{label} {produced_n / span:9,.0f} {consumed_n / span:9,.0f} "
                       f"{pct(e2e, 50):>8} {pct(e2e, 99):>8} "
                       f"{(max(e2e) if e2e else 0):8.1f} {pct(ack, 50):>8} {pct(ack, 99):>8} "
                       f"{brokers.rss_bytes(proc) / MB:7.1f} "

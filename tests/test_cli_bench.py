@@ -110,12 +110,13 @@ def fake_machine(  # type: ignore[no-untyped-def]
         now[0] += interval
         return 0.0
 
-    monkeypatch.setattr(compare.psutil, "cpu_percent", cpu_percent)
-    monkeypatch.setattr(compare.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(compare.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    machine = compare.brokers  # where wait_idle reads the machine
+    monkeypatch.setattr(machine.psutil, "cpu_percent", cpu_percent)
+    monkeypatch.setattr(machine.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     values = iter(reported)
     last = [reported[-1]]
-    monkeypatch.setattr(compare, "reported_kib", lambda: next(values, last[0]))
+    monkeypatch.setattr(machine, "reported_kib", lambda: next(values, last[0]))
 
 
 def test_idle_waits_until_free_page_reporting_settles(  # type: ignore[no-untyped-def]
