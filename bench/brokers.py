@@ -235,7 +235,7 @@ def first_answer(bootstrap: str, timeout: float = READY_TIMEOUT_S) -> None:
             raise BrokerStartError(f"{bootstrap} answered another correlation id")
 
 
-def _tree(proc: psutil.Process) -> list[psutil.Process]:
+def process_tree(proc: psutil.Process) -> list[psutil.Process]:
     try:
         return [proc, *proc.children(recursive=True)]
     except psutil.Error:
@@ -245,7 +245,7 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
 def cpu_seconds(proc: psutil.Process) -> float:
     """User + system CPU seconds of the process, its live children and its reaped children."""
     total = 0.0
-    for index, member in enumerate(_tree(proc)):
+    for index, member in enumerate(process_tree(proc)):
         try:
             times = member.cpu_times()
         except psutil.Error:
@@ -256,10 +256,26 @@ def cpu_seconds(proc: psutil.Process) -> float:
     return total
 
 
+def scheduled_seconds(pids: list[int]) -> tuple[float, float]:
+    """Seconds the threads of ``pids`` ran on a CPU, and seconds they were runnable but
+    waited for one (``/proc/PID/task/*/schedstat``; (0, 0) where it is missing). On a
+    machine short of CPUs the second grows: latency measured then is the scheduler's."""
+    ran = waited = 0
+    for pid in pids:
+        for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+            try:
+                on_cpu, on_queue, _ = stat.read_text().split()
+            except (OSError, ValueError):
+                continue
+            ran += int(on_cpu)
+            waited += int(on_queue)
+    return ran / 1e9, waited / 1e9
+
+
 def rss_bytes(proc: psutil.Process, tree: list[psutil.Process] | None = None) -> int:
     """Resident set size of the process and its live children (or of ``tree``), in bytes."""
     total = 0
-    for member in _tree(proc) if tree is None else tree:
+    for member in process_tree(proc) if tree is None else tree:
         with contextlib.suppress(psutil.Error):
             total += member.memory_info().rss
     return total
@@ -294,7 +310,7 @@ class Meter:
 
     def __enter__(self) -> Meter:
         self._cpu_start = cpu_seconds(self.proc)
-        self._tree = _tree(self.proc)
+        self._tree = process_tree(self.proc)
         self.peak_rss = rss_bytes(self.proc, self._tree)
         self._thread.start()
         return self

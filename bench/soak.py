@@ -22,6 +22,7 @@ Not part of CI: 10 minutes by default.
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import queue
 import statistics
@@ -167,9 +168,41 @@ def consume_partitions(bootstrap: str, topic: str, partitions: list[int], stop: 
 
 
 def pct(samples: list[float], q: int) -> str:
+    value = quantile(samples, q)
+    return "-" if value is None else f"{value:.2f}"
+
+
+def quantile(samples: list[float], q: int) -> float | None:
     if len(samples) < 2:
-        return "-"
-    return f"{statistics.quantiles(samples, n=100, method='inclusive')[q - 1]:.2f}"
+        return None
+    return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
+
+
+def trend(minutes: list[dict[str, float]]) -> list[str]:
+    """Whether the measured reports drift: for each figure its range, and the median of
+    the first half of the reports beside that of the second (a leak or a creeping
+    latency shows as a second half above the first)."""
+    lines = []
+    for key in (
+        "e2e p50",
+        "e2e p99",
+        "ack p50",
+        "ack p99",
+        "RSS MB",
+        "CPU %",
+        "wait %",
+        "cli wait",
+    ):
+        values = [m[key] for m in minutes if key in m]
+        if len(values) < 2:
+            continue
+        half = len(values) // 2
+        first, second = statistics.median(values[:half]), statistics.median(values[half:])
+        lines.append(
+            f"{key:>8}: {min(values):.1f}-{max(values):.1f}; median of the first "
+            f"{half} reports {first:.1f}, of the last {len(values) - half} {second:.1f}"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,13 +234,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="the broker's log.segment.delete.delay.ms: how long removed "
                          "segments wait before deletion or reuse (default 60000, "
                          "Kafka's and the broker's)")  # fmt: skip
+    ap.add_argument(
+        "--retention-check-ms",
+        type=int,
+        default=5000,
+        help="the broker's log.retention.check.interval.ms (default 5000)",
+    )
     args = ap.parse_args(argv)
     # Half of the peak is hundreds of MB/s: keep ~1 GiB per partition, as a soak of a
     # real cluster would, or ten minutes fill the disk.
     retention = {
         "log.retention.bytes": str(1 << 30),
         "log.segment.bytes": str(128 << 20),
-        "log.retention.check.interval.ms": "5000",
+        "log.retention.check.interval.ms": str(args.retention_check_ms),
         "log.segment.delete.delay.ms": str(args.delete_delay_ms),
     }
     with brokers.sluice(overrides=retention) as (bootstrap, proc):
@@ -269,25 +308,47 @@ def main(argv: list[str] | None = None) -> int:
         collector.start()
         heads = ("e2e p50", "p99", "max", "ack p50", "p99")
         print(f"{'min':>5} {'prod/s':>9} {'cons/s':>9} " + " ".join(f"{h:>8}" for h in heads)
-              + f" {'RSS MB':>7} {'CPU %':>6} {'errs':>5}", flush=True)  # fmt: skip
+              + f" {'RSS MB':>7} {'CPU %':>6} {'wait %':>6} {'cli CPU':>7} {'cli wait':>8}"
+              + f" {'errs':>5}", flush=True)  # fmt: skip
         started = time.monotonic()
         cpu = brokers.cpu_seconds(proc)
+        broker_pids = [member.pid for member in brokers.process_tree(proc)]
+        client_pids = [process.pid for process in producers + consumers if process.pid]
+        broker_sched = brokers.scheduled_seconds(broker_pids)
+        client_sched = brokers.scheduled_seconds(client_pids)
+        measured: list[dict[str, float]] = []  # the reports after the warm-up
         try:
             elapsed = 0.0
             warmup_s = args.warmup_minutes * 60
+            reports, warmup_reports = 0, math.ceil(warmup_s / args.report_seconds)
             while elapsed < warmup_s + args.minutes * 60 and brokers.alive(proc):
                 time.sleep(args.report_seconds)
                 e2e, ack, produced_n, consumed_n, errors = window.take()
                 now_cpu = brokers.cpu_seconds(proc)
                 span = args.report_seconds
                 elapsed = time.monotonic() - started
-                minute = (elapsed - warmup_s) / 60
-                label = f"{minute:5.1f}" if minute > 0 else f"w{elapsed / 60:4.1f}"
+                reports += 1
+                label = f"{(elapsed - warmup_s) / 60:5.1f}"
+                if reports <= warmup_reports:
+                    label = f"w{elapsed / 60:4.1f}"
+                now_broker = brokers.scheduled_seconds(broker_pids)
+                now_client = brokers.scheduled_seconds(client_pids)
+                figures = {"e2e p50": quantile(e2e, 50), "e2e p99": quantile(e2e, 99),
+                           "ack p50": quantile(ack, 50), "ack p99": quantile(ack, 99),
+                           "RSS MB": brokers.rss_bytes(proc) / MB,
+                           "CPU %": 100 * (now_cpu - cpu) / span,
+                           "wait %": 100 * (now_broker[1] - broker_sched[1]) / span,
+                           "cli CPU": 100 * (now_client[0] - client_sched[0]) / span,
+                           "cli wait": 100 * (now_client[1] - client_sched[1]) / span}  # fmt: skip
+                broker_sched, client_sched = now_broker, now_client
                 print(f"{label} {produced_n / span:9,.0f} {consumed_n / span:9,.0f} "
                       f"{pct(e2e, 50):>8} {pct(e2e, 99):>8} "
                       f"{(max(e2e) if e2e else 0):8.1f} {pct(ack, 50):>8} {pct(ack, 99):>8} "
-                      f"{brokers.rss_bytes(proc) / MB:7.1f} "
-                      f"{100 * (now_cpu - cpu) / span:6.1f} {errors:>5}", flush=True)  # fmt: skip
+                      f"{figures['RSS MB']:7.1f} {figures['CPU %']:6.1f} "
+                      f"{figures['wait %']:6.1f} {figures['cli CPU']:7.1f} "
+                      f"{figures['cli wait']:8.1f} {errors:>5}", flush=True)  # fmt: skip
+                if reports > warmup_reports:
+                    measured.append({k: v for k, v in figures.items() if v is not None})
                 cpu = now_cpu
         finally:
             producer_stop.set()
@@ -300,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         if not brokers.alive(proc):
             print(f"the broker {brokers.exit_report(proc)}")
             return 1
+        print("\n".join(["trend over the measured reports:", *trend(measured)]), flush=True)
     return 0
 
 

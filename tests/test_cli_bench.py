@@ -141,3 +141,23 @@ def test_idle_gives_up_while_pages_are_still_reported(  # type: ignore[no-untype
     fake_machine(monkeypatch, compare, list(range(0, 10_000, 7)))
     seen = compare.wait_idle(idle_options(compare, idle_wait=5.0))
     assert seen == "load 0.10 busy 0% reporting pages NOT IDLE after 5s"
+
+
+def test_the_soak_trend_sets_the_first_half_beside_the_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    import soak
+
+    try:
+        # A p99 that creeps up and an RSS that leaks show as a second half above the first.
+        minutes = [{"e2e p99": 10.0 * i, "RSS MB": 40.0 + i} for i in range(1, 7)]
+        minutes[2].pop("e2e p99")  # a report with too few samples has no percentile
+        lines = soak.trend(minutes)
+        assert lines == [
+            " e2e p99: 10.0-60.0; median of the first 2 reports 15.0, of the last 3 50.0",
+            "  RSS MB: 41.0-46.0; median of the first 3 reports 42.0, of the last 3 45.0",
+        ]
+        assert soak.trend([{"e2e p99": 5.0}]) == []
+    finally:
+        sys.modules.pop("soak", None)
