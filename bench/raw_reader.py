@@ -70,7 +70,7 @@ def count_batches(records: memoryview | None, read: RawRead, last_offset: int | 
         read.next_offset = batch.next_offset
 
 
-def _recv_exactly(sock: socket.socket, buf: bytearray, size: int) -> memoryview:
+def recv_exactly(sock: socket.socket, buf: bytearray, size: int) -> memoryview:
     view = memoryview(buf)[:size]
     got = 0
     while got < size:
@@ -103,11 +103,11 @@ def raw_consume(
                 correlation, "sluice-bench-raw", CONSUMER_REPLICA_ID, FETCH_WAIT_MAX_MS, 1,
                 FETCH_MAX_BYTES, [(topic, [part])],
             ))  # fmt: skip
-            (size,) = _SIZE.unpack(_recv_exactly(sock, buf, 4))
+            (size,) = _SIZE.unpack(recv_exactly(sock, buf, 4))
             if size > len(buf):
                 buf = bytearray(size)
             got_correlation, error, partitions = decode_fetch_response(
-                _recv_exactly(sock, buf, size)
+                recv_exactly(sock, buf, size)
             )
             read.fetches += 1
             if got_correlation != correlation or error:

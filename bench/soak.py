@@ -5,14 +5,18 @@ multi-process load generator of bench/producers.py (the median of --peak-runs 5-
 each on a topic deleted after it; or takes --rate), waits for an idle machine, then runs
 a --warmup-minutes warm-up (1 by default, printed as ``w`` rows) and --minutes of paced
 producers (acks=1, 1 KiB, the send time is the record's CreateTime;
---paced-producers processes, 2 by default, sharing the rate) and a consumer reading the
-same topic from offset 0 (--consumers processes, 2 by default, splitting the
-partitions), confluent-kafka clients all, each in a process of its own so that none
-shares a GIL. Every minute it prints the records/s produced and consumed, end-to-end
-latency percentiles (every 100th record: receive time minus CreateTime, wall-clock
-milliseconds), produce acknowledgement percentiles (every 1000th record), and the
-broker's RSS and CPU. Flat percentiles and a flat RSS are the goal of issue 9; the
-script prints the figures and asserts nothing.
+--paced-producers processes, 2 by default, sharing the rate; confluent-kafka) and
+consumers reading the same topic from offset 0 (--consumers processes, 2 by default,
+splitting the partitions), each client in a process of its own so that none shares a
+GIL. The consumers (--consumer) are by default raw Fetch readers that count records
+from the batch headers and time each batch's first record: at half of the peak,
+confluent-kafka consumers (--consumer confluent; every 100th record timed) need more
+CPU than two vCPUs have beside the producers and the broker. Every minute it prints the
+records/s produced and consumed, end-to-end latency percentiles (receive time minus
+CreateTime, wall-clock milliseconds), produce acknowledgement percentiles (every 1000th
+record), the broker's RSS and CPU, and how long the broker and the clients waited for
+a CPU (schedstat). Flat percentiles and a flat RSS are the goal of issue 9; the script
+prints the figures and a trend summary and asserts nothing.
 
 Not part of CI: 10 minutes by default.
 
@@ -25,7 +29,9 @@ import argparse
 import math
 import multiprocessing
 import queue
+import socket
 import statistics
+import struct
 import sys
 import threading
 import time
@@ -37,10 +43,18 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 import brokers
+import raw_reader
 from produce_consume import MB, consumer_config, create_topic, delete_topic, producer_config
 from producers import multi_produce
+from sluice.log.batch import iter_batches
+from sluice.server.replica_fetch_wire import (
+    FetchPartitionRequest,
+    decode_fetch_response,
+    encode_fetch_request,
+)
 
 SIZE = 1024
+SIZE_PREFIX = struct.Struct(">i")
 TICK_S = 0.01
 
 
@@ -73,8 +87,9 @@ class Window:
                         self.errors += failed
                         self.ack_ms += samples
                     else:
-                        count, samples = item
+                        count, samples, failed = item
                         self.consumed += count
+                        self.errors += failed
                         self.e2e_ms += samples
             if not drained:
                 time.sleep(0.01)
@@ -159,12 +174,70 @@ def consume_partitions(bootstrap: str, topic: str, partitions: list[int], stop: 
                     samples.append(now_ms - msg.timestamp()[1])
             consumed += sum(1 for msg in batch if msg.error() is None)
             if time.monotonic() - last >= 1.0:
-                out.put((consumed, samples))
+                out.put((consumed, samples, 0))
                 consumed, samples = 0, []
                 last = time.monotonic()
     finally:
-        out.put((consumed, samples))
+        out.put((consumed, samples, 0))
         consumer.close()
+
+
+def consume_raw(bootstrap: str, topic: str, partitions: list[int], stop: Any,
+                out: Any) -> None:  # fmt: skip
+    """Read ``partitions`` from offset 0 as bench/raw_reader.py does, without making a
+    Python object per record: Fetch v11 requests for all of them, one in flight, with
+    librdkafka's default limits, records counted from the batch headers. End to end is the
+    receive time minus each batch's first timestamp (its first record's CreateTime): one
+    sample per batch, of the record that waited longest in the producer's linger. Puts
+    (records, e2e samples in ms, errors) on ``out`` about once a second; an error code in
+    an answer ends the reader (a consumer that fell behind retention has failed the soak).
+    """
+    host, port = bootstrap.rsplit(":", 1)
+    offsets = dict.fromkeys(partitions, 0)
+    buf = bytearray(raw_reader.FETCH_MAX_BYTES)
+    consumed, samples, correlation = 0, [], 0
+    last = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while not stop.is_set():
+                correlation += 1
+                parts = [FetchPartitionRequest(p, -1, offsets[p], -1,
+                                               raw_reader.PARTITION_MAX_BYTES)
+                         for p in partitions]  # fmt: skip
+                sock.sendall(encode_fetch_request(
+                    correlation, "sluice-soak-raw", raw_reader.CONSUMER_REPLICA_ID,
+                    raw_reader.FETCH_WAIT_MAX_MS, 1,
+                    raw_reader.FETCH_MAX_BYTES, [(topic, parts)],
+                ))  # fmt: skip
+                (size,) = SIZE_PREFIX.unpack(raw_reader.recv_exactly(sock, buf, 4))
+                if size > len(buf):
+                    buf = bytearray(size)
+                _, error, answers = decode_fetch_response(raw_reader.recv_exactly(sock, buf, size))
+                now_ms = time.time() * 1000
+                if error or any(answer.error_code for answer in answers):
+                    codes = [error] + [answer.error_code for answer in answers]
+                    print(f"raw consumer: error codes {codes}; stopping", file=sys.stderr)
+                    out.put((consumed, samples, 1))
+                    consumed, samples = 0, []
+                    return
+                for answer in answers:
+                    if answer.records is None:
+                        continue
+                    start = offsets[answer.partition_index]
+                    for batch in iter_batches(answer.records):
+                        if batch.next_offset <= start:
+                            continue
+                        consumed += batch.records_count
+                        samples.append(now_ms - batch.base_timestamp)
+                        start = batch.next_offset
+                    offsets[answer.partition_index] = start
+                if time.monotonic() - last >= 1.0:
+                    out.put((consumed, samples, 0))
+                    consumed, samples = 0, []
+                    last = time.monotonic()
+        finally:
+            out.put((consumed, samples, 0))
 
 
 def pct(samples: list[float], q: int) -> str:
@@ -220,6 +293,12 @@ def main(argv: list[str] | None = None) -> int:
                          "cannot pace half of the peak on two vCPUs)")  # fmt: skip
     ap.add_argument("--consumers", type=int, default=2,
                     help="consumer processes, splitting the partitions (default 2)")  # fmt: skip
+    ap.add_argument("--consumer", choices=("raw", "confluent"), default="raw",
+                    help="raw: Fetch requests, records counted from batch headers, e2e "
+                         "per batch (default; a confluent-kafka consumer costs a Python "
+                         "object per record and cannot keep up at half the peak on two "
+                         "vCPUs); confluent: confluent-kafka consumers, e2e of every 100th "
+                         "record")  # fmt: skip
     ap.add_argument("--report-seconds", type=float, default=60.0, help="report interval")
     ap.add_argument("--warmup-minutes", type=float, default=1.0,
                     help="minutes at the rate before the measured ones, printed as w rows "
@@ -288,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         consumers = [
             spawn.Process(
-                target=consume_partitions,
+                target=consume_raw if args.consumer == "raw" else consume_partitions,
                 args=(
                     bootstrap,
                     topic,

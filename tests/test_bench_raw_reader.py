@@ -72,3 +72,73 @@ def test_reads_what_confluent_kafka_produced_from_a_real_broker(raw: ModuleType)
         assert read.fetches >= 1 and elapsed > 0
         with pytest.raises(raw.RawReadError, match="error code 3"):  # UNKNOWN_TOPIC_OR_PARTITION
             raw.raw_consume(host, int(port), "no-such-topic", 1, timeout=30)
+
+
+def test_the_soaks_raw_consumer_counts_and_times_what_confluent_kafka_produced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bench/soak.py's consume_raw, in a thread here (a process in the soak)."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import queue
+    import threading
+    import time
+
+    import sluice
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import soak
+
+    out: queue.Queue[tuple[int, list[float], int]] = queue.Queue()
+    stop = threading.Event()
+    try:
+        with sluice.EmbeddedBroker() as broker:
+            admin = confluent_kafka.admin.AdminClient(
+                {"bootstrap.servers": broker.bootstrap_servers}
+            )
+            admin.create_topics([confluent_kafka.admin.NewTopic("soak", 2, 1)])["soak"].result(30)
+            producer = confluent_kafka.Producer(
+                {"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0}
+            )
+            first_ms = time.time() * 1000
+            for i in range(1_000):
+                producer.produce("soak", b"v" * 100, partition=i % 2)
+                if i % 250 == 0:
+                    producer.flush(30)  # several batches per partition
+            assert producer.flush(30) == 0
+            reader = threading.Thread(
+                target=soak.consume_raw, args=(broker.bootstrap_servers, "soak", [0, 1], stop, out)
+            )
+            reader.start()
+            records, samples, errors = 0, [], 0
+            deadline = time.monotonic() + 30
+            while records < 1_000 and time.monotonic() < deadline:
+                try:
+                    count, batch_samples, failed = out.get(timeout=1)
+                except queue.Empty:
+                    continue
+                records, errors = records + count, errors + failed
+                samples += batch_samples
+            stop.set()
+            reader.join(30)
+            while not out.empty():  # its last report, at the end
+                count, batch_samples, failed = out.get()
+                records, errors = records + count, errors + failed
+                samples += batch_samples
+            assert (records, errors) == (1_000, 0)  # every record once, none counted twice
+            assert 2 <= len(samples) <= 1_000  # one per batch
+            # Receive time minus CreateTime (whole milliseconds), within the test's span.
+            span_ms = time.time() * 1000 - first_ms
+            assert all(-1 < sample <= span_ms + 1 for sample in samples)
+
+            stop.clear()
+            reader = threading.Thread(
+                target=soak.consume_raw, args=(broker.bootstrap_servers, "nope", [0], stop, out)
+            )
+            reader.start()
+            reader.join(30)  # an error code in the answer ends the reader
+            assert not reader.is_alive()
+            reported = [out.get(timeout=5) for _ in range(2)]
+            assert sum(failed for _, _, failed in reported) == 1
+    finally:
+        stop.set()
+        sys.modules.pop("soak", None)
