@@ -256,14 +256,12 @@ def cpu_seconds(proc: psutil.Process) -> float:
     return total
 
 
-def scheduled_seconds(pids: list[int]) -> dict[int, tuple[float, float]]:
-    """Per process of ``pids``: seconds its threads ran on a CPU, and seconds they were
-    runnable but waited for one (``/proc/PID/task/*/schedstat``; absent where it is
-    missing). On a machine short of CPUs the second grows: latency measured then is
-    the scheduler's."""
-    seen: dict[int, tuple[float, float]] = {}
+def scheduled_seconds(pids: list[int]) -> tuple[float, float]:
+    """Seconds the threads of ``pids`` ran on a CPU, and seconds they were runnable but
+    waited for one (``/proc/PID/task/*/schedstat``; (0, 0) where it is missing). On a
+    machine short of CPUs the second grows: latency measured then is the scheduler's."""
+    ran = waited = 0
     for pid in pids:
-        ran = waited = 0
         for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
             try:
                 on_cpu, on_queue, _ = stat.read_text().split()
@@ -271,32 +269,7 @@ def scheduled_seconds(pids: list[int]) -> dict[int, tuple[float, float]]:
                 continue
             ran += int(on_cpu)
             waited += int(on_queue)
-        seen[pid] = (ran / 1e9, waited / 1e9)
-    return seen
-
-
-class Scheduled:
-    """CPU and run-queue seconds of a changing set of processes since the last call:
-    a process first seen counts from its start, as the clients' kcat children do."""
-
-    def __init__(self) -> None:
-        self.last: dict[int, tuple[float, float]] = {}
-
-    def since_last(self, pids: list[int]) -> tuple[float, float]:
-        now = scheduled_seconds(pids)
-        ran = sum(r - self.last.get(pid, (0.0, 0.0))[0] for pid, (r, _) in now.items())
-        waited = sum(w - self.last.get(pid, (0.0, 0.0))[1] for pid, (_, w) in now.items())
-        self.last = now
-        return ran, waited
-
-
-def with_children(pids: list[int]) -> list[int]:
-    """``pids`` and every live descendant of them."""
-    found = list(pids)
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            found += [child.pid for child in psutil.Process(pid).children(recursive=True)]
-    return found
+    return ran / 1e9, waited / 1e9
 
 
 def rss_bytes(proc: psutil.Process, tree: list[psutil.Process] | None = None) -> int:

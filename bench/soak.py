@@ -32,7 +32,6 @@ import queue
 import socket
 import statistics
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -45,14 +44,7 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 import brokers
 import raw_reader
-from produce_consume import (
-    MB,
-    consumer_config,
-    create_topic,
-    delete_topic,
-    producer_config,
-    wheel_librdkafka_env,
-)
+from produce_consume import MB, consumer_config, create_topic, delete_topic, producer_config
 from producers import multi_produce
 from sluice.log.batch import iter_batches
 from sluice.server.replica_fetch_wire import (
@@ -63,7 +55,6 @@ from sluice.server.replica_fetch_wire import (
 
 SIZE = 1024
 SIZE_PREFIX = struct.Struct(">i")
-PROBE_RATE = 1000  # records/s of the probe producer that times acknowledgements (kcat runs)
 TICK_S = 0.01
 
 
@@ -111,11 +102,8 @@ class Window:
         return out
 
 
-def produce_paced(
-    bootstrap: str, topic: str, rate: int, stop: Any, out: Any, timed_every: int = 1000
-) -> None:
-    """Send ``rate`` records/s in 10 ms ticks; time the acknowledgement of every
-    ``timed_every``-th.
+def produce_paced(bootstrap: str, topic: str, rate: int, stop: Any, out: Any) -> None:
+    """Send ``rate`` records/s in 10 ms ticks; time the acknowledgement of every 1000th.
 
     Runs in a process of its own (``--paced-producers`` of them share the load; none
     shares a GIL with the consumer) and puts
@@ -145,7 +133,7 @@ def produce_paced(
     while not stop.is_set():
         for _ in range(per_tick):
             try:
-                if seq % timed_every == 0:
+                if seq % 1000 == 0:
                     produce(topic, value, on_delivery=acked(time.perf_counter_ns()))
                 else:
                     produce(topic, value)
@@ -164,53 +152,6 @@ def produce_paced(
         if delay > 0:
             time.sleep(delay)
     producer.flush(5)
-
-
-def produce_kcat(bootstrap: str, topic: str, rate: int, stop: Any, out: Any) -> None:
-    """Send ``rate`` records/s through kcat (librdkafka in C, the confluent-kafka wheel's
-    build) in 10 ms ticks: this process writes each tick's records to kcat's standard
-    input as 1 KiB lines, newline-ended, in one write, so its cost is per tick, not per
-    record; a full pipe holds it back. The same producer settings as the Python ones
-    (acks=1, linger.ms=5, batch.size 1 MiB, a 16 MiB queue); librdkafka stamps each
-    record's CreateTime. Puts (records written, [], delivery errors kcat reported) on
-    ``out`` about once a second. No acknowledgement is timed here (kcat reports none):
-    a light probe producer does that (:func:`produce_paced`)."""
-    argv = ["kcat", "-P", "-q", "-b", bootstrap, "-t", topic, "-X", "acks=1",
-            "-X", "linger.ms=5", "-X", "batch.size=1048576",
-            "-X", "queue.buffering.max.kbytes=16384"]  # fmt: skip
-    kcat = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=wheel_librdkafka_env())  # fmt: skip
-    assert kcat.stdin is not None and kcat.stderr is not None
-    errors = [0]
-
-    def count_errors(stream: Any) -> None:
-        for line in stream:
-            if line.strip():
-                errors[0] += 1
-                print(f"kcat: {line.decode(errors='replace').rstrip()}", file=sys.stderr)
-
-    threading.Thread(target=count_errors, args=(kcat.stderr,), daemon=True).start()
-    per_tick = max(1, round(rate * TICK_S))
-    chunk = (b"x" * SIZE + b"\n") * per_tick  # kcat drops the newline
-    sent = tick = reported = 0
-    start = time.perf_counter()
-    try:
-        while not stop.is_set():
-            kcat.stdin.write(chunk)
-            kcat.stdin.flush()
-            sent += per_tick
-            tick += 1
-            if tick % 100 == 0:
-                failed, reported = errors[0] - reported, errors[0]
-                out.put((sent, [], failed))
-                sent = 0
-            delay = start + tick * TICK_S - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-    finally:
-        kcat.stdin.close()  # kcat flushes what it holds and exits
-        kcat.wait(timeout=30)
-        out.put((sent, [], errors[0] - reported))
 
 
 def consume_partitions(bootstrap: str, topic: str, partitions: list[int], stop: Any,
@@ -352,12 +293,6 @@ def main(argv: list[str] | None = None) -> int:
                          "cannot pace half of the peak on two vCPUs)")  # fmt: skip
     ap.add_argument("--consumers", type=int, default=2,
                     help="consumer processes, splitting the partitions (default 2)")  # fmt: skip
-    ap.add_argument("--producer", choices=("kcat", "confluent"), default="kcat",
-                    help="kcat: the paced processes feed kcat (librdkafka in C) a tick of "
-                         "records per write, and a probe producer times the "
-                         "acknowledgements of 1,000 records/s (default); confluent: "
-                         "confluent-kafka producers, a produce() call per record, every "
-                         "1000th acknowledgement timed")  # fmt: skip
     ap.add_argument("--consumer", choices=("raw", "confluent"), default="raw",
                     help="raw: Fetch requests, records counted from batch headers, e2e "
                          "per batch (default; a confluent-kafka consumer costs a Python "
@@ -422,21 +357,14 @@ def main(argv: list[str] | None = None) -> int:
         window = Window()
         spawn = multiprocessing.get_context("spawn")
         producer_stop, producer_out, consumer_out = spawn.Event(), spawn.Queue(), spawn.Queue()
-        paced = rate - PROBE_RATE if args.producer == "kcat" else rate
-        shares = [paced // args.paced_producers] * args.paced_producers
-        shares[0] += paced - sum(shares)
+        shares = [rate // args.paced_producers] * args.paced_producers
+        shares[0] += rate - sum(shares)
         producers = [
             spawn.Process(
-                target=produce_kcat if args.producer == "kcat" else produce_paced,
-                args=(bootstrap, topic, share, producer_stop, producer_out),
+                target=produce_paced, args=(bootstrap, topic, share, producer_stop, producer_out)
             )
             for share in shares
         ]
-        if args.producer == "kcat":  # the acknowledgements are timed by a probe
-            producers.append(spawn.Process(
-                target=produce_paced,
-                args=(bootstrap, topic, PROBE_RATE, producer_stop, producer_out, 1),
-            ))  # fmt: skip
         consumers = [
             spawn.Process(
                 target=consume_raw if args.consumer == "raw" else consume_partitions,
@@ -465,9 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         cpu = brokers.cpu_seconds(proc)
         broker_pids = [member.pid for member in brokers.process_tree(proc)]
         client_pids = [process.pid for process in producers + consumers if process.pid]
-        broker_sched, client_sched = brokers.Scheduled(), brokers.Scheduled()
-        broker_sched.since_last(broker_pids)
-        client_sched.since_last(brokers.with_children(client_pids))
+        broker_sched = brokers.scheduled_seconds(broker_pids)
+        client_sched = brokers.scheduled_seconds(client_pids)
         measured: list[dict[str, float]] = []  # the reports after the warm-up
         try:
             elapsed = 0.0
@@ -483,17 +410,16 @@ def main(argv: list[str] | None = None) -> int:
                 label = f"{(elapsed - warmup_s) / 60:5.1f}"
                 if reports <= warmup_reports:
                     label = f"w{elapsed / 60:4.1f}"
-                _, broker_wait = broker_sched.since_last(broker_pids)
-                client_ran, client_wait = client_sched.since_last(
-                    brokers.with_children(client_pids)
-                )
+                now_broker = brokers.scheduled_seconds(broker_pids)
+                now_client = brokers.scheduled_seconds(client_pids)
                 figures = {"e2e p50": quantile(e2e, 50), "e2e p99": quantile(e2e, 99),
                            "ack p50": quantile(ack, 50), "ack p99": quantile(ack, 99),
                            "RSS MB": brokers.rss_bytes(proc) / MB,
                            "CPU %": 100 * (now_cpu - cpu) / span,
-                           "wait %": 100 * broker_wait / span,
-                           "cli CPU": 100 * client_ran / span,
-                           "cli wait": 100 * client_wait / span}  # fmt: skip
+                           "wait %": 100 * (now_broker[1] - broker_sched[1]) / span,
+                           "cli CPU": 100 * (now_client[0] - client_sched[0]) / span,
+                           "cli wait": 100 * (now_client[1] - client_sched[1]) / span}  # fmt: skip
+                broker_sched, client_sched = now_broker, now_client
                 print(f"{label} {produced_n / span:9,.0f} {consumed_n / span:9,.0f} "
                       f"{pct(e2e, 50):>8} {pct(e2e, 99):>8} "
                       f"{(max(e2e) if e2e else 0):8.1f} {pct(ack, 50):>8} {pct(ack, 99):>8} "

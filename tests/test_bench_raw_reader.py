@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,61 +139,6 @@ def test_the_soaks_raw_consumer_counts_and_times_what_confluent_kafka_produced(
             assert not reader.is_alive()
             reported = [out.get(timeout=5) for _ in range(2)]
             assert sum(failed for _, _, failed in reported) == 1
-    finally:
-        stop.set()
-        sys.modules.pop("soak", None)
-
-
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
-def test_the_soaks_kcat_producer_sends_what_it_reports(monkeypatch: pytest.MonkeyPatch) -> None:
-    """bench/soak.py's produce_kcat, in a thread here (a process in the soak): every
-    record it reports as written reaches the log, as a 1 KiB record with a CreateTime."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    import queue
-    import threading
-    import time
-
-    import sluice
-
-    monkeypatch.syspath_prepend(str(BENCH))
-    import soak
-
-    out: queue.Queue[tuple[int, list[float], int]] = queue.Queue()
-    stop = threading.Event()
-    try:
-        with sluice.EmbeddedBroker() as broker:
-            bootstrap = broker.bootstrap_servers
-            admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-            admin.create_topics([confluent_kafka.admin.NewTopic("k", 2, 1)])["k"].result(30)
-            first_ms = time.time() * 1000
-            writer = threading.Thread(
-                target=soak.produce_kcat, args=(bootstrap, "k", 2_000, stop, out)
-            )
-            writer.start()
-            written = 0
-            deadline = time.monotonic() + 30
-            while written < 2_000 and time.monotonic() < deadline:  # a second's worth
-                with contextlib.suppress(queue.Empty):
-                    written += out.get(timeout=1)[0]
-            stop.set()
-            writer.join(60)  # closing kcat's input flushes it
-            assert not writer.is_alive()
-            reports = [out.get_nowait() for _ in range(out.qsize())]
-            written += sum(sent for sent, _, _ in reports)
-            assert written >= 2_000
-            assert sum(failed for _, _, failed in reports) == 0
-
-            consumer = confluent_kafka.Consumer(
-                {"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False}
-            )
-            ends = [consumer.get_watermark_offsets(confluent_kafka.TopicPartition("k", p), 30)
-                    for p in (0, 1)]  # fmt: skip
-            assert sum(high for _, high in ends) == written
-            consumer.assign([confluent_kafka.TopicPartition("k", 0, 0)])
-            message = consumer.consume(1, 30)[0]
-            assert message.value() == b"x" * 1024  # the line without its newline: 1 KiB
-            assert first_ms - 1 <= message.timestamp()[1] <= time.time() * 1000
-            consumer.close()
     finally:
         stop.set()
         sys.modules.pop("soak", None)
