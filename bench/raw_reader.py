@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from sluice.log.batch import iter_batches
 from sluice.server.replica_fetch_wire import (
+    FetchedPartition,
     FetchPartitionRequest,
     decode_fetch_response,
     encode_fetch_request,
@@ -70,7 +71,7 @@ def count_batches(records: memoryview | None, read: RawRead, last_offset: int | 
         read.next_offset = batch.next_offset
 
 
-def recv_exactly(sock: socket.socket, buf: bytearray, size: int) -> memoryview:
+def _recv_exactly(sock: socket.socket, buf: bytearray, size: int) -> memoryview:
     view = memoryview(buf)[:size]
     got = 0
     while got < size:
@@ -79,6 +80,28 @@ def recv_exactly(sock: socket.socket, buf: bytearray, size: int) -> memoryview:
             raise RawReadError("the broker closed the connection")
         got += n
     return view
+
+
+def fetch(
+    sock: socket.socket,
+    buf: bytearray,
+    correlation: int,
+    client_id: str,
+    topic: str,
+    partitions: list[FetchPartitionRequest],
+) -> tuple[bytearray, int, int, list[FetchedPartition]]:
+    """One Fetch v11 round trip with librdkafka's default limits; returns the buffer
+    (grown if the answer needed it: the answer's views point into it), the answer's
+    correlation id, its error code and its partitions."""
+    sock.sendall(encode_fetch_request(
+        correlation, client_id, CONSUMER_REPLICA_ID, FETCH_WAIT_MAX_MS, 1, FETCH_MAX_BYTES,
+        [(topic, partitions)],
+    ))  # fmt: skip
+    (size,) = _SIZE.unpack(_recv_exactly(sock, buf, 4))
+    if size > len(buf):
+        buf = bytearray(size)
+    got_correlation, error, answers = decode_fetch_response(_recv_exactly(sock, buf, size))
+    return buf, got_correlation, error, answers
 
 
 def raw_consume(
@@ -99,15 +122,8 @@ def raw_consume(
                 raise RawReadError(f"read {read.records} of {expected} records in {timeout} s")
             correlation += 1
             part = FetchPartitionRequest(partition, -1, read.next_offset, -1, PARTITION_MAX_BYTES)
-            sock.sendall(encode_fetch_request(
-                correlation, "sluice-bench-raw", CONSUMER_REPLICA_ID, FETCH_WAIT_MAX_MS, 1,
-                FETCH_MAX_BYTES, [(topic, [part])],
-            ))  # fmt: skip
-            (size,) = _SIZE.unpack(recv_exactly(sock, buf, 4))
-            if size > len(buf):
-                buf = bytearray(size)
-            got_correlation, error, partitions = decode_fetch_response(
-                recv_exactly(sock, buf, size)
+            buf, got_correlation, error, partitions = fetch(
+                sock, buf, correlation, "sluice-bench-raw", topic, [part]
             )
             read.fetches += 1
             if got_correlation != correlation or error:

@@ -31,7 +31,6 @@ import multiprocessing
 import queue
 import socket
 import statistics
-import struct
 import sys
 import threading
 import time
@@ -47,14 +46,9 @@ import raw_reader
 from produce_consume import MB, consumer_config, create_topic, delete_topic, producer_config
 from producers import multi_produce
 from sluice.log.batch import iter_batches
-from sluice.server.replica_fetch_wire import (
-    FetchPartitionRequest,
-    decode_fetch_response,
-    encode_fetch_request,
-)
+from sluice.server.replica_fetch_wire import FetchPartitionRequest
 
 SIZE = 1024
-SIZE_PREFIX = struct.Struct(">i")
 TICK_S = 0.01
 
 
@@ -154,6 +148,26 @@ def produce_paced(bootstrap: str, topic: str, rate: int, stop: Any, out: Any) ->
     producer.flush(5)
 
 
+class Reports:
+    """What a consumer read since its last report, put on ``out`` as (records, e2e
+    samples in ms, errors) about once a second and when it stops."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.records = 0
+        self.samples: list[float] = []
+        self.last = time.monotonic()
+
+    def put_if_due(self) -> None:
+        if time.monotonic() - self.last >= 1.0:
+            self.put()
+
+    def put(self, errors: int = 0) -> None:
+        self.out.put((self.records, self.samples, errors))
+        self.records, self.samples = 0, []
+        self.last = time.monotonic()
+
+
 def consume_partitions(bootstrap: str, topic: str, partitions: list[int], stop: Any,
                        out: Any) -> None:  # fmt: skip
     """Read ``partitions`` from offset 0; put (records, e2e samples in ms) on ``out`` about
@@ -163,22 +177,18 @@ def consume_partitions(bootstrap: str, topic: str, partitions: list[int], stop: 
     milliseconds, for every 100th record of each batch consumed."""
     consumer = Consumer(consumer_config(bootstrap, tuned=False))
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    consumed, samples = 0, []
-    last = time.monotonic()
+    reports = Reports(out)
     try:
         while not stop.is_set():
             batch = consumer.consume(1000, 0.1)
             now_ms = time.time() * 1000
             for msg in batch[::100]:
                 if msg.error() is None:
-                    samples.append(now_ms - msg.timestamp()[1])
-            consumed += sum(1 for msg in batch if msg.error() is None)
-            if time.monotonic() - last >= 1.0:
-                out.put((consumed, samples, 0))
-                consumed, samples = 0, []
-                last = time.monotonic()
+                    reports.samples.append(now_ms - msg.timestamp()[1])
+            reports.records += sum(1 for msg in batch if msg.error() is None)
+            reports.put_if_due()
     finally:
-        out.put((consumed, samples, 0))
+        reports.put()
         consumer.close()
 
 
@@ -195,8 +205,7 @@ def consume_raw(bootstrap: str, topic: str, partitions: list[int], stop: Any,
     host, port = bootstrap.rsplit(":", 1)
     offsets = dict.fromkeys(partitions, 0)
     buf = bytearray(raw_reader.FETCH_MAX_BYTES)
-    consumed, samples, correlation = 0, [], 0
-    last = time.monotonic()
+    reports, correlation = Reports(out), 0
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
@@ -205,21 +214,14 @@ def consume_raw(bootstrap: str, topic: str, partitions: list[int], stop: Any,
                 parts = [FetchPartitionRequest(p, -1, offsets[p], -1,
                                                raw_reader.PARTITION_MAX_BYTES)
                          for p in partitions]  # fmt: skip
-                sock.sendall(encode_fetch_request(
-                    correlation, "sluice-soak-raw", raw_reader.CONSUMER_REPLICA_ID,
-                    raw_reader.FETCH_WAIT_MAX_MS, 1,
-                    raw_reader.FETCH_MAX_BYTES, [(topic, parts)],
-                ))  # fmt: skip
-                (size,) = SIZE_PREFIX.unpack(raw_reader.recv_exactly(sock, buf, 4))
-                if size > len(buf):
-                    buf = bytearray(size)
-                _, error, answers = decode_fetch_response(raw_reader.recv_exactly(sock, buf, size))
+                buf, _, error, answers = raw_reader.fetch(
+                    sock, buf, correlation, "sluice-soak-raw", topic, parts
+                )
                 now_ms = time.time() * 1000
                 if error or any(answer.error_code for answer in answers):
                     codes = [error] + [answer.error_code for answer in answers]
                     print(f"raw consumer: error codes {codes}; stopping", file=sys.stderr)
-                    out.put((consumed, samples, 1))
-                    consumed, samples = 0, []
+                    reports.put(errors=1)
                     return
                 for answer in answers:
                     if answer.records is None:
@@ -228,16 +230,13 @@ def consume_raw(bootstrap: str, topic: str, partitions: list[int], stop: Any,
                     for batch in iter_batches(answer.records):
                         if batch.next_offset <= start:
                             continue
-                        consumed += batch.records_count
-                        samples.append(now_ms - batch.base_timestamp)
+                        reports.records += batch.records_count
+                        reports.samples.append(now_ms - batch.base_timestamp)
                         start = batch.next_offset
                     offsets[answer.partition_index] = start
-                if time.monotonic() - last >= 1.0:
-                    out.put((consumed, samples, 0))
-                    consumed, samples = 0, []
-                    last = time.monotonic()
+                reports.put_if_due()
         finally:
-            out.put((consumed, samples, 0))
+            reports.put()
 
 
 def pct(samples: list[float], q: int) -> str:
