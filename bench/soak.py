@@ -4,19 +4,22 @@ Starts one fresh Sluice broker, measures its peak 1 KiB acks=1 produce rate with
 multi-process load generator of bench/producers.py (the median of --peak-runs 5-s runs,
 each on a topic deleted after it; or takes --rate), waits for an idle machine, then runs
 a --warmup-minutes warm-up (1 by default, printed as ``w`` rows) and --minutes of paced
-producers (acks=1, 1 KiB, the send time is the record's CreateTime;
---paced-producers processes, 2 by default, sharing the rate; confluent-kafka) and
-consumers reading the same topic from offset 0 (--consumers processes, 2 by default,
-splitting the partitions), each client in a process of its own so that none shares a
-GIL. The consumers (--consumer) are by default raw Fetch readers that count records
-from the batch headers and time each batch's first record: at half of the peak,
-confluent-kafka consumers (--consumer confluent; every 100th record timed) need more
-CPU than two vCPUs have beside the producers and the broker. Every minute it prints the
-records/s produced and consumed, end-to-end latency percentiles (receive time minus
-CreateTime, wall-clock milliseconds), produce acknowledgement percentiles (every 1000th
-record), the broker's RSS and CPU, and how long the broker and the clients waited for
-a CPU (schedstat). Flat percentiles and a flat RSS are the goal of issue 9; the script
-prints the figures and a trend summary and asserts nothing.
+producers (acks=1, 1 KiB, the send time is the record's CreateTime; --paced-producers
+processes, 2 by default, sharing the rate) and consumers reading the same topic from
+offset 0 (--consumers processes, 2 by default, splitting the partitions), each client in
+a process of its own so that none shares a GIL. Both kinds of client are by default raw,
+with a cost per request rather than per record: the producers (--producer) send
+prepared batches re-stamped with the send time, one Produce request every 5 ms
+(bench/raw_writer.py), and the consumers (--consumer) are Fetch readers that count
+records from the batch headers and time each batch's first record. At half of the peak,
+confluent-kafka clients (--producer confluent: linger.ms=5, every 1000th record timed;
+--consumer confluent: every 100th record timed) need more CPU than two vCPUs have
+beside the broker. Every minute it prints the records/s produced and consumed,
+end-to-end latency percentiles (receive time minus CreateTime, wall-clock
+milliseconds), produce acknowledgement percentiles, the broker's RSS and CPU, and how
+long the broker and the clients waited for a CPU (schedstat). Flat percentiles and a
+flat RSS are the goal of issue 9; the script prints the figures and a trend summary
+and asserts nothing.
 
 Not part of CI: 10 minutes by default.
 
@@ -43,6 +46,7 @@ from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 import brokers
 import raw_reader
+import raw_writer
 from produce_consume import MB, consumer_config, create_topic, delete_topic, producer_config
 from producers import multi_produce
 from sluice.log.batch import iter_batches
@@ -50,6 +54,7 @@ from sluice.server.replica_fetch_wire import FetchPartitionRequest
 
 SIZE = 1024
 TICK_S = 0.01
+RAW_TICK_S = 0.005
 
 
 class Window:
@@ -146,6 +151,44 @@ def produce_paced(bootstrap: str, topic: str, rate: int, stop: Any, out: Any) ->
         if delay > 0:
             time.sleep(delay)
     producer.flush(5)
+
+
+def produce_raw(bootstrap: str, topic: str, partitions: list[int], rate: int, stop: Any,
+                out: Any) -> None:  # fmt: skip
+    """Send ``rate`` records/s of 1 KiB to ``partitions`` as bench/raw_writer.py does: one
+    Produce request (acks=1) every 5 ms (the confluent producers' linger.ms), its records
+    stamped with its send time. Every answer is an acknowledgement sample (send to
+    answer). Runs in a process of its own and puts (records sent, acknowledgement
+    samples in ms, errors) on ``out`` about once a second; a broken connection ends it.
+    """
+    writer = raw_writer.PacedWriter(bootstrap, topic, partitions, b"x" * SIZE)
+    per_tick = max(1, round(rate * RAW_TICK_S))
+    sent = tick = 0
+
+    def report(failed: int = 0) -> None:
+        nonlocal sent
+        with writer.lock:
+            acks, writer.acks_ms = writer.acks_ms, []
+            errors, writer.errors = writer.errors, 0
+        out.put((sent, acks, errors + failed))
+        sent = 0
+
+    start = time.perf_counter()
+    try:
+        while not stop.is_set() and writer.failure is None:
+            writer.send(per_tick)
+            sent += per_tick
+            tick += 1
+            if tick % round(1 / RAW_TICK_S) == 0:
+                report()
+            delay = start + tick * RAW_TICK_S - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+    finally:
+        writer.close()
+        if writer.failure is not None:
+            print(f"raw producer: {writer.failure}; stopping", file=sys.stderr)
+        report(failed=writer.failure is not None)
 
 
 class Reports:
@@ -290,6 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paced-producers", type=int, default=2,
                     help="processes sharing the paced load (default 2: one Python process "
                          "cannot pace half of the peak on two vCPUs)")  # fmt: skip
+    ap.add_argument("--producer", choices=("raw", "confluent"), default="raw",
+                    help="raw: prepared batches re-stamped per request, one Produce request "
+                         "every 5 ms, an acknowledgement sample per request (default; at "
+                         "half the peak, confluent-kafka producers cost a produce() call "
+                         "per record and kept the clients waiting for a CPU); confluent: "
+                         "confluent-kafka producers, linger.ms=5, every 1000th record "
+                         "timed")  # fmt: skip
     ap.add_argument("--consumers", type=int, default=2,
                     help="consumer processes, splitting the partitions (default 2)")  # fmt: skip
     ap.add_argument("--consumer", choices=("raw", "confluent"), default="raw",
@@ -358,12 +408,15 @@ def main(argv: list[str] | None = None) -> int:
         producer_stop, producer_out, consumer_out = spawn.Event(), spawn.Queue(), spawn.Queue()
         shares = [rate // args.paced_producers] * args.paced_producers
         shares[0] += rate - sum(shares)
+        every = list(range(args.partitions))
         producers = [
-            spawn.Process(
-                target=produce_paced, args=(bootstrap, topic, share, producer_stop, producer_out)
-            )
+            spawn.Process(target=produce_raw,
+                          args=(bootstrap, topic, every, share, producer_stop, producer_out))
+            if args.producer == "raw"
+            else spawn.Process(target=produce_paced,
+                               args=(bootstrap, topic, share, producer_stop, producer_out))
             for share in shares
-        ]
+        ]  # fmt: skip
         consumers = [
             spawn.Process(
                 target=consume_raw if args.consumer == "raw" else consume_partitions,
