@@ -16,6 +16,7 @@ in it.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -148,7 +149,8 @@ class PacedWriter:
         while self._sent_at and self._answers.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
         self._closing = True
-        self.sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):  # already broken: the reader has stopped
+            self.sock.shutdown(socket.SHUT_RDWR)
         self._answers.join(timeout=5)
         self.sock.close()
 

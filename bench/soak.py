@@ -176,7 +176,11 @@ def produce_raw(bootstrap: str, topic: str, partitions: list[int], rate: int, st
     start = time.perf_counter()
     try:
         while not stop.is_set() and writer.failure is None:
-            writer.send(per_tick)
+            try:
+                writer.send(per_tick)
+            except OSError as exc:  # the broker closed the connection
+                writer.failure = str(exc)
+                break
             sent += per_tick
             tick += 1
             if tick % round(1 / RAW_TICK_S) == 0:

@@ -157,3 +157,16 @@ def test_the_soaks_raw_producer_reports_what_it_sent(monkeypatch: pytest.MonkeyP
         stop.set()
         for name in ("soak", "raw_reader", "raw_writer"):  # soak imports both
             sys.modules.pop(name, None)
+
+
+def test_a_connection_the_broker_closes_is_a_failure_not_a_hang() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        writer = raw_writer.PacedWriter(f"127.0.0.1:{port}", "t", [0], b"v")
+        conn, _ = server.accept()
+        conn.close()
+        deadline = time.monotonic() + 30
+        while writer.failure is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert writer.failure == "the broker closed the connection"
+        writer.close(timeout=1)  # nothing owed, the socket already broken: returns
