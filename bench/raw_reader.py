@@ -72,6 +72,7 @@ def count_batches(records: memoryview | None, read: RawRead, last_offset: int | 
 
 
 def _recv_exactly(sock: socket.socket, buf: bytearray, size: int) -> memoryview:
+    """The next ``size`` bytes from ``sock``, read into ``buf`` (at least that long)."""
     view = memoryview(buf)[:size]
     got = 0
     while got < size:
@@ -80,6 +81,15 @@ def _recv_exactly(sock: socket.socket, buf: bytearray, size: int) -> memoryview:
             raise RawReadError("the broker closed the connection")
         got += n
     return view
+
+
+def recv_frame(sock: socket.socket, buf: bytearray) -> tuple[bytearray, memoryview]:
+    """The next size-prefixed frame from ``sock``: the buffer (``buf``, or a larger one
+    if the frame needed it) and the frame, a view into it."""
+    (size,) = _SIZE.unpack(_recv_exactly(sock, buf, 4))
+    if size > len(buf):
+        buf = bytearray(size)
+    return buf, _recv_exactly(sock, buf, size)
 
 
 def fetch(
@@ -97,10 +107,8 @@ def fetch(
         correlation, client_id, CONSUMER_REPLICA_ID, FETCH_WAIT_MAX_MS, 1, FETCH_MAX_BYTES,
         [(topic, partitions)],
     ))  # fmt: skip
-    (size,) = _SIZE.unpack(_recv_exactly(sock, buf, 4))
-    if size > len(buf):
-        buf = bytearray(size)
-    got_correlation, error, answers = decode_fetch_response(_recv_exactly(sock, buf, size))
+    buf, frame = recv_frame(sock, buf)
+    got_correlation, error, answers = decode_fetch_response(frame)
     return buf, got_correlation, error, answers
 
 

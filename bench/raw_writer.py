@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import raw_reader
 from sluice.checksum import crc32c
 from sluice.client.produce_request import decode_produce_response, encode_produce_request
 from sluice.client.records import MemoryRecordsBuilder
@@ -41,7 +42,7 @@ _RECORD_OVERHEAD = 16  # a record's length, attributes, deltas, key and value le
 
 
 class RawWriteError(RuntimeError):
-    """The broker closed the connection or sent an answer no request was waiting for."""
+    """The broker sent an answer no request was waiting for."""
 
 
 class BatchTemplates:
@@ -154,21 +155,11 @@ class PacedWriter:
         self._answers.join(timeout=5)
         self.sock.close()
 
-    def _recv_exactly(self, size: int) -> bytearray:
-        buf = bytearray(size)
-        view, got = memoryview(buf), 0
-        while got < size:
-            n = self.sock.recv_into(view[got:])
-            if n == 0:
-                raise RawWriteError("the broker closed the connection")
-            got += n
-        return buf
-
     def _read_answers(self) -> None:
+        buf = bytearray(64 * 1024)
         try:
             while not self._closing:
-                (size,) = _SIZE.unpack(self._recv_exactly(4))
-                frame = self._recv_exactly(size)
+                buf, frame = raw_reader.recv_frame(self.sock, buf)
                 now = time.perf_counter_ns()
                 answer = decode_produce_response(frame, PRODUCE_VERSION)
                 (correlation,) = _SIZE.unpack_from(frame)
@@ -181,6 +172,6 @@ class PacedWriter:
                 with self.lock:
                     self.acks_ms.append((now - sent) / 1e6)
                     self.errors += failed
-        except (OSError, RawWriteError) as exc:
+        except (OSError, RawWriteError, raw_reader.RawReadError) as exc:
             if not self._closing:
                 self.failure = str(exc)
