@@ -6,6 +6,7 @@ import logging
 import shutil
 import time
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from sluice.log.file_records import (
 from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
 from sluice.log.patched import PatchedRecords
 from sluice.log.segment import LogSegment
+from sluice.log.writer import WriteJob, Writer
 
 __all__ = ["LocalLog"]
 
@@ -41,12 +43,16 @@ class LocalLog:
         "_config",
         "_last_flush_ms",
         "_log_end_offset",
+        "_next_offset",
         "_paged",
+        "_pending",
         "_pending_deletes",
         "_recovery_point",
         "_rp_checkpoint",
         "_segments",
         "_spare",
+        "_write_error",
+        "_writer",
         "dir",
         "partition",
         "topic",
@@ -70,7 +76,12 @@ class LocalLog:
         self._clock = clock
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
-        self._log_end_offset = log_end_offset
+        self._log_end_offset = log_end_offset  # what is written: readers stop here
+        self._next_offset = log_end_offset  # what is assigned: > LEO while writes are pending
+        # Appends a writer thread is writing, in order (sluice.log.writer).
+        self._pending: deque[tuple[WriteJob, Callable[[], None] | None]] = deque()
+        self._writer: Writer | None = None
+        self._write_error: OSError | None = None
         self._recovery_point = recovery_point
         self._last_flush_ms = clock()
         self._closed = False
@@ -104,6 +115,12 @@ class LocalLog:
         return self._log_end_offset
 
     @property
+    def next_offset(self) -> int:
+        """The offset the next append gets: the log end offset plus the records of
+        appends still being written (:meth:`append` with a writer)."""
+        return self._next_offset
+
+    @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
         active = self._segments[-1]
         return LogOffsetMetadata(self._log_end_offset, active.base_offset, active.size)
@@ -120,9 +137,17 @@ class LocalLog:
     def is_closed(self) -> bool:
         return self._closed
 
+    @property
+    def write_error(self) -> OSError | None:
+        return self._write_error
+
     def check_open(self) -> None:
         if self._closed:
             raise KafkaStorageException(f"Log {self.dir.name} is closed")
+        if self._write_error is not None:
+            raise KafkaStorageException(
+                f"Log {self.dir.name} is offline: a write failed ({self._write_error})"
+            )
 
     def segment_index_for(self, offset: int) -> int:
         """Index of the segment whose range holds ``offset`` (the floor by base offset)."""
@@ -142,14 +167,76 @@ class LocalLog:
         last: int,
         max_timestamp: int,
         direct: bool = False,
+        writer: Writer | None = None,
+        on_written: Callable[[], None] | None = None,
     ) -> None:
         """Append batches holding offsets ``first..last``, rolling first if needed;
-        ``direct``: whole blocks past the page cache (:meth:`FileRecords.append`)."""
+        ``direct``: whole blocks past the page cache (:meth:`FileRecords.append`).
+
+        With a ``writer`` the bytes are written on its thread: the log end offset moves
+        when they are in the file (:meth:`publish_written`), which then calls
+        ``on_written`` on this thread. Without one, earlier such writes are waited for
+        first and the append is written here."""
+        if writer is None:
+            self.drain()
         segment = self._maybe_roll(len(buf), first, last, max_timestamp)
-        segment.append(last, max_timestamp, buf, headers, direct)
-        self._log_end_offset = last + 1
-        if self._log_end_offset - self._recovery_point >= self._config.flush_messages:
+        reserved = segment.append(
+            last, max_timestamp, buf, headers, direct, reserve=writer is not None
+        )
+        self._next_offset = last + 1
+        if reserved is None or writer is None:
+            self._log_end_offset = last + 1
+        else:
+            parts, position = reserved
+            records = segment.log
+            job = WriteJob(records, records.fileno(), parts, position, position + len(buf),
+                           last + 1, self.publish_written)  # fmt: skip
+            self._writer = writer
+            self._pending.append((job, on_written))
+            writer.submit(job)
+        if self._next_offset - self._recovery_point >= self._config.flush_messages:
             self.flush()
+
+    def publish_written(self, inline: bool = False) -> None:
+        """Make the written appends readable, in order: each moves its file's size and
+        the log end offset. Called back on the owner's thread once the writer has written
+        one; ``inline`` (from :meth:`drain`) posts the ``on_written`` calls instead of
+        making them, so that nobody is called back from inside a log operation."""
+        pending = self._pending
+        notify: Callable[[], None] | None = None
+        while pending and pending[0][0].done:
+            job, on_written = pending.popleft()
+            if job.error is not None:
+                self._fail(job.error)
+                notify = on_written or notify
+                break
+            job.records.commit(job.end_position)
+            self._log_end_offset = job.end_offset
+            notify = on_written or notify
+        if notify is not None:
+            if inline and self._writer is not None:
+                self._writer.post(notify)
+            else:
+                notify()
+
+    def _fail(self, error: OSError) -> None:
+        """A write failed: nothing after it is made readable and the log refuses appends
+        and reads from now on (``KafkaStorageException``)."""
+        self._write_error = error
+        self._next_offset = self._log_end_offset
+        self._pending.clear()
+        logger.error("%s: a segment write failed, the log is offline: %s", self.dir.name, error)
+
+    def drain(self) -> None:
+        """Wait for every pending write and make it readable."""
+        pending = self._pending
+        if not pending:
+            return
+        writer = self._writer
+        assert writer is not None
+        for job, _ in pending:
+            writer.wait(job)
+        self.publish_written(inline=True)
 
     def _maybe_roll(self, size: int, first: int, last: int, max_timestamp: int) -> LogSegment:
         config = self._config
@@ -172,7 +259,10 @@ class LocalLog:
         return segment
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at the log end offset (or ``expected_next_offset``)."""
+        """Start a new active segment at the log end offset (or ``expected_next_offset``),
+        once the pending writes are in the old one."""
+        self.check_open()
+        self.drain()
         self.check_open()
         new_offset = max(expected_next_offset or 0, self._log_end_offset)
         active = self._segments[-1]
@@ -366,6 +456,7 @@ class LocalLog:
     def truncate_to(self, target: int) -> int:
         """Remove every batch holding offsets >= ``target``; returns the new log end offset
         (``target``, or the base offset of a batch that straddled it)."""
+        self.drain()
         index = self.segment_index_for(target)
         later = self._segments[index + 1 :]
         if later:
@@ -374,22 +465,25 @@ class LocalLog:
         straddling = segment.translate_offset(target)
         segment.truncate_to(target)
         new_end = target if straddling is None else min(target, straddling.base_offset)
-        self._log_end_offset = max(new_end, segment.base_offset)
+        self._log_end_offset = self._next_offset = max(new_end, segment.base_offset)
         self._set_recovery_point(min(self._recovery_point, self._log_end_offset))
         return self._log_end_offset
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset``."""
+        self.drain()
         self.remove_and_delete_segments(list(self._segments))
         self._segments = [self._new_segment(new_offset)]
         self._bases = [new_offset]
-        self._log_end_offset = new_offset
+        self._log_end_offset = self._next_offset = new_offset
         self._set_recovery_point(new_offset)
 
     # -- flush, checkpoint, close --------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in ``[recovery_point, offset)`` (default: the
         log end offset) and advance the recovery point."""
+        self.check_open()
+        self.drain()
         self.check_open()
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
         if target <= self._recovery_point:
@@ -419,6 +513,7 @@ class LocalLog:
         """Close every segment (writing final time index entries) and the checkpoint."""
         if self._closed:
             return
+        self.drain()
         self.delete_pending_files(force=True)
         self.write_recovery_point_checkpoint()
         for segment in self._segments:

@@ -35,6 +35,7 @@ from sluice.log.producer_state_manager import (
 )
 from sluice.log.segment import LogSegment
 from sluice.log.transaction_index import AbortedTxn
+from sluice.log.writer import Writer
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -169,6 +170,11 @@ class Log:
         return self._local.is_closed
 
     @property
+    def write_error(self) -> OSError | None:
+        """The error of a failed write on a writer thread, which took this log offline."""
+        return self._local.write_error
+
+    @property
     def producer_state_manager(self) -> ProducerStateManager:
         return self._producer_state
 
@@ -178,9 +184,15 @@ class Log:
         records: bytes | bytearray | memoryview,
         leader_epoch: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        writer: Writer | None = None,
+        on_written: Callable[[], None] | None = None,
     ) -> LogAppendInfo:
         """Validate the v2 batches, give them consecutive offsets from the log end offset and
         the leader epoch (and the append time for LogAppendTime topics), and append them.
+
+        With a ``writer`` the bytes are written on its thread (sluice.log.writer): the
+        log end offset reaches them, and ``on_written`` is called, once they are in the
+        file. The records must then stay unchanged until that call.
 
         A writable buffer (bytearray, writable memoryview) is rewritten in place; of a
         read-only one only the batch heads are copied (:class:`PatchedRecords`), except for
@@ -193,7 +205,7 @@ class Log:
         config = local.config
         append_time = self._clock() if config.log_append_time else NO_TIMESTAMP
         buf, headers, info = prepare_leader_append(
-            records, config, local.log_end_offset, leader_epoch, origin, append_time,
+            records, config, local.next_offset, leader_epoch, origin, append_time,
             self._log_start_offset, self.dir.name,
         )  # fmt: skip
         # Keys and markers are read from the records as received (only offsets changed).
@@ -210,7 +222,7 @@ class Log:
                     duplicate.last_offset, duplicate.timestamp if config.log_append_time
                     else NO_TIMESTAMP, self._log_start_offset, 0, 0, 0, leader_epoch,
                 )  # fmt: skip
-            self._append(buf, headers, info, analysis)
+            self._append(buf, headers, info, analysis, writer=writer, on_written=on_written)
         return info
 
     def append_as_follower(
@@ -225,6 +237,7 @@ class Log:
         """
         local = self._local
         local.check_open()
+        local.drain()
         buf, headers, info = prepare_follower_append(
             records, local.config, local.log_end_offset, self._log_start_offset, self.dir.name
         )
@@ -242,12 +255,15 @@ class Log:
         info: LogAppendInfo,
         analysis: ProducerStateAnalysis,
         direct: bool = False,
+        writer: Writer | None = None,
+        on_written: Callable[[], None] | None = None,
     ) -> None:
         """Append to the segments, then record the producer state: a roll in between
         snapshots the state as of the new segment's base offset."""
         local = self._local
         active = local.active_segment
-        local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp, direct)
+        local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp,
+                     direct, writer, on_written)  # fmt: skip
         state = self._producer_state
         if local.active_segment is not active:
             state.snapshot_at_roll(local.active_segment.base_offset)
@@ -405,6 +421,8 @@ class Log:
         if timestamp == LATEST_TIMESTAMP:
             leo = local.log_end_offset
             return TimestampAndOffset(NO_TIMESTAMP, leo, self._epoch_of(leo - 1))
+        # The indexes already hold appends still being written: wait for them first.
+        local.drain()
         if timestamp == MAX_TIMESTAMP:
             segments = local.segments
             best = max(segments, key=lambda segment: segment.max_timestamp_so_far)
@@ -424,6 +442,7 @@ class Log:
         log already ends at or before it."""
         local = self._local
         local.check_open()
+        local.drain()
         if target_offset < 0:
             raise ValueError(f"Cannot truncate to a negative offset ({target_offset})")
         if target_offset >= local.log_end_offset:
@@ -466,6 +485,7 @@ class Log:
     def close(self) -> None:
         """Snapshot the producer state and close every file; the log object is unusable
         afterwards."""
+        self._local.drain()
         if not self._local.is_closed:
             self._producer_state.update_map_end_offset(self._local.log_end_offset)
             self._producer_state.take_snapshot()

@@ -234,7 +234,10 @@ class LogManager:
         self._running = False
         for log in self._logs.values():
             if flush:
-                log.flush()
+                try:
+                    log.flush()
+                except KafkaStorageException as exc:  # a log a failed write took offline
+                    logger.error("%s not flushed: %s", log.dir.name, exc)
             log.close()
         return True
 

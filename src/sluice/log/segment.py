@@ -205,7 +205,7 @@ class LogSegment:
         now_ms: int,
     ) -> bool:
         """Whether an append of ``messages_size`` bytes must go to a new segment."""
-        size = self._log.size
+        size = self._log.reserved
         if size > max_segment_bytes - messages_size:
             return True
         if (
@@ -228,24 +228,31 @@ class LogSegment:
         records: bytes | bytearray | memoryview | PatchedRecords,
         batches: Iterable[BatchHeader] | None = None,
         direct: bool = False,
-    ) -> None:
+        reserve: bool = False,
+    ) -> tuple[list[bytearray | memoryview], int] | None:
         """Append whole batches whose offsets are already assigned.
 
         ``batches`` are the headers of ``records`` (positions relative to ``records``), as
         returned by validation; they are re-read from ``records`` when omitted.
         ``direct``: write whole blocks past the page cache (:meth:`FileRecords.append`).
+        ``reserve``: index them but leave the write to the caller (a writer thread,
+        sluice.log.writer); returns the parts to write and their file position.
         """
         if not len(records):
-            return
+            return None
         if not self.can_convert_to_relative_offset(largest_offset):
             raise ValueError(
                 f"Offset {largest_offset} is out of range for segment {self.base_offset}"
             )
-        physical_position = self._log.size
+        physical_position = self._log.reserved
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
         max_timestamp = self.max_timestamp_so_far
-        self._log.append(records, direct)
+        reserved = None
+        if reserve:
+            reserved = self._log.reserve(records)
+        else:
+            self._log.append(records, direct)
         self._last_modified_ms = self._clock()
         since = self._bytes_since_last_index_entry
         interval = self._index_interval_bytes
@@ -265,6 +272,7 @@ class LogSegment:
                 since = 0
             since += header.batch_length + LOG_OVERHEAD
         self._bytes_since_last_index_entry = since
+        return reserved
 
     # -- reads -------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
