@@ -147,6 +147,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "overwrite cached pages instead of taking new ones; costs up to one segment of disk "
         "per partition.",
     ),
+    ConfigDef(
+        "log.write.thread",
+        "bool",
+        True,
+        "Sluice: a leader's appends from producers are written to the segment file on a "
+        "writer thread, off the event loop; the log end offset, the high watermark and the "
+        "acks=1 answer follow the write.",
+    ),
     ConfigDef("log.cleanup.policy", "list", ["delete"], "delete, compact.", choices=_CLEANUP),
     ConfigDef(
         "log.message.timestamp.type", "string", "CreateTime", "Timestamp kind.", choices=_TS_TYPES

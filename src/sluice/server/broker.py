@@ -22,6 +22,7 @@ from sluice.config import (
     topic_config_defaults,
 )
 from sluice.log import Log, LogConfig, LogManager
+from sluice.log.writer import LogWriter
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.fetch_session import FetchSessionCache
@@ -114,6 +115,7 @@ class Broker:
         self.versions: VersionTable = DEFAULT_VERSIONS
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer: LogWriter | None = None  # log.write.thread
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.advertised = [parse_listener(x)[1:] for x in config.advertised_listeners]
@@ -134,8 +136,12 @@ class Broker:
             self.log_dir, self._default_log_config(), clock=wall_clock_ms,
             topic_config=self.log_config_for,
         )  # fmt: skip
+        if self.config["log.write.thread"]:
+            self._writer = LogWriter(
+                self._loop.call_soon_threadsafe, f"sluice-log-writer-{self.broker_id}"
+            )
         self.replica_manager = ReplicaManager(
-            self.broker_id, self._make_purgatory, min_isr=self._min_isr
+            self.broker_id, self._make_purgatory, min_isr=self._min_isr, writer=self._writer
         )
         self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
@@ -291,6 +297,7 @@ class Broker:
         self.replica_manager.shutdown()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
+        self._close_writer()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
 
@@ -307,8 +314,15 @@ class Broker:
         self.log_cleaner.shutdown()
         self.replica_manager.shutdown()
         self.log_manager.abandon()
+        self._close_writer()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
+
+    def _close_writer(self) -> None:
+        """Stop the writer thread, once every log is closed (closing waits for its writes)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -32,9 +32,11 @@ class ProducePartitionStatus:
 
 
 class DelayedProduce(DelayedOperation):
-    """An acks=all produce waiting until every partition's HW reaches its last offset + 1."""
+    """An acks=all produce waiting until every partition's HW reaches its last offset + 1;
+    an acks=1 produce until every partition's log is written that far (a writer thread
+    writes the leader's appends, sluice.log.writer)."""
 
-    __slots__ = ("callback", "replica_manager", "statuses")
+    __slots__ = ("callback", "replica_manager", "required_acks", "statuses")
 
     def __init__(
         self,
@@ -42,11 +44,13 @@ class DelayedProduce(DelayedOperation):
         statuses: dict[TopicPartition, ProducePartitionStatus],
         replica_manager: ReplicaManager,
         callback: Callable[[dict[TopicPartition, ProducePartitionStatus]], None],
+        required_acks: int = -1,
     ) -> None:
         super().__init__(delay_ms)
         self.statuses = statuses
         self.replica_manager = replica_manager
         self.callback = callback
+        self.required_acks = required_acks
         for status in statuses.values():
             status.acks_pending = status.error == ErrorCode.none
 
@@ -58,7 +62,10 @@ class DelayedProduce(DelayedOperation):
             if partition is None:
                 status.acks_pending, status.error = False, ErrorCode.unknown_topic_or_partition
                 continue
-            done, error = partition.check_enough_replicas_reach_offset(status.required_offset)
+            if self.required_acks == -1:
+                done, error = partition.check_enough_replicas_reach_offset(status.required_offset)
+            else:
+                done, error = partition.check_written(status.required_offset)
             if error != ErrorCode.none:
                 status.acks_pending, status.error = False, error
             elif done:

@@ -10,6 +10,7 @@ from sluice.common import TopicPartition
 from sluice.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata
 from sluice.log.append import AppendOrigin
 from sluice.log.transaction_index import AbortedTxn
+from sluice.log.writer import Writer
 from sluice.protocol import ErrorCode
 
 __all__ = ["FetchIsolation", "LogReadInfo", "NotEnoughReplicasError", "Partition"]
@@ -190,16 +191,32 @@ class Partition:
         self._hw = max(self._hw, min(leader_hw, self.log.log_end_offset))
 
     def append_records_to_leader(
-        self, records: bytes, required_acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self,
+        records: bytes,
+        required_acks: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        writer: Writer | None = None,
+        on_written: Callable[[], None] | None = None,
     ) -> LogAppendInfo:
+        """Append as leader; with a ``writer``, written on its thread (Log.append_as_leader)."""
         if required_acks == -1 and len(self.isr) < self.min_isr():
             raise NotEnoughReplicasError(
                 f"ISR {sorted(self.isr)} of {self.tp} is below min.insync.replicas {self.min_isr()}"
             )
-        return self.log.append_as_leader(records, self.leader_epoch, origin)
+        return self.log.append_as_leader(records, self.leader_epoch, origin, writer, on_written)
+
+    def check_written(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """For an acks=1 DelayedProduce: is the log written up to ``required_offset``?"""
+        if self.log.write_error is not None:
+            return True, ErrorCode.kafka_storage_error
+        if not self.is_leader:
+            return False, ErrorCode.not_leader_or_follower
+        return self.log.log_end_offset >= required_offset, ErrorCode.none
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """For DelayedProduce: has the HW reached ``required_offset``?"""
+        if self.log.write_error is not None:
+            return True, ErrorCode.kafka_storage_error
         if not self.is_leader:
             return False, ErrorCode.not_leader_or_follower
         if self._hw >= required_offset:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -20,6 +21,7 @@ from sluice.log import (
 from sluice.log.append import AppendOrigin
 from sluice.log.checkpoint import OffsetCheckpointFile
 from sluice.log.transaction_index import AbortedTxn
+from sluice.log.writer import Writer
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.delayed import (
@@ -98,9 +100,13 @@ class ReplicaManager:
         broker_id: int,
         make_purgatory: PurgatoryFactory,
         min_isr: Callable[[TopicPartition], int] = lambda tp: 1,
+        writer: Writer | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._min_isr = min_isr
+        # Writes clients' appends off the event loop (broker log.write.thread).
+        self.writer = writer
+        self._on_written: dict[TopicPartition, Callable[[], None]] = {}
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = make_purgatory("Produce", 1000)
         self.fetch_purgatory = make_purgatory("Fetch", 1000)
@@ -169,11 +175,23 @@ class ReplicaManager:
 
     def remove_partition(self, tp: TopicPartition) -> Partition | None:
         partition = self.partitions.pop(tp, None)
+        self._on_written.pop(tp, None)
         # Waiting requests on it are answered now rather than at their timeout.
         for purgatory in (self.fetch_purgatory, self.produce_purgatory):
             purgatory.check_and_complete(tp)
         self.delete_records_purgatory.check_and_complete(tp)
         return partition
+
+    def _written(self, tp: TopicPartition) -> None:
+        """The writer thread wrote appends of ``tp``: its log end offset moved."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return
+        hw_moved = partition.is_leader and partition.maybe_increment_high_watermark()
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)  # acks=1 waits for the write
+        if hw_moved:
+            self.delete_records_purgatory.check_and_complete(tp)
 
     def _wake(self, tp: TopicPartition, hw_moved: bool) -> None:
         self.fetch_purgatory.check_and_complete(tp)
@@ -195,14 +213,22 @@ class ReplicaManager:
         statuses: dict[TopicPartition, ProducePartitionStatus] = {}
         for tp, records in entries.items():
             statuses[tp] = self._append_one(tp, records, required_acks, origin)
-        needs_wait = required_acks == -1 and any(
-            s.error == ErrorCode.none for s in statuses.values()
-        )
+        if required_acks == -1:
+            needs_wait = any(s.error == ErrorCode.none for s in statuses.values())
+        else:  # acks=1 answers once the writer thread has written (acks=0 does not wait)
+            needs_wait = required_acks == 1 and any(
+                s.error == ErrorCode.none and self._unwritten(tp, s.required_offset)
+                for tp, s in statuses.items()
+            )
         if not needs_wait:
             callback(statuses)
             return
-        op = DelayedProduce(timeout_ms, statuses, self, callback)
+        op = DelayedProduce(timeout_ms, statuses, self, callback, required_acks)
         self.produce_purgatory.try_complete_else_watch(op, list(statuses))
+
+    def _unwritten(self, tp: TopicPartition, required_offset: int) -> bool:
+        partition = self.partitions.get(tp)
+        return partition is not None and partition.log.log_end_offset < required_offset
 
     def _append_one(
         self, tp: TopicPartition, records: bytes, required_acks: int, origin: AppendOrigin
@@ -212,8 +238,16 @@ class ReplicaManager:
             return ProducePartitionStatus(-1, -1, error=ErrorCode.unknown_topic_or_partition)
         if not partition.is_leader:
             return ProducePartitionStatus(-1, -1, error=ErrorCode.not_leader_or_follower)
+        writer = self.writer if origin is AppendOrigin.CLIENT else None
+        on_written = None
+        if writer is not None:
+            on_written = self._on_written.get(tp)
+            if on_written is None:
+                on_written = self._on_written[tp] = functools.partial(self._written, tp)
         try:
-            info = partition.append_records_to_leader(records, required_acks, origin)
+            info = partition.append_records_to_leader(
+                records, required_acks, origin, writer, on_written
+            )
         except NotEnoughReplicasError as exc:
             return ProducePartitionStatus(-1, -1, error=exc.code, error_message=str(exc))
         except LogError as exc:
