@@ -372,7 +372,16 @@ def main(argv: list[str] | None = None) -> int:
         default=5000,
         help="the broker's log.retention.check.interval.ms (default 5000)",
     )
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a property of the soak's broker, as `sluice broker --override` "
+                         "takes it (repeatable), e.g. log.write.thread=false")  # fmt: skip
     args = ap.parse_args(argv)
+    overrides = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            ap.error(f"--override takes KEY=VALUE, not {item!r}")
+        overrides[key] = value
     # Half of the peak is hundreds of MB/s: keep ~1 GiB per partition, as a soak of a
     # real cluster would, or ten minutes fill the disk.
     retention = {
@@ -381,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         "log.retention.check.interval.ms": str(args.retention_check_ms),
         "log.segment.delete.delay.ms": str(args.delete_delay_ms),
     }
-    with brokers.sluice(overrides=retention) as (bootstrap, proc):
+    with brokers.sluice(overrides={**retention, **overrides}) as (bootstrap, proc):
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         rate = args.rate
         if not rate:
@@ -404,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"soak at {args.fraction:.0%}: {rate:,} records/s",
                 flush=True,
             )
+        if overrides:
+            print("broker overrides: " + ", ".join(f"{k}={v}" for k, v in overrides.items()))
         print(f"before the soak: {brokers.wait_idle(25.0, args.idle_wait)}", flush=True)
         topic = create_topic(admin, args.partitions)
         del admin  # an admin client left open would reconnect noisily once the broker stops
