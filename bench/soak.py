@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a property of the soak's broker, as `sluice broker --override` "
-                         "takes it (repeatable), e.g. log.write.thread=false")  # fmt: skip
+                         "takes it (repeatable), e.g. log.write.thread=true")  # fmt: skip
     args = ap.parse_args(argv)
     overrides = {}
     for item in args.override:

@@ -150,10 +150,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef(
         "log.write.thread",
         "bool",
-        True,
+        False,
         "Sluice: a leader's appends from producers are written to the segment file on a "
         "writer thread, off the event loop; the log end offset, the high watermark and the "
-        "acks=1 answer follow the write.",
+        "acks=1 answer follow the write. Off: on the benchmark VM it cost CPU and memory "
+        "for no better latency (docs/performance.md).",
     ),
     ConfigDef("log.cleanup.policy", "list", ["delete"], "delete, compact.", choices=_CLEANUP),
     ConfigDef(

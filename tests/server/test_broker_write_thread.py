@@ -63,7 +63,8 @@ def test_a_held_write_is_neither_acknowledged_nor_read_until_written(
     from confluent_kafka.admin import AdminClient, NewTopic
 
     hold, entered, release = held_writes
-    with sluice.EmbeddedBroker() as broker:
+    with sluice.EmbeddedBroker({"log.write.thread": "true"}) as broker:
+        assert broker.broker.replica_manager.writer is not None
         bootstrap = broker.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
@@ -94,11 +95,11 @@ def test_a_held_write_is_neither_acknowledged_nor_read_until_written(
         assert _read_all(bootstrap, 2) == [b"first", b"second"]
 
 
-def test_without_the_writer_thread_appends_are_written_on_the_event_loop() -> None:
+def test_by_default_appends_are_written_on_the_event_loop() -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    with sluice.EmbeddedBroker({"log.write.thread": "false"}) as broker:
+    with sluice.EmbeddedBroker() as broker:  # log.write.thread is off by default
         assert broker.broker.replica_manager.writer is None
         bootstrap = broker.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})

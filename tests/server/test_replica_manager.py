@@ -3,7 +3,9 @@ real logs in a temp dir, purgatories on a manual clock, no reaper threads, no sl
 
 from __future__ import annotations
 
+import gc
 import io
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -166,6 +168,41 @@ def test_acks_all_completes_when_hw_catches_up(h: Harness) -> None:
     assert h.partition.maybe_increment_high_watermark()
     h.rm.produce_purgatory.check_and_complete(TP)
     assert out[0][TP].error == ErrorCode.none and h.rm.produce_purgatory.delayed == 0
+
+
+def test_an_answered_produce_lets_go_of_its_request(h: Harness, tmp_path: Path) -> None:
+    """A completed DelayedProduce stays in the watcher lists of its other partitions
+    until a purge; what its callback holds (the request, whose records are views of a
+    reused receive buffer) must not stay with it."""
+
+    class Request:
+        pass
+
+    request = Request()
+    held = weakref.ref(request)
+    out: list[Any] = []
+
+    def answer(statuses: Any, request: Request = request) -> None:
+        out.append(statuses)
+
+    other = TopicPartition("t", 1)
+    other_log = Log(tmp_path / "t-1", LogConfig())
+    try:
+        h.rm.add_partition(other, other_log, [0])
+        h.partition.isr = {0, 1}
+        h.partition.replica_leos[1] = 0
+        h.rm.append_records(30_000, -1, {TP: batch(b"a"), other: batch(b"b")}, answer)
+        del request, answer
+        assert out == [] and h.rm.produce_purgatory.watched == 2
+        h.partition.replica_leos[1] = 1
+        assert h.partition.maybe_increment_high_watermark()
+        h.rm.produce_purgatory.check_and_complete(TP)
+        assert out and out[0][TP].error == ErrorCode.none
+        assert h.rm.produce_purgatory.watched == 1  # still listed under the other partition
+        gc.collect()
+        assert held() is None
+    finally:
+        other_log.close()
 
 
 def test_acks_all_below_min_isr_is_rejected(h: Harness) -> None:

@@ -31,6 +31,10 @@ class ProducePartitionStatus:
     acks_pending: bool = False
 
 
+def _answered(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+    """The callback of a DelayedProduce that has answered."""
+
+
 class DelayedProduce(DelayedOperation):
     """An acks=all produce waiting until every partition's HW reaches its last offset + 1;
     an acks=1 produce until every partition's log is written that far (a writer thread
@@ -81,7 +85,10 @@ class DelayedProduce(DelayedOperation):
         for status in self.statuses.values():
             if status.acks_pending:
                 status.acks_pending, status.error = False, ErrorCode.request_timed_out
-        self.callback(self.statuses)
+        # The callback holds the request, whose records are views of a reused receive
+        # buffer; the completed operation may stay in the watcher lists until a purge.
+        callback, self.callback = self.callback, _answered
+        callback(self.statuses)
 
 
 class DelayedFetch(DelayedOperation):
