@@ -17,6 +17,10 @@ Everything else that touches a log's files (a roll, a flush, truncation, a follo
 or coordinator's synchronous append, close) first waits for its writes
 (:meth:`LocalLog.drain`). A failed write makes the log unusable
 (``KafkaStorageException``), as Kafka takes a failed log directory offline.
+
+The broker uses it only with ``log.write.thread`` (off by default): on the benchmark VM
+it did not lower the soak's latency tail, a slow copy being slow on any thread, and it
+cost CPU and memory (docs/performance.md, change 14).
 """
 
 from __future__ import annotations

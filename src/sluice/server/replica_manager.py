@@ -188,10 +188,9 @@ class ReplicaManager:
         if partition is None:
             return
         hw_moved = partition.is_leader and partition.maybe_increment_high_watermark()
-        self.fetch_purgatory.check_and_complete(tp)
-        self.produce_purgatory.check_and_complete(tp)  # acks=1 waits for the write
-        if hw_moved:
-            self.delete_records_purgatory.check_and_complete(tp)
+        self._wake(tp, hw_moved)
+        if not hw_moved:  # an acks=1 produce waits for the write, not for the HW
+            self.produce_purgatory.check_and_complete(tp)
 
     def _wake(self, tp: TopicPartition, hw_moved: bool) -> None:
         self.fetch_purgatory.check_and_complete(tp)
