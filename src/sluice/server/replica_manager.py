@@ -215,9 +215,13 @@ class ReplicaManager:
         if required_acks == -1:
             needs_wait = any(s.error == ErrorCode.none for s in statuses.values())
         else:  # acks=1 answers once the writer thread has written (acks=0 does not wait)
-            needs_wait = required_acks == 1 and self.writer is not None and any(
-                s.error == ErrorCode.none and self._unwritten(tp, s.required_offset)
-                for tp, s in statuses.items()
+            needs_wait = (
+                required_acks == 1
+                and self.writer is not None
+                and any(
+                    s.error == ErrorCode.none and self._unwritten(tp, s.required_offset)
+                    for tp, s in statuses.items()
+                )
             )
         if not needs_wait:
             callback(statuses)
