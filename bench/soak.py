@@ -51,6 +51,7 @@ from produce_consume import MB, consumer_config, create_topic, delete_topic, pro
 from producers import multi_produce
 from sluice.log.batch import iter_batches
 from sluice.server.replica_fetch_wire import FetchPartitionRequest
+from sluice.tools_impl.common import UsageError, parse_assignments
 
 SIZE = 1024
 TICK_S = 0.01
@@ -376,12 +377,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="a property of the soak's broker, as `sluice broker --override` "
                          "takes it (repeatable), e.g. log.write.thread=true")  # fmt: skip
     args = ap.parse_args(argv)
-    overrides = {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            ap.error(f"--override takes KEY=VALUE, not {item!r}")
-        overrides[key] = value
+    try:
+        overrides = parse_assignments(args.override, "--override")
+    except UsageError as exc:
+        ap.error(str(exc))
     # Half of the peak is hundreds of MB/s: keep ~1 GiB per partition, as a soak of a
     # real cluster would, or ten minutes fill the disk.
     retention = {

@@ -36,8 +36,18 @@ def _visible(log: Log) -> list[bytes | None]:
 # -- the thread ------------------------------------------------------------------------------
 
 
+class _File:
+    """What a job needs of its FileRecords: a descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+
 def _job(fd: int, data: bytes, position: int, on_done: list[int], tag: int) -> WriteJob:
-    return WriteJob(None, fd, [memoryview(data)], position, position + len(data), 0,  # type: ignore[arg-type]
+    return WriteJob(_File(fd), [memoryview(data)], position, position + len(data), 0,  # type: ignore[arg-type]
                     lambda: on_done.append(tag))  # fmt: skip
 
 
@@ -68,7 +78,7 @@ def test_thread_keeps_a_failed_write_s_error_and_goes_on(tmp_path: Path) -> None
     done: list[int] = []
     try:
         bad = _job(fd, b"x", 0, done, 0)
-        bad.fd = 987_654  # not a descriptor: EBADF
+        bad.records = _File(987_654)  # type: ignore[assignment]  # not a descriptor: EBADF
         good = _job(fd, b"ok", 0, done, 1)
         writer.submit(bad)
         writer.submit(good)

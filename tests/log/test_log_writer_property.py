@@ -8,7 +8,7 @@ closing wait for the writes; a crash keeps what was written and loses the rest."
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
+import test_log_property
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 from test_log_property import LogMachine, ModelBatch
@@ -112,9 +112,4 @@ class WriteBehindLogMachine(LogMachine):
 
 
 TestWriteBehindLogMachine = WriteBehindLogMachine.TestCase
-TestWriteBehindLogMachine.settings = settings(
-    max_examples=int(__import__("os").environ.get("LOG_PROP_EXAMPLES", "75")),
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TestWriteBehindLogMachine.settings = test_log_property.TestLogMachine.settings

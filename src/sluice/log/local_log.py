@@ -189,8 +189,8 @@ class LocalLog:
         else:
             parts, position = reserved
             records = segment.log
-            job = WriteJob(records, records.fileno(), parts, position, position + len(buf),
-                           last + 1, self.publish_written)  # fmt: skip
+            job = WriteJob(records, parts, position, position + len(buf), last + 1,
+                           self.publish_written)  # fmt: skip
             self._writer = writer
             self._pending.append((job, on_written))
             writer.submit(job)

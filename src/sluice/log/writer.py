@@ -49,22 +49,20 @@ class WriteJob:
     """Bytes of one append at a file position; ``done`` once written (or failed)."""
 
     __slots__ = (
-        "done", "end_offset", "end_position", "error", "fd", "on_done", "parts", "position",
+        "done", "end_offset", "end_position", "error", "on_done", "parts", "position",
         "records",
     )  # fmt: skip
 
     def __init__(
         self,
         records: FileRecords,
-        fd: int,
         parts: list[bytearray | memoryview],
         position: int,
         end_position: int,
         end_offset: int,
         on_done: Callable[[], None],
     ) -> None:
-        self.records = records  # the file the bytes go to
-        self.fd = fd
+        self.records = records  # the file the bytes go to (open until the job is done)
         self.parts = parts
         self.position = position
         self.end_position = end_position
@@ -77,7 +75,7 @@ class WriteJob:
 def _write(job: WriteJob) -> None:
     """Write ``job`` (an error is kept on it) and let go of its buffers."""
     try:
-        pwrite_all(job.fd, job.parts, job.position)
+        pwrite_all(job.records.fileno(), job.parts, job.position)
     except OSError as exc:
         logger.error("write to a segment file failed: %s", exc)
         job.error = exc
