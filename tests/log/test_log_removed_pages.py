@@ -1,17 +1,20 @@
 """A removed segment's page-cache pages are freed when retention removes it, not when its
 file is deleted file.delete.delay.ms later (sluice.log.local_log._drop_pages_of_removed).
 
-The files here are fsynced first: the kernel drops clean pages only."""
+The kernel drops clean pages only: most files here are fsynced first; the deletion
+thread writes dirty ones back before dropping them."""
 
 from __future__ import annotations
 
 import os
+import queue
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from sluice_log_helpers import ManualClock, Rec, build_batch
 
-from sluice.log import Log, LogConfig
+from sluice.log import Log, LogConfig, deletion, file_records
 from sluice.log.file_records import FileRecords
 
 DELAY = 60_000
@@ -33,8 +36,11 @@ def disk(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _log(tmp_path: Path, clock: ManualClock, segments: int, recycle: bool) -> Log:
-    """``segments`` full segments of two batches each and an active one, all on disk."""
+def _log(
+    tmp_path: Path, clock: ManualClock, segments: int, recycle: bool, fsync: bool = True
+) -> Log:
+    """``segments`` full segments of two batches each and an active one, all on disk
+    (``fsync``) or some still dirty in the page cache."""
     one = len(build_batch([Rec(b"x" * 200, timestamp=clock())]))
     config = LogConfig(
         segment_bytes=2 * one,
@@ -45,9 +51,10 @@ def _log(tmp_path: Path, clock: ManualClock, segments: int, recycle: bool) -> Lo
     log = Log(tmp_path / "t-0", config, clock=clock)
     for i in range(2 * segments + 1):
         log.append_as_leader(build_batch([Rec(b"%03d" % i + b"x" * 197, timestamp=clock())]), 0)
-    log.flush()
-    for segment in log.segments:
-        os.fsync(segment.log.fileno())
+    if fsync:
+        log.flush()
+        for segment in log.segments:
+            os.fsync(segment.log.fileno())
     return log
 
 
@@ -126,3 +133,49 @@ def test_a_dropper_outlives_the_file_it_was_made_for(tmp_path: Path) -> None:
     finally:
         os.close(reused)
     assert not path.exists()
+
+
+def test_a_dropper_drops_pages_not_yet_written_back(disk: Path) -> None:
+    """A removed segment younger than the kernel's writeback age still has dirty pages,
+    which POSIX_FADV_DONTNEED alone leaves in memory: the dropper writes them first."""
+    path = disk / "00000000000000000000.log"
+    records = FileRecords.open(path)
+    records.append(b"d" * (1 << 20))  # dirty: nothing fsynced
+    assert records.cached()
+    records.cache_dropper()()
+    assert not records.cached()
+    assert records.read(0, 4) == b"dddd"  # from the disk: the bytes were written, not lost
+    records.delete()
+
+
+def test_on_the_deletion_thread_removed_segments_drop_dirty_pages_too(
+    disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the ``sluice broker`` process's deletion thread runs, run here in turn."""
+    work: queue.Queue[Callable[[], None]] = queue.Queue()
+    monkeypatch.setattr(deletion, "_queue", work)
+    clock = ManualClock()
+    log = _log(disk, clock, segments=2, recycle=False, fsync=False)
+    removed = [segment.log for segment in log.segments[:2]]
+    assert log.delete_old_segments() == 2
+    assert work.qsize() == 2  # the two droppers, queued for the thread
+    while not work.empty():
+        work.get()()
+    assert [records.cached() for records in removed] == [False, False]
+    log.close()
+
+
+def test_inline_the_drop_does_not_wait_for_the_disk(
+    disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the event loop (an embedded broker's inline deletion) dirty pages are left to
+    the kernel's writeback: only the deletion thread may wait for the disk."""
+    waited: list[int] = []
+    monkeypatch.setattr(file_records, "_write_back", waited.append)
+    clock = ManualClock()
+    log = _log(disk, clock, segments=2, recycle=False, fsync=False)
+    assert log.delete_old_segments() == 2
+    assert waited == []
+    log.segments[0].log.cache_dropper()()  # the thread's kind of drop does wait
+    assert len(waited) == 1
+    log.close()

@@ -17,7 +17,12 @@ import queue
 import threading
 from collections.abc import Callable
 
-__all__ = ["delete_soon", "drain_background_deletion", "enable_background_deletion"]
+__all__ = [
+    "delete_soon",
+    "drain_background_deletion",
+    "enable_background_deletion",
+    "in_background",
+]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,12 @@ def _run(work: queue.Queue[Callable[[], None]]) -> None:
             delete()
         except Exception:
             log.exception("deleting segment files failed")
+
+
+def in_background() -> bool:
+    """Whether :func:`delete_soon` runs deletions on the deletion thread (so they may
+    wait for the disk without holding the event loop)."""
+    return _queue is not None
 
 
 def delete_soon(delete: Callable[[], None]) -> None:

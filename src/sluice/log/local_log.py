@@ -13,7 +13,7 @@ from pathlib import Path
 from sluice.log.batch import BatchHeader
 from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile, fsync_directory
 from sluice.log.config import Clock, LogConfig
-from sluice.log.deletion import delete_soon
+from sluice.log.deletion import delete_soon, in_background
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import (
     FetchDataInfo,
@@ -376,15 +376,19 @@ class LocalLog:
         up to a minute of appends in memory, evicting data that readers still want.
         With ``segment.recycle`` the newest removed segment keeps its pages, since it may
         become the spare, whose appends overwrite them (:meth:`delete_pending_files`).
-        The dropping runs where deletions run (:func:`delete_soon`)."""
+        The dropping runs where deletions run (:func:`delete_soon`); on the deletion
+        thread it first writes back pages still dirty, which the kernel would not drop,
+        and waits for the disk; inline, on the event loop, it does not wait for the disk
+        and drops clean pages only."""
         paged = self._paged
+        write_back = in_background()
         if paged is not None:
-            delete_soon(paged.log.cache_dropper())
+            delete_soon(paged.log.cache_dropper(write_back))
         if self._config.segment_recycle:
             self._paged = newest
         else:
             self._paged = None
-            delete_soon(newest.log.cache_dropper())
+            delete_soon(newest.log.cache_dropper(write_back))
 
     def delete_segments_while(
         self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
