@@ -13,7 +13,7 @@ when the segment stops being active, when it is closed, and by recovery after a 
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -53,21 +53,32 @@ _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = 23
 _new_header = BatchHeader.__new__
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_sync_file_range = getattr(_libc, "sync_file_range", None)  # Linux
-if _sync_file_range is not None:
-    _sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
 # SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER
 _WRITE_AND_WAIT = 1 | 2 | 4
+
+
+@functools.cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``sync_file_range`` (Linux), bound on first use: only the deletion thread
+    calls it, so ctypes stays off the start-up path."""
+    import ctypes
+
+    function = getattr(ctypes.CDLL(None, use_errno=True), "sync_file_range", None)
+    if function is not None:
+        function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    return function
 
 
 def _write_back(fd: int) -> None:
     """Write the file's dirty pages to the disk and wait (``sync_file_range``: data only,
     no journal commit nor disk cache flush; ``fdatasync`` where that call is missing).
     Durability is not the point: the kernel drops clean pages only."""
-    if _sync_file_range is None:
+    sync_file_range = _sync_file_range()
+    if sync_file_range is None:
         os.fdatasync(fd)
-    elif _sync_file_range(fd, 0, 0, _WRITE_AND_WAIT) != 0:
+    elif sync_file_range(fd, 0, 0, _WRITE_AND_WAIT) != 0:
+        import ctypes
+
         errno = ctypes.get_errno()
         raise OSError(errno, os.strerror(errno))
 

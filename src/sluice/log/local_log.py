@@ -261,8 +261,7 @@ class LocalLog:
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or ``expected_next_offset``),
         once the pending writes are in the old one."""
-        self.check_open()
-        self.drain()
+        self.drain()  # nothing is pending once the log is closed or offline
         self.check_open()
         new_offset = max(expected_next_offset or 0, self._log_end_offset)
         active = self._segments[-1]
@@ -486,8 +485,7 @@ class LocalLog:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in ``[recovery_point, offset)`` (default: the
         log end offset) and advance the recovery point."""
-        self.check_open()
-        self.drain()
+        self.drain()  # nothing is pending once the log is closed or offline
         self.check_open()
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
         if target <= self._recovery_point:

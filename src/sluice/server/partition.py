@@ -205,20 +205,27 @@ class Partition:
             )
         return self.log.append_as_leader(records, self.leader_epoch, origin, writer, on_written)
 
-    def check_written(self, required_offset: int) -> tuple[bool, ErrorCode]:
-        """For an acks=1 DelayedProduce: is the log written up to ``required_offset``?"""
+    def _produce_cannot_wait(self) -> tuple[bool, ErrorCode] | None:
+        """A DelayedProduce's answer when the wait is over for another reason: the log
+        went offline (a failed write), or this replica no longer leads."""
         if self.log.write_error is not None:
             return True, ErrorCode.kafka_storage_error
         if not self.is_leader:
             return False, ErrorCode.not_leader_or_follower
+        return None
+
+    def check_written(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """For an acks=1 DelayedProduce: is the log written up to ``required_offset``?"""
+        over = self._produce_cannot_wait()
+        if over is not None:
+            return over
         return self.log.log_end_offset >= required_offset, ErrorCode.none
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """For DelayedProduce: has the HW reached ``required_offset``?"""
-        if self.log.write_error is not None:
-            return True, ErrorCode.kafka_storage_error
-        if not self.is_leader:
-            return False, ErrorCode.not_leader_or_follower
+        over = self._produce_cannot_wait()
+        if over is not None:
+            return over
         if self._hw >= required_offset:
             if len(self.isr) < self.min_isr():
                 return True, ErrorCode.not_enough_replicas_after_append
