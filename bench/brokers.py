@@ -52,6 +52,19 @@ class BrokerStartError(RuntimeError):
 _LOGS: dict[int, Path] = {}
 
 
+def compile_sluice() -> None:
+    """Write the bytecode of Sluice's modules where it is missing or stale, as installing
+    a wheel does: an editable install leaves it to the first import, and with
+    ``PYTHONDONTWRITEBYTECODE`` set no import writes it, so every launch would compile
+    ~150 modules (~70 ms of this VM's ~180 ms startup) and a startup row would time the
+    compiler instead of the broker."""
+    import compileall
+
+    import sluice
+
+    compileall.compile_dir(Path(sluice.__file__).parent, quiet=1)
+
+
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that nothing listens on at the moment."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

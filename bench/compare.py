@@ -371,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     env = environment(opts.settings(), ["sluice", args.against, "null"])
     env["options"] = opts.__dict__
     log(f"load before the run: {env['loadavg']}; rows: {','.join(only)}")
+    brokers.compile_sluice()
     started = time.perf_counter()
     rows: list[Measured] = []
     for key in only:

@@ -161,3 +161,18 @@ def test_the_soak_trend_sets_the_first_half_beside_the_second(
         assert soak.trend([{"e2e p99": 5.0}]) == []
     finally:
         sys.modules.pop("soak", None)
+
+
+def test_compare_launches_brokers_from_compiled_bytecode(compare) -> None:  # type: ignore[no-untyped-def]
+    """Every module of the package the broker runs from has its bytecode written (as a
+    wheel install has), whatever PYTHONDONTWRITEBYTECODE says."""
+    import importlib.util
+
+    import sluice
+
+    compare.brokers.compile_sluice()
+    package = Path(sluice.__file__).parent
+    sources = sorted(package.rglob("*.py"))
+    assert sources
+    missing = [s for s in sources if not Path(importlib.util.cache_from_source(str(s))).exists()]
+    assert missing == []
