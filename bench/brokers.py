@@ -399,3 +399,56 @@ def wait_idle(idle_cpu: float, most_s: float) -> str:
             return f"{seen} waited {waited:.0f}s"
         if waited >= most_s:
             return f"{seen} NOT IDLE after {waited:.0f}s"
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown" where it is not given)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                return value.strip()
+    return "unknown"
+
+
+def _round_trips(cpus: tuple[int, int], count: int) -> float:
+    """Mean microseconds of one byte's round trip between this process and a forked
+    child over a socket pair, each pinned to its CPU of ``cpus``."""
+    mine, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the echoing child: nothing but the echo, then leave at once
+        try:
+            mine.close()
+            os.sched_setaffinity(0, {cpus[1]})
+            for _ in range(count):
+                theirs.sendall(theirs.recv(1))
+        finally:
+            os._exit(0)
+    theirs.close()
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {cpus[0]})
+        started = time.perf_counter()
+        for _ in range(count):
+            mine.sendall(b"x")
+            mine.recv(1)
+        return (time.perf_counter() - started) / count * 1e6
+    finally:
+        os.sched_setaffinity(0, before)
+        mine.close()
+        os.waitpid(pid, 0)
+
+
+def wakeup_round_trip_us(count: int = 5_000) -> dict[str, float]:
+    """The machine's cost of waking a process, which sets the floor of every latency
+    row: a one-byte round trip between two processes on one CPU, and across two CPUs
+    (where each wake-up crosses CPUs; on a VM that can cost several times as much, and
+    differs from boot to boot). Recorded with each run so that runs on different hosts
+    can be told apart; empty where CPU affinity is not available."""
+    if not hasattr(os, "sched_setaffinity"):
+        return {}
+    allowed = sorted(os.sched_getaffinity(0))
+    probes = {"one CPU": (allowed[0], allowed[0])}
+    if len(allowed) > 1:
+        probes["across CPUs"] = (allowed[0], allowed[1])
+    return {name: round(_round_trips(cpus, count), 1) for name, cpus in probes.items()}

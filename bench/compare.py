@@ -370,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     args, opts, only = parse_args(argv)
     env = environment(opts.settings(), ["sluice", args.against, "null"])
     env["options"] = opts.__dict__
+    log(compare_report.machine_line(env))
     log(f"load before the run: {env['loadavg']}; rows: {','.join(only)}")
     brokers.compile_sluice()
     started = time.perf_counter()

@@ -125,9 +125,17 @@ def goal_lines(rows: list[Any]) -> list[Line]:
     return lines
 
 
+def machine_line(env: dict[str, Any]) -> str:
+    """The CPU and its wake-up round trips (older JSON files have neither)."""
+    trips = env.get("wake-up round trip us") or {}
+    measured = ", ".join(f"{us:g} us {where}" for where, us in trips.items())
+    return f"cpu {env.get('cpu model', 'unknown')}; wake-up round trip {measured or 'not measured'}"
+
+
 def print_report(env: dict[str, Any], rows: list[Any], lines: list[Line]) -> None:
     print(f"# sluice bench compare  {env['date']}  {env['cpus']} CPUs  python {env['python']}  "
           f"librdkafka {env['librdkafka']}  {env['tansu']}")  # fmt: skip
+    print(f"# {machine_line(env)}")
     print(f"# load average before {env['loadavg']}, after {env['loadavg_after']}; "
           f"wall {env['wall_seconds']} s; options {env['options']}")  # fmt: skip
     print("\n== goals of issue 9 (medians; ratios are medians of per-run ratios)")

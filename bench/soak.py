@@ -45,6 +45,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 import brokers
+import compare_report
 import raw_reader
 import raw_writer
 from produce_consume import MB, consumer_config, create_topic, delete_topic, producer_config
@@ -389,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         "log.retention.check.interval.ms": str(args.retention_check_ms),
         "log.segment.delete.delay.ms": str(args.delete_delay_ms),
     }
+    machine = {"cpu model": brokers.cpu_model(),
+               "wake-up round trip us": brokers.wakeup_round_trip_us()}  # fmt: skip
+    print(f"# {compare_report.machine_line(machine)}", flush=True)
     with brokers.sluice(overrides={**retention, **overrides}) as (bootstrap, proc):
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         rate = args.rate

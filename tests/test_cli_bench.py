@@ -225,3 +225,20 @@ def test_compare_launches_brokers_from_compiled_bytecode(compare) -> None:  # ty
     assert sources
     missing = [s for s in sources if not Path(importlib.util.cache_from_source(str(s))).exists()]
     assert missing == []
+
+
+def test_the_report_names_the_machine(report) -> None:  # type: ignore[no-untyped-def]
+    env = {"cpu model": "AMD EPYC", "wake-up round trip us": {"one CPU": 13.6, "across CPUs": 60.8}}
+    assert report.machine_line(env) == (
+        "cpu AMD EPYC; wake-up round trip 13.6 us one CPU, 60.8 us across CPUs")  # fmt: skip
+    assert report.machine_line({}) == "cpu unknown; wake-up round trip not measured"
+
+
+def test_the_wakeup_probe_measures_and_restores_affinity(compare) -> None:  # type: ignore[no-untyped-def]
+    before = os.sched_getaffinity(0)
+    trips = compare.brokers.wakeup_round_trip_us(count=50)
+    assert os.sched_getaffinity(0) == before
+    expected = {"one CPU"} | ({"across CPUs"} if len(before) > 1 else set())
+    assert set(trips) == expected
+    assert all(us > 0 for us in trips.values())
+    assert compare.brokers.cpu_model() != ""
