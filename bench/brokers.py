@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import psutil
 
@@ -452,3 +453,9 @@ def wakeup_round_trip_us(count: int = 5_000) -> dict[str, float]:
     if len(allowed) > 1:
         probes["across CPUs"] = (allowed[0], allowed[1])
     return {name: round(_round_trips(cpus, count), 1) for name, cpus in probes.items()}
+
+
+def machine() -> dict[str, Any]:
+    """What a run's figures depend on beyond the CPU count: the CPU model and the wake-up
+    round trips, under the keys a run's environment (and its JSON) keeps them."""
+    return {"cpu model": cpu_model(), "wake-up round trip us": wakeup_round_trip_us()}

@@ -58,10 +58,9 @@ from brokers import (
     BrokerStartError,
     Meter,
     alive,
-    cpu_model,
     exit_report,
+    machine,
     tansu_binary,
-    wakeup_round_trip_us,
 )
 from raw_reader import raw_consume
 
@@ -801,8 +800,7 @@ def environment(cfg: Settings, names: list[str]) -> dict[str, Any]:
         "librdkafka": librdkafka_version()[0],
         "tansu": tansu,
         "cpus": psutil.cpu_count(),
-        "cpu model": cpu_model(),
-        "wake-up round trip us": wakeup_round_trip_us(),
+        **machine(),
         "loadavg": [round(x, 2) for x in psutil.getloadavg()],
         "fetch.queue.backoff.ms": supports_fetch_queue_backoff(),
         "brokers": names,

@@ -390,9 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         "log.retention.check.interval.ms": str(args.retention_check_ms),
         "log.segment.delete.delay.ms": str(args.delete_delay_ms),
     }
-    machine = {"cpu model": brokers.cpu_model(),
-               "wake-up round trip us": brokers.wakeup_round_trip_us()}  # fmt: skip
-    print(f"# {compare_report.machine_line(machine)}", flush=True)
+    print(f"# {compare_report.machine_line(brokers.machine())}", flush=True)
     with brokers.sluice(overrides={**retention, **overrides}) as (bootstrap, proc):
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         rate = args.rate
