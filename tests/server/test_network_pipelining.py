@@ -25,8 +25,10 @@ async def _scenario() -> tuple[list[str], list[int]]:
         cid = request.header.correlation_id
         events.append(f"produce {cid} appended")
         response = build(request.response_type, responses=[], throttle_time=0)
-        if body.acks != -1:
-            return response
+        if body.acks != -1:  # answered at once, as the broker's handler does: a done future
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(response)
+            return done
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         waiting.append(answer)
 
@@ -55,6 +57,7 @@ async def _scenario() -> tuple[list[str], list[int]]:
             topics=None, allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
         )))  # fmt: skip
+        writer.write(encode_request(5, _produce(1)))  # nothing ahead once 4 is answered
         await writer.drain()
 
         async def appended(count: int) -> None:
@@ -66,7 +69,7 @@ async def _scenario() -> tuple[list[str], list[int]]:
         waiting[1].set_result(None)  # the second completes first...
         await asyncio.sleep(0)
         waiting[0].set_result(None)  # ...then the first
-        order = [await asyncio.wait_for(_read_response(reader), 5) for _ in range(4)]
+        order = [await asyncio.wait_for(_read_response(reader), 5) for _ in range(5)]
     finally:
         writer.close()
         await server.stop_accepting()
@@ -76,6 +79,7 @@ async def _scenario() -> tuple[list[str], list[int]]:
 
 def test_produce_is_pipelined_and_answered_in_order() -> None:
     events, order = asyncio.run(_scenario())
-    assert order == [1, 2, 3, 4]
+    assert order == [1, 2, 3, 4, 5]
     assert events[:3] == ["produce 1 appended", "produce 2 appended", "produce 3 appended"]
     assert events.index("metadata 4 handled") > events.index("produce 1 acknowledged")
+    assert events.index("produce 5 appended") > events.index("metadata 4 handled")

@@ -7,9 +7,11 @@ Responses go out in request order. Like Kafka it handles one request per connect
 at a time, with one exception: Produce requests are pipelined. Each is appended when
 it arrives, and while one waits for its acknowledgement (acks=all: the high watermark)
 the next is read and appended, up to ``MAX_PIPELINED_PRODUCES`` waiting; their answers
-are written in order. Any other request first waits until every earlier answer is
-written. Oversized or malformed frames, unknown APIs and unsupported versions close
-that connection; the broker keeps serving.
+are written in order. A Produce answered at once with no answer ahead of it (acks=1,
+or acks=all on a single node) is written straight away, without a task. Any other
+request first waits until every earlier answer is written. Oversized or malformed
+frames, unknown APIs and unsupported versions close that connection; the broker keeps
+serving.
 """
 
 from __future__ import annotations
@@ -262,7 +264,11 @@ class KafkaServer:
                 return False
             try:
                 response = handler(request)
-                if inspect.isawaitable(response):
+                if type(response) is asyncio.Future and response.done() and not conn.pending:
+                    # Answered already (acks=1, or acks=all with nobody to wait for) and
+                    # nothing ahead of it: written below, with no task and no loop turn.
+                    response = response.result()
+                elif inspect.isawaitable(response):
                     if is_produce:  # appended already; answer in order, read on
                         self._pipeline(conn, request, response)
                         if len(conn.pending) >= MAX_PIPELINED_PRODUCES:
