@@ -34,6 +34,9 @@ def test_bench_passes_the_rest_of_the_line_to_the_harness() -> None:
     args = build_parser().parse_args(["bench", "compare", "--quick", "--only", "startup"])
     assert args.harness == "compare"
     assert args.harness_args == ["--quick", "--only", "startup"]
+    args = build_parser().parse_args(["bench", "request-cost", "--repeat", "1"])
+    assert args.harness == "request-cost"
+    assert args.harness_args == ["--repeat", "1"]
 
 
 def test_bench_rejects_an_unknown_harness(capsys: pytest.CaptureFixture[str]) -> None:
