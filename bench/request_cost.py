@@ -40,7 +40,8 @@ import compare_report
 import raw_reader
 from produce_consume import create_topic
 from raw_writer import BatchTemplates, send_buffers
-from sluice.client.produce_request import encode_produce_request
+from sluice.client.produce_request import decode_produce_response, encode_produce_request
+from sluice.protocol.errors import ErrorCode
 from sluice.protocol.headers import encode_request_header
 from sluice.server.replica_fetch_wire import FetchPartitionRequest
 
@@ -74,6 +75,14 @@ def produce_frame(topic: str, value: bytes, acks: int, correlation: int) -> byte
     return _SIZE.pack(len(payload)) + payload
 
 
+def check_produce_answer(frame: memoryview) -> None:
+    """An answer with an error code would measure the error path: stop instead."""
+    answer = decode_produce_response(frame, PRODUCE_VERSION)
+    for part in answer.responses.values():
+        if part.error != ErrorCode.none:
+            raise RequestCostError(f"produce answered with error {part.error!r}")
+
+
 def broker_cpu(proc: psutil.Process) -> float:
     times = proc.cpu_times()
     return float(times.user + times.system)
@@ -104,7 +113,8 @@ def produce_in_flight(bootstrap: str, topic: str, proc: psutil.Process, count: i
                 sent_at = time.perf_counter()
                 send_buffers(sock, [frame])
                 sent += 1
-            buf, _answer = raw_reader.recv_frame(sock, buf)
+            buf, answer = raw_reader.recv_frame(sock, buf)
+            check_produce_answer(answer)
             answered += 1
             if depth == 1:
                 round_trips.append(time.perf_counter() - sent_at)
@@ -119,7 +129,8 @@ def store_batches(bootstrap: str, topic: str, count: int) -> None:
     with connect(bootstrap) as sock:
         for _ in range(count):
             send_buffers(sock, [frame])
-            buf, _answer = raw_reader.recv_frame(sock, buf)
+            buf, answer = raw_reader.recv_frame(sock, buf)
+            check_produce_answer(answer)
 
 
 def fetch_in_flight(bootstrap: str, topic: str, proc: psutil.Process, count: int) -> Figures:
