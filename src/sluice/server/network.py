@@ -265,8 +265,9 @@ class KafkaServer:
             try:
                 response = handler(request)
                 if type(response) is asyncio.Future and response.done() and not conn.pending:
-                    # Answered already (acks=1, or acks=all with nobody to wait for) and
-                    # nothing ahead of it: written below, with no task and no loop turn.
+                    # Answered already (a Produce at acks=1, or acks=all with nobody to
+                    # wait for; a Fetch with data) and nothing ahead of it: written below,
+                    # with no task for a Produce and no turn of the loop.
                     response = response.result()
                 elif inspect.isawaitable(response):
                     if is_produce:  # appended already; answer in order, read on
