@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sluice_log_helpers import ManualClock, Rec, build_batch, values_of
 
 from sluice.log.batch import iter_batches
@@ -185,3 +187,37 @@ def test_rename_and_delete(tmp_path: Path) -> None:
     assert segment.read(0, 1000) is not None  # still readable through the open descriptor
     segment.delete()
     assert list(tmp_path.iterdir()) == []
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_translate_offset_from_recent_appends_matches_a_full_scan(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    """Searches that start where a recent append began find what a scan from the
+    segment's first byte finds, across appends of several batches, truncations (also to
+    the middle of a batch) and more appends than the segment remembers."""
+    segment = _open(tmp_path_factory.mktemp("seg"), interval=data.draw(st.sampled_from([60, 400])))
+    end = 0
+    for _ in range(data.draw(st.integers(1, 50))):
+        if end and data.draw(st.integers(0, 5)) == 0:
+            segment.truncate_to(data.draw(st.integers(0, end)))
+            end = segment.read_next_offset()
+        else:
+            chunk = b""
+            for _ in range(data.draw(st.integers(1, 3))):
+                count = data.draw(st.integers(1, 4))
+                chunk += build_batch(
+                    [Rec(b"v%d" % (end + j)) for j in range(count)], base_offset=end
+                )
+                end += count
+            segment.append(end - 1, 1000 + end, chunk)
+        for target in range(end + 2):
+            found = segment.translate_offset(target)
+            scanned = segment.log.search_for_offset(target, 0)
+            assert (found and (found.position, found.base_offset)) == (
+                scanned and (scanned.position, scanned.base_offset)
+            )
+    segment.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -27,6 +28,9 @@ from sluice.log.transaction_index import TXN_INDEX_FILE_SUFFIX, TransactionIndex
 __all__ = ["LogSegment", "TimestampAndOffset", "filename_prefix_from_offset"]
 
 _INT32_MAX = 2**31 - 1
+RECENT_APPENDS = 32
+"""Appends whose start a segment remembers for reads near its end (half are dropped when
+full); a fetch from further back searches from the offset index alone."""
 
 
 def filename_prefix_from_offset(offset: int) -> str:
@@ -53,6 +57,8 @@ class LogSegment:
         "_max_timestamp",
         "_offset_index",
         "_offset_of_max_timestamp",
+        "_recent_offsets",
+        "_recent_positions",
         "_rolling_based_timestamp",
         "_time_index",
         "base_offset",
@@ -90,6 +96,11 @@ class LogSegment:
         self._offset_of_max_timestamp = base_offset
         last_entry = offset_index.last_entry().position if offset_index.entries else 0
         self._bytes_since_last_index_entry = max(0, log.size - last_entry)
+        # Where the latest appends began (base offset, file position), in offset order:
+        # a fetch at or near the log end starts its search there, not at the index entry
+        # up to index.interval.bytes before it.
+        self._recent_offsets: list[int] = []
+        self._recent_positions: list[int] = []
 
     @classmethod
     def open(
@@ -260,7 +271,11 @@ class LogSegment:
             batches = iter_batches(
                 bytes(records) if isinstance(records, PatchedRecords) else records
             )
+        first = True
         for header in batches:
+            if first:
+                self._remember_append(header.base_offset, physical_position + header.position)
+                first = False
             last_offset = header.base_offset + header.last_offset_delta
             if header.max_timestamp > max_timestamp:
                 max_timestamp = header.max_timestamp
@@ -274,10 +289,31 @@ class LogSegment:
         self._bytes_since_last_index_entry = since
         return reserved
 
+    def _remember_append(self, base_offset: int, position: int) -> None:
+        offsets, positions = self._recent_offsets, self._recent_positions
+        if len(offsets) >= RECENT_APPENDS:
+            del offsets[: RECENT_APPENDS // 2]
+            del positions[: RECENT_APPENDS // 2]
+        offsets.append(base_offset)
+        positions.append(position)
+
+    def _forget_appends(self) -> None:
+        self._recent_offsets.clear()
+        self._recent_positions.clear()
+
     # -- reads -------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
-        """The first batch (at or after ``starting_position``) whose last offset >= ``offset``."""
+        """The first batch (at or after ``starting_position``) whose last offset >= ``offset``.
+
+        The search starts at the offset index's entry or, when later, at the start of the
+        latest append whose first batch begins at or below ``offset``: every batch before
+        that one ends below ``offset``, so it cannot be the answer."""
         position = self._offset_index.lookup(offset).position
+        recent = self._recent_offsets
+        if recent and offset >= recent[0]:
+            latest = self._recent_positions[bisect.bisect_right(recent, offset) - 1]
+            if latest > position:
+                position = latest
         return self._log.search_for_offset(offset, max(position, starting_position))
 
     def read(
@@ -376,6 +412,7 @@ class LogSegment:
                 self._time_index.maybe_append(max_timestamp, offset_of_max)
                 last_index_entry = valid_bytes
             valid_bytes += header.size_in_bytes
+        self._forget_appends()
         truncated = self._log.truncate_to(valid_bytes)
         self.txn_index.truncate_to(self.read_next_offset())
         self._time_index.maybe_append(max_timestamp, offset_of_max, skip_full_check=True)
@@ -390,6 +427,7 @@ class LogSegment:
         self._offset_index.truncate_to(offset)
         self._time_index.truncate_to(offset)
         removed = 0 if header is None else self._log.truncate_to(header.position)
+        self._forget_appends()
         self.txn_index.truncate_to(offset)
         if self._log.size == 0:
             self.created_ms = self._clock()
