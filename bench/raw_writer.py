@@ -98,6 +98,31 @@ def send_buffers(sock: socket.socket, buffers: Sequence[Any]) -> None:
                 sent = 0
 
 
+def connect(bootstrap: str, timeout: float = 30.0) -> socket.socket:
+    """A TCP connection to ``host:port`` with Nagle off, as clients open them."""
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=timeout)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def produce_request(
+    acks: int, topic_data: dict[str, list[tuple[int, Any]]], correlation: int, client_id: str
+) -> list[Any]:
+    """A Produce v9 request as buffers to send in order, size prefix first; the batches
+    are not copied."""
+    body = encode_produce_request(PRODUCE_VERSION, acks, TIMEOUT_MS, topic_data)
+    header = encode_request_header(PRODUCE_API_KEY, PRODUCE_VERSION, correlation, client_id)
+    size = len(header) + sum(len(buffer) for buffer in body)
+    return [_SIZE.pack(size), header, *body]
+
+
+def failed_partitions(frame: memoryview) -> int:
+    """How many partitions a Produce v9 answer reports with an error code."""
+    answer = decode_produce_response(frame, PRODUCE_VERSION)
+    return sum(1 for part in answer.responses.values() if part.error != ErrorCode.none)
+
+
 class PacedWriter:
     """Produce requests to one broker, one every ``tick_s``, each with ``per_tick``
     records spread over ``partitions`` of ``topic``; a thread reads the answers.
@@ -109,9 +134,7 @@ class PacedWriter:
 
     def __init__(self, bootstrap: str, topic: str, partitions: list[int], value: bytes,
                  client_id: str = "sluice-soak-raw-writer") -> None:  # fmt: skip
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=30)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = connect(bootstrap)
         self.sock.settimeout(None)  # the answer reader waits as long as it must; close ends it
         self.topic, self.partitions, self.client_id = topic, partitions, client_id
         self.templates = BatchTemplates(value)
@@ -136,13 +159,9 @@ class PacedWriter:
             if count:
                 topic_data[self.topic].append((partition, self.templates.stamped(count, now_ms)))
         self._correlation += 1
-        body = encode_produce_request(PRODUCE_VERSION, 1, TIMEOUT_MS, topic_data)
-        header = encode_request_header(
-            PRODUCE_API_KEY, PRODUCE_VERSION, self._correlation, self.client_id
-        )
-        size = len(header) + sum(len(buffer) for buffer in body)
+        request = produce_request(1, topic_data, self._correlation, self.client_id)
         self._sent_at[self._correlation] = time.perf_counter_ns()
-        send_buffers(self.sock, [_SIZE.pack(size), header, *body])
+        send_buffers(self.sock, request)
 
     def close(self, timeout: float = 30.0) -> None:
         """Wait up to ``timeout`` for the answers still owed, then close the socket."""
@@ -161,14 +180,11 @@ class PacedWriter:
             while not self._closing:
                 buf, frame = raw_reader.recv_frame(self.sock, buf)
                 now = time.perf_counter_ns()
-                answer = decode_produce_response(frame, PRODUCE_VERSION)
+                failed = failed_partitions(frame)
                 (correlation,) = _SIZE.unpack_from(frame)
                 sent = self._sent_at.pop(correlation, None)
                 if sent is None:
                     raise RawWriteError(f"an answer to correlation id {correlation}, not sent")
-                failed = sum(
-                    1 for part in answer.responses.values() if part.error != ErrorCode.none
-                )
                 with self.lock:
                     self.acks_ms.append((now - sent) / 1e6)
                     self.errors += failed

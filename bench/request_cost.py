@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import struct
 import sys
 import time
 from collections.abc import Callable
@@ -39,17 +37,10 @@ import brokers
 import compare_report
 import raw_reader
 from produce_consume import create_topic
-from raw_writer import BatchTemplates, send_buffers
-from sluice.client.produce_request import decode_produce_response, encode_produce_request
-from sluice.protocol.errors import ErrorCode
-from sluice.protocol.headers import encode_request_header
+from raw_writer import BatchTemplates, connect, failed_partitions, produce_request, send_buffers
 from sluice.server.replica_fetch_wire import FetchPartitionRequest
 
-PRODUCE_API_KEY = 0
-PRODUCE_VERSION = 9
-TIMEOUT_MS = 30_000
 CLIENT_ID = "sluice-bench-request-cost"
-_SIZE = struct.Struct(">i")
 CASES = ("produce 1-in-flight", "produce pipelined", "fetch 1-in-flight")
 
 Figures = dict[str, float]
@@ -59,33 +50,17 @@ class RequestCostError(RuntimeError):
     """A broker answered in a way the benchmark cannot measure (an error code, no data)."""
 
 
-def connect(bootstrap: str) -> socket.socket:
-    host, port = bootstrap.rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)), timeout=30)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def produce_frame(topic: str, value: bytes, acks: int, correlation: int) -> bytes:
-    """A framed Produce v9 request of one record, stamped now."""
+def produce_frame(topic: str, value: bytes, acks: int) -> bytes:
+    """One framed Produce v9 request of one record, stamped now, to send again and again."""
     batch = BatchTemplates(value).stamped(1, int(time.time() * 1000))
-    body = encode_produce_request(PRODUCE_VERSION, acks, TIMEOUT_MS, {topic: [(0, batch)]})
-    header = encode_request_header(PRODUCE_API_KEY, PRODUCE_VERSION, correlation, CLIENT_ID)
-    payload = b"".join([header, *(bytes(part) for part in body)])
-    return _SIZE.pack(len(payload)) + payload
+    parts = produce_request(acks, {topic: [(0, batch)]}, 1, CLIENT_ID)
+    return b"".join(bytes(part) for part in parts)
 
 
 def check_produce_answer(frame: memoryview) -> None:
     """An answer with an error code would measure the error path: stop instead."""
-    answer = decode_produce_response(frame, PRODUCE_VERSION)
-    for part in answer.responses.values():
-        if part.error != ErrorCode.none:
-            raise RequestCostError(f"produce answered with error {part.error!r}")
-
-
-def broker_cpu(proc: psutil.Process) -> float:
-    times = proc.cpu_times()
-    return float(times.user + times.system)
+    if failed_partitions(frame):
+        raise RequestCostError("produce answered with an error code")
 
 
 def figures(count: int, elapsed: float, cpu: float, round_trips: list[float]) -> Figures:
@@ -101,12 +76,12 @@ def produce_in_flight(bootstrap: str, topic: str, proc: psutil.Process, count: i
                       depth: int) -> Figures:  # fmt: skip
     """``count`` Produce requests (acks=all), ``depth`` in flight; the round trips are
     measured only with one in flight."""
-    frame = produce_frame(topic, b"x" * 1024, -1, 1)  # one request, resent: the broker
+    frame = produce_frame(topic, b"x" * 1024, -1)  # one request, resent: the broker
     # appends each (no idempotence), so what is measured is the broker's, not the client's
     buf = bytearray(1 << 16)
     round_trips: list[float] = []
     with connect(bootstrap) as sock:
-        cpu0, start = broker_cpu(proc), time.perf_counter()
+        cpu0, start = brokers.cpu_seconds(proc), time.perf_counter()
         sent = answered = 0
         while answered < count:
             while sent < count and sent - answered < depth:
@@ -118,13 +93,13 @@ def produce_in_flight(bootstrap: str, topic: str, proc: psutil.Process, count: i
             answered += 1
             if depth == 1:
                 round_trips.append(time.perf_counter() - sent_at)
-        elapsed, cpu = time.perf_counter() - start, broker_cpu(proc) - cpu0
+        elapsed, cpu = time.perf_counter() - start, brokers.cpu_seconds(proc) - cpu0
     return figures(count, elapsed, cpu, round_trips)
 
 
 def store_batches(bootstrap: str, topic: str, count: int) -> None:
     """``count`` batches of one 100 B record each (acks=1), for the fetch case."""
-    frame = produce_frame(topic, b"x" * 100, 1, 1)
+    frame = produce_frame(topic, b"x" * 100, 1)
     buf = bytearray(1 << 16)
     with connect(bootstrap) as sock:
         for _ in range(count):
@@ -139,7 +114,7 @@ def fetch_in_flight(bootstrap: str, topic: str, proc: psutil.Process, count: int
     buf = bytearray(1 << 20)
     round_trips: list[float] = []
     with connect(bootstrap) as sock:
-        cpu0, start = broker_cpu(proc), time.perf_counter()
+        cpu0, start = brokers.cpu_seconds(proc), time.perf_counter()
         for offset in range(count):
             sent_at = time.perf_counter()
             buf, _, error, parts = raw_reader.fetch(
@@ -149,7 +124,7 @@ def fetch_in_flight(bootstrap: str, topic: str, proc: psutil.Process, count: int
             round_trips.append(time.perf_counter() - sent_at)
             if error or not parts or parts[0].error_code or not parts[0].records:
                 raise RequestCostError(f"fetch at offset {offset}: no batch in the answer")
-        elapsed, cpu = time.perf_counter() - start, broker_cpu(proc) - cpu0
+        elapsed, cpu = time.perf_counter() - start, brokers.cpu_seconds(proc) - cpu0
     return figures(count, elapsed, cpu, round_trips)
 
 
