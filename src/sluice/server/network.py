@@ -8,8 +8,11 @@ at a time, with one exception: Produce requests are pipelined. Each is appended 
 it arrives, and while one waits for its acknowledgement (acks=all: the high watermark)
 the next is read and appended, up to ``MAX_PIPELINED_PRODUCES`` waiting; their answers
 are written in order. A Produce answered at once with no answer ahead of it (acks=1,
-or acks=all on a single node) is written straight away, without a task. Any other
-request first waits until every earlier answer is written. Oversized or malformed
+or acks=all on a single node) is written straight away, without a task. An answer that
+waits (a parked Fetch, an acks=all Produce; :class:`~sluice.server.answer.Answer`) is
+written inside whatever sets it, when it is its turn and holds no file region, not a
+loop turn later by its task. Any other request first waits until every earlier answer
+is written. Oversized or malformed
 frames, unknown APIs and unsupported versions close that connection; the broker keeps
 serving.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import inspect
 import logging
 import time
@@ -33,6 +37,8 @@ from sluice.protocol import (
     decode_request,
     encode_response_segments,
 )
+from sluice.protocol.fetch import is_file_region
+from sluice.server.answer import Answer
 from sluice.server.connection import KafkaConnectionProtocol, ResponseWriter
 from sluice.server.sendfile import write_segments
 
@@ -193,9 +199,10 @@ class KafkaServer:
             correlation_id, answer = conn.pending[0]
             try:
                 response = await answer
-                if response is not None:
-                    segments = encode_response_segments(correlation_id, response)
-                    await write_segments(conn.writer, segments)
+                if type(answer) is Answer and answer.written:
+                    await conn.writer.drain()
+                elif response is not None:
+                    await write_segments(conn.writer, _segments(correlation_id, answer, response))
             except Exception as exc:
                 if not isinstance(exc, ConnectionError):
                     log.exception("error answering a produce request from %s", conn.peer)
@@ -224,9 +231,38 @@ class KafkaServer:
 
     def _pipeline(self, conn: _Connection, request: Request, answer: Any) -> None:
         self._busy += 1  # until its answer is written
-        conn.pending.append((request.header.correlation_id, asyncio.ensure_future(answer)))
+        correlation_id = request.header.correlation_id
+        if type(answer) is Answer:
+            answer.write_when_set(functools.partial(self._write_head, conn, correlation_id))
+        conn.pending.append((correlation_id, asyncio.ensure_future(answer)))
         if conn.flusher is None or conn.flusher.done():
             conn.flusher = asyncio.ensure_future(self._write_pending(conn))
+
+    def _write_head(
+        self, conn: _Connection, correlation_id: int, answer: Answer, result: Any
+    ) -> None:
+        """A pipelined Produce answer was set: written now if it is the oldest unwritten
+        one (the flusher then only takes it off the queue)."""
+        if conn.pending and conn.pending[0][1] is answer:
+            self._write_now(conn, correlation_id, answer, result)
+
+    def _write_now(
+        self, conn: _Connection, correlation_id: int, answer: Answer, result: Any
+    ) -> None:
+        """Write ``answer`` from inside whatever set it, if it can go without waiting: the
+        connection is open and the answer holds no file region (those are sent by the
+        task, with ``sendfile``). Its segments are kept for the task otherwise."""
+        if result is None or conn.failed or conn.writer.transport.is_closing():
+            return
+        try:
+            segments = encode_response_segments(correlation_id, result)
+        except Exception:  # the task encodes it again, and reports and closes
+            return
+        if any(is_file_region(segment) for segment in segments):
+            answer.encoded = segments
+            return
+        conn.writer.writelines(segments)
+        answer.written = True
 
     async def _handle_frame(self, frame: memoryview | bytes, conn: _Connection) -> bool:
         """Answer one request; False closes the connection."""
@@ -264,7 +300,8 @@ class KafkaServer:
                 return False
             try:
                 response = handler(request)
-                if type(response) is asyncio.Future and response.done() and not conn.pending:
+                answer = response
+                if type(response) is Answer and response.done() and not conn.pending:
                     # Answered already (a Produce at acks=1, or acks=all with nobody to
                     # wait for; a Fetch with data) and nothing ahead of it: written below,
                     # with no task for a Produce and no turn of the loop.
@@ -275,6 +312,10 @@ class KafkaServer:
                         if len(conn.pending) >= MAX_PIPELINED_PRODUCES:
                             return await self._written(conn)
                         return not conn.failed
+                    if type(response) is Answer:  # nothing is ahead of it: see _written
+                        response.write_when_set(
+                            functools.partial(self._write_now, conn, request.header.correlation_id)
+                        )
                     response = await response
             except Exception:
                 log.exception(
@@ -284,10 +325,19 @@ class KafkaServer:
                 return False
             if not await self._written(conn):  # an immediate produce answer waits its turn
                 return False
-            if response is not None:
-                segments = encode_response_segments(request.header.correlation_id, response)
+            if type(answer) is Answer and answer.written:
+                await conn.writer.drain()
+            elif response is not None:
+                segments = _segments(request.header.correlation_id, answer, response)
                 await write_segments(conn.writer, segments)
             conn.last_active = time.monotonic()
             return True
         finally:
             self._done(1)
+
+
+def _segments(correlation_id: int, answer: Any, response: Any) -> list[Any]:
+    """The answer's encoded segments: those an :class:`Answer` kept, or encoded now."""
+    if type(answer) is Answer and answer.encoded is not None:
+        return answer.encoded
+    return encode_response_segments(correlation_id, response)

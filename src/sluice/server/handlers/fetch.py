@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sluice.common import TopicPartition
 from sluice.protocol import ErrorCode, Request
+from sluice.server.answer import Answer
 from sluice.server.fetch_session import FetchContext, PartitionState
 from sluice.server.messages import build, field, ms
 from sluice.server.partition import FetchIsolation
@@ -242,8 +243,7 @@ def handle(broker: Broker, request: Request) -> Any:
         PartitionFetch(tp, s.fetch_offset, s.max_bytes, s.current_leader_epoch, s.log_start_offset)
         for tp, s in context.partitions.items()
     ]
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
+    future = Answer(loop=asyncio.get_running_loop())  # written by the network layer when set
 
     def done(results: list[tuple[PartitionFetch, FetchPartitionData]]) -> None:
         if not future.done():

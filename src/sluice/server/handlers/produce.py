@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.common import TopicPartition
 from sluice.protocol import ErrorCode, Request
 from sluice.protocol.produce_response import PartitionResult, encode_produce_response
+from sluice.server.answer import Answer
 from sluice.server.delayed import ProducePartitionStatus
 from sluice.server.messages import ms
 from sluice.server.topics import InvalidTopicError, validate_topic_name
@@ -62,8 +63,9 @@ def handle(broker: Broker, request: Request) -> Any:
         broker.replica_manager.append_records(ms(body.timeout), acks, entries, _ignore)
         return None
     # The answer is built where the append completes (at once, or when the DelayedProduce
-    # does) and the network layer awaits this future itself: no task per produce.
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    # does) and the network layer awaits this future itself, or writes it when it is set:
+    # no task per produce.
+    future = Answer(loop=asyncio.get_running_loop())
 
     def done(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
         if future.done():
