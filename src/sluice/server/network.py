@@ -232,7 +232,7 @@ class KafkaServer:
     def _pipeline(self, conn: _Connection, request: Request, answer: Any) -> None:
         self._busy += 1  # until its answer is written
         correlation_id = request.header.correlation_id
-        if type(answer) is Answer:
+        if type(answer) is Answer and not answer.done():
             answer.write_when_set(functools.partial(self._write_head, conn, correlation_id))
         conn.pending.append((correlation_id, asyncio.ensure_future(answer)))
         if conn.flusher is None or conn.flusher.done():
