@@ -2,12 +2,20 @@
 file is deleted file.delete.delay.ms later (sluice.log.local_log._drop_pages_of_removed).
 
 The kernel drops clean pages only: most files here are fsynced first; the deletion
-thread writes dirty ones back before dropping them."""
+thread writes dirty ones back before dropping them. And it drops them on a best-effort
+basis: on the test VM (Linux 6.18, ext4) one ``POSIX_FADV_DONTNEED`` in ten or twenty
+left a page in the cache, and another call tens of milliseconds later dropped it (the
+same happens to pages just read back from the disk, and such refusals come in runs).
+So each scenario that asserts what the kernel dropped runs on fresh files up to
+``ATTEMPTS`` times, further apart each time, and passes on the first clean observation;
+one where the log does not ask for the drop fails every time."""
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,22 +26,39 @@ from sluice.log import Log, LogConfig, deletion, file_records
 from sluice.log.file_records import FileRecords
 
 DELAY = 60_000
+ATTEMPTS = 5
+SETTLE_S = 5.0
+PROBE_TRIES = 20
+
+
+def attempts(disk: Path, scenario: Callable[[Path], None]) -> None:
+    """Run ``scenario`` in a fresh directory under ``disk`` until it passes, at most
+    ``ATTEMPTS`` times, 0.05, 0.1, 0.2 and 0.4 s apart (a retry of what the kernel did,
+    not a wait for the code under test); the last failure is raised."""
+    for attempt in range(ATTEMPTS):
+        try:
+            scenario(disk / f"attempt-{attempt}")
+            return
+        except AssertionError:
+            if attempt == ATTEMPTS - 1:
+                raise
+        time.sleep(0.05 * 2**attempt)
 
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Path:
     """``tmp_path``, where dropped pages can be seen to go: not on tmpfs (whose pages are
     the file) nor where ``RWF_NOWAIT`` probes cannot tell (:meth:`FileRecords.cached`)."""
-    probe_path = tmp_path / "probe"
-    probe_path.write_bytes(b"p" * 8192)
-    probe = FileRecords.open(probe_path)
-    os.fsync(probe.fileno())
-    probe.cache_dropper()()
-    if probe.cached():
+    for attempt in range(PROBE_TRIES):
+        probe = FileRecords.open(tmp_path / f"probe-{attempt}")
+        probe.append(b"p" * 8192)
+        os.fsync(probe.fileno())
+        probe.cache_dropper()()
+        dropped = not probe.cached()
         probe.delete()
-        pytest.skip(f"{tmp_path} keeps a file's pages after POSIX_FADV_DONTNEED, or cannot say")
-    probe.delete()
-    return tmp_path
+        if dropped:
+            return tmp_path
+    pytest.skip(f"{tmp_path} keeps a file's pages after POSIX_FADV_DONTNEED, or cannot say")
 
 
 def _log(
@@ -55,12 +80,31 @@ def _log(
         log.flush()
         for segment in log.segments:
             os.fsync(segment.log.fileno())
+            _settle(segment.log)
     return log
+
+
+def _settle(records: FileRecords) -> None:
+    """Leave the file's pages in the cache as clean copies read from the disk: drop the
+    ones just written (which the kernel may keep for a few milliseconds; dropped again
+    until it lets them go, for at most ``SETTLE_S``), then read the file back."""
+    deadline = time.monotonic() + SETTLE_S
+    drop = records.cache_dropper(write_back_first=False)
+    while True:
+        drop()
+        if not records.cached() or time.monotonic() > deadline:
+            break
+        drop = records.cache_dropper(write_back_first=False)
+    records.read(0, records.size)
 
 
 def test_with_recycling_only_the_newest_removed_segment_keeps_its_pages(
     disk: Path,
 ) -> None:
+    attempts(disk, _only_the_newest_removed_segment_keeps_its_pages)
+
+
+def _only_the_newest_removed_segment_keeps_its_pages(disk: Path) -> None:
     clock = ManualClock()
     log = _log(disk, clock, segments=3, recycle=True)
     removed = [segment.log for segment in log.segments[:3]]
@@ -86,6 +130,10 @@ def test_with_recycling_only_the_newest_removed_segment_keeps_its_pages(
 
 
 def test_without_recycling_every_removed_segment_drops_its_pages(disk: Path) -> None:
+    attempts(disk, _every_removed_segment_drops_its_pages)
+
+
+def _every_removed_segment_drops_its_pages(disk: Path) -> None:
     clock = ManualClock()
     log = _log(disk, clock, segments=2, recycle=False)
     removed = [segment.log for segment in log.segments[:2]]
@@ -138,6 +186,11 @@ def test_a_dropper_outlives_the_file_it_was_made_for(tmp_path: Path) -> None:
 def test_a_dropper_drops_pages_not_yet_written_back(disk: Path) -> None:
     """A removed segment younger than the kernel's writeback age still has dirty pages,
     which POSIX_FADV_DONTNEED alone leaves in memory: the dropper writes them first."""
+    attempts(disk, _a_dropper_drops_dirty_pages)
+
+
+def _a_dropper_drops_dirty_pages(disk: Path) -> None:
+    disk.mkdir()
     path = disk / "00000000000000000000.log"
     records = FileRecords.open(path)
     records.append(b"d" * (1 << 20))  # dirty: nothing fsynced
@@ -154,6 +207,10 @@ def test_on_the_deletion_thread_removed_segments_drop_dirty_pages_too(
     """What the ``sluice broker`` process's deletion thread runs, run here in turn."""
     work: queue.Queue[Callable[[], None]] = queue.Queue()
     monkeypatch.setattr(deletion, "_queue", work)
+    attempts(disk, functools.partial(_on_the_deletion_thread, work))
+
+
+def _on_the_deletion_thread(work: queue.Queue[Callable[[], None]], disk: Path) -> None:
     clock = ManualClock()
     log = _log(disk, clock, segments=2, recycle=False, fsync=False)
     removed = [segment.log for segment in log.segments[:2]]
