@@ -12,9 +12,8 @@ or acks=all on a single node) is written straight away, without a task. An answe
 waits (a parked Fetch, an acks=all Produce; :class:`~sluice.server.answer.Answer`) is
 written inside whatever sets it, when it is its turn and holds no file region, not a
 loop turn later by its task. Any other request first waits until every earlier answer
-is written. Oversized or malformed
-frames, unknown APIs and unsupported versions close that connection; the broker keeps
-serving.
+is written. Oversized or malformed frames, unknown APIs and unsupported versions close
+that connection; the broker keeps serving.
 """
 
 from __future__ import annotations
