@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from confluent_kafka.admin import AdminClient
 import brokers
 import compare_report
 import raw_reader
+from compare_report import fmt
 from produce_consume import create_topic
 from raw_writer import BatchTemplates, connect, failed_partitions, produce_request, send_buffers
 from sluice.server.replica_fetch_wire import FetchPartitionRequest
@@ -147,16 +147,8 @@ def run_broker(name: str, args: argparse.Namespace) -> dict[str, Figures | str]:
 
 
 def median(runs: list[dict[str, Figures | str]], case: str, metric: str) -> float | None:
-    values = []
-    for run in runs:
-        found = run.get(case)
-        if isinstance(found, dict) and metric in found:
-            values.append(found[metric])
-    return statistics.median(values) if values else None
-
-
-def fmt(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
+    """compare_report's median over the runs where ``case`` gave figures."""
+    return compare_report.median([f for r in runs if isinstance(f := r.get(case), dict)], metric)
 
 
 def print_table(results: dict[str, list[dict[str, Figures | str]]]) -> None:
@@ -167,10 +159,10 @@ def print_table(results: dict[str, list[dict[str, Figures | str]]]) -> None:
         for name in names:
             runs = results[name]
             errors = [r[case] for r in runs if isinstance(r.get(case), str)]
-            print(f"{case:22s} {name:8s} {fmt(median(runs, case, 'requests/s'), 0):>11s} "
-                  f"{fmt(median(runs, case, 'p50 ms'), 3):>8s} "
-                  f"{fmt(median(runs, case, 'p99 ms'), 3):>8s} "
-                  f"{fmt(median(runs, case, 'broker CPU us/request'), 0):>11s}"
+            print(f"{case:22s} {name:8s} {fmt(median(runs, case, 'requests/s')):>11s} "
+                  f"{fmt(median(runs, case, 'p50 ms')):>8s} "
+                  f"{fmt(median(runs, case, 'p99 ms')):>8s} "
+                  f"{fmt(median(runs, case, 'broker CPU us/request')):>11s}"
                   + (f"  ({len(errors)} failed: {errors[0]})" if errors else ""))  # fmt: skip
         if len(names) == 2:
             a = median(results[names[0]], case, "broker CPU us/request")

@@ -197,11 +197,7 @@ class KafkaServer:
         while conn.pending:
             correlation_id, answer = conn.pending[0]
             try:
-                response = await answer
-                if type(answer) is Answer and answer.written:
-                    await conn.writer.drain()
-                elif response is not None:
-                    await write_segments(conn.writer, _segments(correlation_id, answer, response))
+                await _send(conn, correlation_id, answer, await answer)
             except Exception as exc:
                 if not isinstance(exc, ConnectionError):
                     log.exception("error answering a produce request from %s", conn.peer)
@@ -324,19 +320,22 @@ class KafkaServer:
                 return False
             if not await self._written(conn):  # an immediate produce answer waits its turn
                 return False
-            if type(answer) is Answer and answer.written:
-                await conn.writer.drain()
-            elif response is not None:
-                segments = _segments(request.header.correlation_id, answer, response)
-                await write_segments(conn.writer, segments)
+            await _send(conn, request.header.correlation_id, answer, response)
             conn.last_active = time.monotonic()
             return True
         finally:
             self._done(1)
 
 
-def _segments(correlation_id: int, answer: Any, response: Any) -> list[Any]:
-    """The answer's encoded segments: those an :class:`Answer` kept, or encoded now."""
-    if type(answer) is Answer and answer.encoded is not None:
-        return answer.encoded
-    return encode_response_segments(correlation_id, response)
+async def _send(conn: _Connection, correlation_id: int, answer: Any, response: Any) -> None:
+    """Write ``response`` (None: no answer) unless its :class:`Answer` was written when
+    set; then only wait for the socket to drain. Segments an Answer kept are reused."""
+    if type(answer) is Answer:
+        if answer.written:
+            await conn.writer.drain()
+            return
+        if answer.encoded is not None:
+            await write_segments(conn.writer, answer.encoded)
+            return
+    if response is not None:
+        await write_segments(conn.writer, encode_response_segments(correlation_id, response))
