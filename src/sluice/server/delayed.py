@@ -85,8 +85,8 @@ class DelayedProduce(DelayedOperation):
         for status in self.statuses.values():
             if status.acks_pending:
                 status.acks_pending, status.error = False, ErrorCode.request_timed_out
-        # The callback holds the request, whose records are views of a reused receive
-        # buffer; the completed operation may stay in the watcher lists until a purge.
+        # Whatever the callback holds is let go: the completed operation may stay in the
+        # watcher lists until a purge.
         callback, self.callback = self.callback, _answered
         callback(self.statuses)
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from sluice.server.broker import Broker
 
 
-def _response(request: Request, statuses: dict[TopicPartition, ProducePartitionStatus]) -> Any:
+def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatus]) -> Any:
     """The answer, hand-encoded: the broker accepts Produce v3-11 (``DEFAULT_VERSIONS``),
     exactly the versions ``encode_produce_response`` writes."""
     by_topic: dict[str, list[PartitionResult]] = {}
@@ -26,7 +26,7 @@ def _response(request: Request, statuses: dict[TopicPartition, ProducePartitionS
             (tp.partition, s.error, s.base_offset, s.log_append_time if s.log_append_time
              >= 0 else -1, s.log_start_offset, s.error_message)
         )  # fmt: skip
-    return encode_produce_response(request.api_version, by_topic.items())
+    return encode_produce_response(version, by_topic.items())
 
 
 def handle(broker: Broker, request: Request) -> Any:
@@ -40,7 +40,7 @@ def handle(broker: Broker, request: Request) -> Any:
             for t in body.topic_data
             for p in t.partition_data
         }
-        return _response(request, statuses)
+        return _response(request.api_version, statuses)
     entries: dict[TopicPartition, bytes] = {}
     early: dict[TopicPartition, ProducePartitionStatus] = {}
     for topic in body.topic_data:
@@ -66,12 +66,16 @@ def handle(broker: Broker, request: Request) -> Any:
     # does) and the network layer awaits this future itself, or writes it when it is set:
     # no task per produce.
     future = Answer(loop=asyncio.get_running_loop())
+    # Only the version is kept for the answer: the request's records are views of the
+    # connection's receive buffer, which it reuses for the next large frame as soon as
+    # the append no longer needs them, not when an acks=all wait ends.
+    version = request.api_version
 
     def done(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
         if future.done():
             return
         try:
-            future.set_result(_response(request, {**early, **statuses}))
+            future.set_result(_response(version, {**early, **statuses}))
         except Exception as exc:  # answered as an error by the network layer
             future.set_exception(exc)
 
