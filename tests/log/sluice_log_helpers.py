@@ -1,10 +1,14 @@
-"""Test-only helpers for the log tests: a v2 record batch encoder/decoder and a manual clock."""
+"""Test-only helpers for the log tests: a v2 record batch encoder/decoder, a manual clock,
+and :func:`attempts` for scenarios that depend on what the kernel drops (see conftest.py)."""
 
 from __future__ import annotations
 
 import gzip
 import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import cramjam
 from crc32c import crc32c
@@ -12,6 +16,7 @@ from crc32c import crc32c
 from sluice.log.cleaner_records import _unsnappy
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+ATTEMPTS = 5
 
 
 class ManualClock:
@@ -213,3 +218,17 @@ def _read_bytes(data: bytes, pos: int) -> tuple[bytes | None, int]:
 def values_of(buf: bytes) -> list[tuple[int, bytes | None]]:
     """(offset, value) of every record in ``buf``."""
     return [(r.offset, r.value) for _, recs in decode_batches(buf) for r in recs]
+
+
+def attempts(disk: Path, scenario: Callable[[Path], None]) -> None:
+    """Run ``scenario`` in a fresh directory under ``disk`` until it passes, at most
+    ``ATTEMPTS`` times, 0.05, 0.1, 0.2 and 0.4 s apart (a retry of what the kernel did,
+    not a wait for the code under test); the last failure is raised."""
+    for attempt in range(ATTEMPTS):
+        try:
+            scenario(disk / f"attempt-{attempt}")
+            return
+        except AssertionError:
+            if attempt == ATTEMPTS - 1:
+                raise
+        time.sleep(0.05 * 2**attempt)

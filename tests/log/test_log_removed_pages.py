@@ -3,12 +3,8 @@ file is deleted file.delete.delay.ms later (sluice.log.local_log._drop_pages_of_
 
 The kernel drops clean pages only: most files here are fsynced first; the deletion
 thread writes dirty ones back before dropping them. And it drops them on a best-effort
-basis: on the test VM (Linux 6.18, ext4) one ``POSIX_FADV_DONTNEED`` in ten or twenty
-left a page in the cache, and another call tens of milliseconds later dropped it (the
-same happens to pages just read back from the disk, and such refusals come in runs).
-So each scenario that asserts what the kernel dropped runs on fresh files up to
-``ATTEMPTS`` times, further apart each time, and passes on the first clean observation;
-one where the log does not ask for the drop fails every time."""
+basis, so each scenario that asserts what the kernel dropped runs through
+``sluice_log_helpers.attempts`` in the ``disk`` fixture's directory (tests/log/conftest.py)."""
 
 from __future__ import annotations
 
@@ -20,45 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import ManualClock, Rec, build_batch
+from sluice_log_helpers import ManualClock, Rec, attempts, build_batch
 
 from sluice.log import Log, LogConfig, deletion, file_records
 from sluice.log.file_records import FileRecords
 
 DELAY = 60_000
-ATTEMPTS = 5
 SETTLE_S = 5.0
-PROBE_TRIES = 20
-
-
-def attempts(disk: Path, scenario: Callable[[Path], None]) -> None:
-    """Run ``scenario`` in a fresh directory under ``disk`` until it passes, at most
-    ``ATTEMPTS`` times, 0.05, 0.1, 0.2 and 0.4 s apart (a retry of what the kernel did,
-    not a wait for the code under test); the last failure is raised."""
-    for attempt in range(ATTEMPTS):
-        try:
-            scenario(disk / f"attempt-{attempt}")
-            return
-        except AssertionError:
-            if attempt == ATTEMPTS - 1:
-                raise
-        time.sleep(0.05 * 2**attempt)
-
-
-@pytest.fixture
-def disk(tmp_path: Path) -> Path:
-    """``tmp_path``, where dropped pages can be seen to go: not on tmpfs (whose pages are
-    the file) nor where ``RWF_NOWAIT`` probes cannot tell (:meth:`FileRecords.cached`)."""
-    for attempt in range(PROBE_TRIES):
-        probe = FileRecords.open(tmp_path / f"probe-{attempt}")
-        probe.append(b"p" * 8192)
-        os.fsync(probe.fileno())
-        probe.cache_dropper()()
-        dropped = not probe.cached()
-        probe.delete()
-        if dropped:
-            return tmp_path
-    pytest.skip(f"{tmp_path} keeps a file's pages after POSIX_FADV_DONTNEED, or cannot say")
 
 
 def _log(
