@@ -53,12 +53,10 @@ def _settle(records: FileRecords) -> None:
     ones just written (which the kernel may keep for a few milliseconds; dropped again
     until it lets them go, for at most ``SETTLE_S``), then read the file back."""
     deadline = time.monotonic() + SETTLE_S
-    drop = records.cache_dropper(write_back_first=False)
     while True:
-        drop()
+        records.cache_dropper(write_back_first=False)()  # a dropper is single-use
         if not records.cached() or time.monotonic() > deadline:
             break
-        drop = records.cache_dropper(write_back_first=False)
     records.read(0, records.size)
 
 

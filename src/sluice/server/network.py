@@ -36,10 +36,9 @@ from sluice.protocol import (
     decode_request,
     encode_response_segments,
 )
-from sluice.protocol.fetch import is_file_region
 from sluice.server.answer import Answer
 from sluice.server.connection import KafkaConnectionProtocol, ResponseWriter
-from sluice.server.sendfile import write_segments
+from sluice.server.sendfile import holds_file_region, write_segments
 
 __all__ = ["CLIENT_HOST", "Handler", "KafkaServer"]
 
@@ -253,7 +252,7 @@ class KafkaServer:
             segments = encode_response_segments(correlation_id, result)
         except Exception:  # the task encodes it again, and reports and closes
             return
-        if any(is_file_region(segment) for segment in segments):
+        if holds_file_region(segments):
             answer.encoded = segments
             return
         conn.writer.writelines(segments)

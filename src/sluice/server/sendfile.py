@@ -34,7 +34,13 @@ from typing import Any, Final, Protocol
 
 from sluice.protocol.fetch import is_file_region
 
-__all__ = ["CLOSED_CHECK_S", "ResponseWriter", "SendfileSource", "write_segments"]
+__all__ = [
+    "CLOSED_CHECK_S",
+    "ResponseWriter",
+    "SendfileSource",
+    "holds_file_region",
+    "write_segments",
+]
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +81,14 @@ class SendfileSource:
         return offset
 
 
+def holds_file_region(segments: list[Any]) -> bool:
+    """Whether an encoded response has a file region to send (else it is all buffers)."""
+    return any(is_file_region(segment) for segment in segments)
+
+
 async def write_segments(writer: ResponseWriter, segments: list[Any]) -> None:
     """Write a response: buffers as they are, file regions zero-copy with ``sendfile``."""
-    if not any(is_file_region(segment) for segment in segments):
+    if not holds_file_region(segments):
         writer.writelines(segments)
         await writer.drain()
         return
