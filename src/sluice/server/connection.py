@@ -10,9 +10,11 @@ handler without passing through an intermediate ``bytes`` object or a stream buf
 * A frame that does not fit (a produce request of up to a MiB, say) is received into a
   buffer of its own size, straight from the socket: once its size prefix is known,
   the rest of the frame is read into place, and the frame is handed on as a read-only
-  view of it, with no copy at all. That buffer is reused for the next large frame
-  when nothing still refers to the previous one (a bytearray with live views refuses
-  to be resized, which is how the check is made), else a new one is taken.
+  view of it, with no copy at all. Meanwhile the socket's receive low-water mark is the
+  rest of the frame, so the loop wakes once for it, not per segment
+  (:class:`~sluice.server.low_water.ReceiveLowWater`). That buffer is reused for the
+  next large frame when nothing still refers to the previous one (a bytearray with live
+  views refuses to be resized, which is how the check is made), else a new one is taken.
 
 Frames queue up to :data:`MAX_QUEUED_BYTES`; beyond that reading pauses until the
 connection's task has taken them (back-pressure, as a stream reader's limit gives).
@@ -30,6 +32,7 @@ from typing import Any
 
 from sluice.protocol._wire import INT32
 from sluice.protocol.errors import FrameSizeError, FrameTooLargeError, NegativeFrameSizeError
+from sluice.server.low_water import ReceiveLowWater
 
 __all__ = ["KafkaConnectionProtocol", "ResponseWriter"]
 
@@ -110,6 +113,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         "_spares",
         "_start",
         "_waiter",
+        "low_water",
         "transport",
         "writer",
     )  # fmt: skip
@@ -130,11 +134,13 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self.transport: asyncio.Transport | None = None
         self.writer: ResponseWriter | None = None
+        self.low_water: ReceiveLowWater | None = None
 
     # -- asyncio callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport
         self.writer = ResponseWriter(transport)  # type: ignore[arg-type]
+        self.low_water = ReceiveLowWater(transport)
         self._on_connect(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -173,6 +179,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         frame = self._frame
         if frame is not None:
             self._filled += nbytes
+            if self.low_water is not None:
+                self.low_water.expect(len(frame) - self._filled)
             if self._filled == len(frame):
                 self._frame = None
                 self._deliver(frame.toreadonly())
@@ -208,6 +216,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
                 have = end - body
                 frame[:have] = buf[body:end]
                 self._frame, self._filled = frame, have
+                if self.low_water is not None:
+                    self.low_water.expect(size - have)
                 start = end = 0
             break
         if start == end:

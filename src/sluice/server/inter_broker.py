@@ -36,6 +36,7 @@ from sluice.controller.requests import (
     UpdateMetadataResponse,
 )
 from sluice.protocol import ErrorCode, encode_request
+from sluice.server.low_water import ReceiveLowWater
 
 try:  # the protocol package's response decoder, when present
     from sluice.protocol.responses import decode_response
@@ -331,7 +332,8 @@ class _ResponseReader(asyncio.BufferedProtocol):
     """Receives the size-prefixed answers of one connection with one request in flight,
     straight from the socket into buffers: small frames through one 64 KiB scratch buffer
     (then copied out once), large ones into a buffer of their own, or into one buffer
-    reused from frame to frame when the request said so (the replica fetcher's)."""
+    reused from frame to frame when the request said so (the replica fetcher's). While a
+    large one arrives the socket wakes the loop once for its rest (:class:`ReceiveLowWater`)."""
 
     def __init__(self) -> None:
         self._scratch = bytearray(RESPONSE_SCRATCH_BYTES)
@@ -344,6 +346,7 @@ class _ResponseReader(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[bytes | memoryview] | None = None
         self._error: BaseException | None = None
         self.transport: asyncio.Transport | None = None
+        self.low_water: ReceiveLowWater | None = None
 
     def expect(self, reuse: bool) -> asyncio.Future[bytes | memoryview]:
         """The future of the next frame; with ``reuse`` a large frame is a view into the
@@ -358,6 +361,7 @@ class _ResponseReader(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.low_water = ReceiveLowWater(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(exc or ConnectionResetError("connection closed by the broker"))
@@ -370,6 +374,8 @@ class _ResponseReader(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._target is not None:
             self._filled += nbytes
+            if self.low_water is not None:
+                self.low_water.expect(self._size - self._filled)
             if self._filled == self._size:
                 frame, self._target = self._target, None
                 self._deliver(frame)
@@ -398,6 +404,8 @@ class _ResponseReader(asyncio.BufferedProtocol):
         target = memoryview(large)[:size]
         target[:got] = self._scratch_view[4 : self._have]
         self._have, self._target, self._size, self._filled = 0, target, size, got
+        if self.low_water is not None:
+            self.low_water.expect(size - got)
 
     def _deliver(self, frame: bytes | memoryview) -> None:
         waiter, self._waiter = self._waiter, None

@@ -1,0 +1,207 @@
+"""ReceiveLowWater: while a large frame arrives the socket's SO_RCVLOWAT is the frame's rest,
+never more, and 1 between frames; on a real loopback socket large frames, the small ones
+after them and an end of stream mid-frame all still arrive."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sluice.server.connection import RECEIVE_BUFFER_BYTES, KafkaConnectionProtocol
+from sluice.server.inter_broker import _ResponseReader
+from sluice.server.low_water import MIN_LOW_WATER_BYTES, ReceiveLowWater
+
+LARGE = RECEIVE_BUFFER_BYTES // 2 + MIN_LOW_WATER_BYTES + 1
+"""A frame this size gets a buffer of its own and a raised mark."""
+
+
+class FakeSocket:
+    def __init__(self, refuse: bool = False) -> None:
+        self.mark = 1
+        self.calls = 0
+        self.refuse = refuse
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        assert (level, option) == (socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+        self.calls += 1
+        if self.refuse:
+            raise OSError("not supported")
+        self.mark = value
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self, sock: FakeSocket) -> None:
+        super().__init__()
+        self.sock = sock
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.sock if name == "socket" else default
+
+    def close(self) -> None:
+        pass
+
+
+def framed(payloads: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+
+
+def feed(protocol: asyncio.BufferedProtocol, data: bytes, cuts: list[int], check: Any) -> None:
+    """What the event loop does, one chunk at a time, calling ``check`` after each."""
+    pos = 0
+    sizes = iter(cuts)
+    while pos < len(data):
+        buf = protocol.get_buffer(-1)
+        take = min(len(buf), next(sizes, len(data)), len(data) - pos)
+        buf[:take] = data[pos : pos + take]
+        del buf
+        protocol.buffer_updated(take)
+        pos += take
+        check()
+
+
+payloads = st.lists(
+    st.sampled_from([b"s" * 40, b"m" * 9_000, b"L" * LARGE, b"X" * (3 * LARGE)]),
+    min_size=1,
+    max_size=5,
+)
+cuts = st.lists(st.integers(1, 300_000), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(payloads, cuts)
+def test_the_server_side_mark_never_exceeds_the_rest_of_the_frame(
+    frames: list[bytes], chunks: list[int]
+) -> None:
+    sock = FakeSocket()
+    protocol = KafkaConnectionProtocol(1 << 22, lambda _p: None)
+    protocol.connection_made(FakeTransport(sock))
+
+    def check() -> None:
+        frame = protocol._frame
+        rest = len(frame) - protocol._filled if frame is not None else 0
+        assert sock.mark <= max(rest, 1)
+        if rest <= MIN_LOW_WATER_BYTES:
+            assert sock.mark == 1
+        else:
+            assert sock.mark == rest  # raised for the whole rest
+
+    feed(protocol, framed(frames), chunks, check)
+    assert sock.mark == 1
+    got = [bytes(protocol._frames.popleft()) for _ in range(len(protocol._frames))]
+    assert got == frames
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([b"a" * 100, b"B" * LARGE, b"C" * (3 * LARGE)]), cuts)
+def test_the_inter_broker_reader_mark_never_exceeds_the_rest_of_the_answer(
+    payload: bytes, chunks: list[int]
+) -> None:
+    sock = FakeSocket()
+    reader = _ResponseReader()
+    reader.connection_made(FakeTransport(sock))
+
+    async def run() -> bytes:
+        answer = reader.expect(reuse=True)
+
+        def check() -> None:
+            target = reader._target
+            rest = reader._size - reader._filled if target is not None else 0
+            assert sock.mark == (rest if rest > MIN_LOW_WATER_BYTES else 1)
+
+        feed(reader, framed([payload]), chunks, check)
+        return bytes(await answer)
+
+    assert asyncio.run(run()) == payload
+    assert sock.mark == 1
+
+
+def test_a_refused_option_leaves_the_socket_waking_per_segment() -> None:
+    sock = FakeSocket(refuse=True)
+    protocol = KafkaConnectionProtocol(1 << 22, lambda _p: None)
+    protocol.connection_made(FakeTransport(sock))
+    feed(protocol, framed([b"L" * LARGE, b"L" * LARGE]), [1000], lambda: None)
+    assert sock.calls == 1  # tried once, then never again
+    assert [len(protocol._frames.popleft()) for _ in range(2)] == [LARGE, LARGE]
+
+
+def test_without_a_socket_nothing_is_set() -> None:
+    low = ReceiveLowWater(FakeTransport(None))  # type: ignore[arg-type]
+    low.expect(10 * MIN_LOW_WATER_BYTES)
+    assert low.mark == 1
+
+
+async def _until(condition: Any, timeout_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met before the deadline")
+        await asyncio.sleep(0.005)
+
+
+async def _serve_one() -> tuple[asyncio.Server, list[KafkaConnectionProtocol]]:
+    accepted: list[KafkaConnectionProtocol] = []
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: KafkaConnectionProtocol(1 << 24, accepted.append), "127.0.0.1", 0
+    )
+    return server, accepted
+
+
+def _kernel_mark(protocol: KafkaConnectionProtocol) -> int:
+    assert protocol.transport is not None
+    sock = protocol.transport.get_extra_info("socket")
+    return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_RCVLOWAT"), reason="no SO_RCVLOWAT here")
+def test_on_loopback_a_large_frame_and_the_small_one_behind_it_arrive() -> None:
+    big = bytes(range(256)) * (1 << 12)  # 1 MiB
+    wire = framed([big, b"after"])
+    head = 4 + 100_000
+
+    async def run() -> None:
+        server, accepted = await _serve_one()
+        port = server.sockets[0].getsockname()[1]
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(wire[:head])
+        await writer.drain()
+        await _until(lambda: accepted and accepted[0]._frame is not None)
+        protocol = accepted[0]
+        assert protocol._filled < head - 4  # the bytes sent so far are not all taken:
+        assert _kernel_mark(protocol) == len(big) - protocol._filled  # it waits for the rest
+        writer.write(wire[head:])
+        await writer.drain()
+        first = await asyncio.wait_for(protocol.next_frame(), 10)
+        second = await asyncio.wait_for(protocol.next_frame(), 10)
+        assert first is not None and bytes(first) == big
+        assert second == b"after"
+        assert _kernel_mark(protocol) == 1
+        writer.close()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(run())
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_RCVLOWAT"), reason="no SO_RCVLOWAT here")
+def test_on_loopback_a_peer_closing_mid_frame_ends_the_connection() -> None:
+    async def run() -> None:
+        server, accepted = await _serve_one()
+        port = server.sockets[0].getsockname()[1]
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(struct.pack(">i", 1 << 20) + b"x" * 200_000)
+        await writer.drain()
+        await _until(lambda: accepted and accepted[0]._frame is not None)
+        assert _kernel_mark(accepted[0]) > 1
+        writer.close()  # the rest never comes: the end of stream still wakes the loop
+        assert await asyncio.wait_for(accepted[0].next_frame(), 10) is None
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(run())
