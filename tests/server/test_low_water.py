@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import sys
 from typing import Any
 
 import pytest
@@ -19,6 +20,8 @@ from sluice.server.low_water import MIN_LOW_WATER_BYTES, ReceiveLowWater
 
 LARGE = RECEIVE_BUFFER_BYTES // 2 + MIN_LOW_WATER_BYTES + 1
 """A frame this size gets a buffer of its own and a raised mark."""
+
+linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the mark is raised on Linux only")
 
 
 class FakeSocket:
@@ -73,6 +76,7 @@ payloads = st.lists(
 cuts = st.lists(st.integers(1, 300_000), max_size=40)
 
 
+@linux_only
 @settings(max_examples=60, deadline=None)
 @given(payloads, cuts)
 def test_the_server_side_mark_never_exceeds_the_rest_of_the_frame(
@@ -97,6 +101,7 @@ def test_the_server_side_mark_never_exceeds_the_rest_of_the_frame(
     assert got == frames
 
 
+@linux_only
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from([b"a" * 100, b"B" * LARGE, b"C" * (3 * LARGE)]), cuts)
 def test_the_inter_broker_reader_mark_never_exceeds_the_rest_of_the_answer(
@@ -121,6 +126,7 @@ def test_the_inter_broker_reader_mark_never_exceeds_the_rest_of_the_answer(
     assert sock.mark == 1
 
 
+@linux_only
 def test_a_refused_option_leaves_the_socket_waking_per_segment() -> None:
     sock = FakeSocket(refuse=True)
     protocol = KafkaConnectionProtocol(1 << 22, lambda _p: None)
@@ -159,7 +165,7 @@ def _kernel_mark(protocol: KafkaConnectionProtocol) -> int:
     return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
 
 
-@pytest.mark.skipif(not hasattr(socket, "SO_RCVLOWAT"), reason="no SO_RCVLOWAT here")
+@linux_only
 def test_on_loopback_a_large_frame_and_the_small_one_behind_it_arrive() -> None:
     big = bytes(range(256)) * (1 << 12)  # 1 MiB
     wire = framed([big, b"after"])
@@ -189,7 +195,7 @@ def test_on_loopback_a_large_frame_and_the_small_one_behind_it_arrive() -> None:
     asyncio.run(run())
 
 
-@pytest.mark.skipif(not hasattr(socket, "SO_RCVLOWAT"), reason="no SO_RCVLOWAT here")
+@linux_only
 def test_on_loopback_a_peer_closing_mid_frame_ends_the_connection() -> None:
     async def run() -> None:
         server, accepted = await _serve_one()

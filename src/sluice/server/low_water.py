@@ -14,14 +14,16 @@ The mark never exceeds what the peer still owes for the frame, so a peer that se
 frame whole is never waited for longer than before. Linux reports a socket readable
 regardless of the mark on end of stream, on an error, and when the receive window is
 nearly closed (so a mark the buffer could not hold does not stall the sender); it also
-grows the receive buffer to hold the mark. Where the option is missing or refused, the
-socket keeps waking per segment, as without this class.
+grows the receive buffer to hold the mark. Those guarantees are Linux's, so the mark is
+only raised there; elsewhere, or where the option is refused, the socket keeps waking
+per segment, as without this class.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 
 __all__ = ["MIN_LOW_WATER_BYTES", "ReceiveLowWater"]
 
@@ -29,7 +31,7 @@ MIN_LOW_WATER_BYTES = 1 << 16
 """A rest of a frame at most this large is read as it comes (mark 1): one or two
 segments, not worth two system calls."""
 
-_OPTION: int = getattr(socket, "SO_RCVLOWAT", -1)  # -1: the platform has none
+_OPTION: int = getattr(socket, "SO_RCVLOWAT", -1) if sys.platform == "linux" else -1
 
 
 class ReceiveLowWater:
