@@ -134,7 +134,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self.transport: asyncio.Transport | None = None
         self.writer: ResponseWriter | None = None
-        self.low_water: ReceiveLowWater | None = None
+        self.low_water = ReceiveLowWater()  # bound to the socket once connected
 
     # -- asyncio callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -179,8 +179,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
         frame = self._frame
         if frame is not None:
             self._filled += nbytes
-            if self.low_water is not None:
-                self.low_water.expect(len(frame) - self._filled)
+            self.low_water.expect(len(frame) - self._filled)
             if self._filled == len(frame):
                 self._frame = None
                 self._deliver(frame.toreadonly())
@@ -216,8 +215,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol):
                 have = end - body
                 frame[:have] = buf[body:end]
                 self._frame, self._filled = frame, have
-                if self.low_water is not None:
-                    self.low_water.expect(size - have)
+                self.low_water.expect(size - have)
                 start = end = 0
             break
         if start == end:

@@ -346,7 +346,7 @@ class _ResponseReader(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[bytes | memoryview] | None = None
         self._error: BaseException | None = None
         self.transport: asyncio.Transport | None = None
-        self.low_water: ReceiveLowWater | None = None
+        self.low_water = ReceiveLowWater()  # bound to the socket once connected
 
     def expect(self, reuse: bool) -> asyncio.Future[bytes | memoryview]:
         """The future of the next frame; with ``reuse`` a large frame is a view into the
@@ -374,8 +374,7 @@ class _ResponseReader(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._target is not None:
             self._filled += nbytes
-            if self.low_water is not None:
-                self.low_water.expect(self._size - self._filled)
+            self.low_water.expect(self._size - self._filled)
             if self._filled == self._size:
                 frame, self._target = self._target, None
                 self._deliver(frame)
@@ -404,8 +403,7 @@ class _ResponseReader(asyncio.BufferedProtocol):
         target = memoryview(large)[:size]
         target[:got] = self._scratch_view[4 : self._have]
         self._have, self._target, self._size, self._filled = 0, target, size, got
-        if self.low_water is not None:
-            self.low_water.expect(size - got)
+        self.low_water.expect(size - got)
 
     def _deliver(self, frame: bytes | memoryview) -> None:
         waiter, self._waiter = self._waiter, None

@@ -39,8 +39,9 @@ class ReceiveLowWater:
 
     __slots__ = ("_mark", "_sock")
 
-    def __init__(self, transport: asyncio.BaseTransport) -> None:
-        sock = transport.get_extra_info("socket")
+    def __init__(self, transport: asyncio.BaseTransport | None = None) -> None:
+        """``transport`` None (not connected yet): nothing is ever set."""
+        sock = transport.get_extra_info("socket") if transport is not None else None
         self._sock = sock if _OPTION >= 0 and sock is not None else None
         self._mark = 1
 
