@@ -148,6 +148,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "per partition.",
     ),
     ConfigDef(
+        "log.segment.drop.read.pages",
+        "bool",
+        True,
+        "Sluice: free the page-cache pages of an inactive segment once every reader that "
+        "fetched from the partition in the last 5 minutes (consumers by connection, "
+        "followers by broker id) has fetched past it, so appends reuse those pages instead "
+        "of taking new ones; a reader that comes later or falls back reads it from disk.",
+    ),
+    ConfigDef(
         "log.write.thread",
         "bool",
         False,
@@ -260,6 +269,10 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         ("log.retention.ms", ConfigDef("retention.ms", "long", None, "", min=-1)),
         ("log.segment.bytes", ConfigDef("segment.bytes", "int", None, "", min=14)),
         ("log.segment.recycle", ConfigDef("segment.recycle", "bool", None, "")),
+        (
+            "log.segment.drop.read.pages",
+            ConfigDef("segment.drop.read.pages", "bool", None, ""),
+        ),
         ("log.index.size.max.bytes", ConfigDef("segment.index.bytes", "int", None, "", min=4)),
         ("log.roll.ms", ConfigDef("segment.ms", "long", None, "", min=1)),
         (

@@ -4,19 +4,24 @@ and :func:`attempts` for scenarios that depend on what the kernel drops (see con
 from __future__ import annotations
 
 import gzip
+import os
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import cramjam
 from crc32c import crc32c
 
+from sluice.log import Log, LogConfig
 from sluice.log.cleaner_records import _unsnappy
+from sluice.log.file_records import FileRecords
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 ATTEMPTS = 5
+SETTLE_S = 5.0
 
 
 class ManualClock:
@@ -232,3 +237,34 @@ def attempts(disk: Path, scenario: Callable[[Path], None]) -> None:
             if attempt == ATTEMPTS - 1:
                 raise
         time.sleep(0.05 * 2**attempt)
+
+
+def segmented_log(
+    directory: Path, clock: ManualClock, segments: int, fsync: bool = True, **config: Any
+) -> Log:
+    """A log of ``segments`` full segments of two 200-byte records each (offsets 2i and
+    2i + 1 in segment i) and an active one holding offset 2 * ``segments``, all on disk
+    (``fsync``, their pages left clean: :func:`settle`) or some still dirty in the page
+    cache; ``config`` are further :class:`LogConfig` fields."""
+    one = len(build_batch([Rec(b"x" * 200, timestamp=clock())]))
+    log = Log(directory / "t-0", LogConfig(segment_bytes=2 * one, **config), clock=clock)
+    for i in range(2 * segments + 1):
+        log.append_as_leader(build_batch([Rec(b"%03d" % i + b"x" * 197, timestamp=clock())]), 0)
+    if fsync:
+        log.flush()
+        for segment in log.segments:
+            os.fsync(segment.log.fileno())
+            settle(segment.log)
+    return log
+
+
+def settle(records: FileRecords) -> None:
+    """Leave the file's pages in the cache as clean copies read from the disk: drop the
+    ones just written (which the kernel may keep for a few milliseconds; dropped again
+    until it lets them go, for at most ``SETTLE_S``), then read the file back."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        records.cache_dropper(write_back_first=False)()  # a dropper is single-use
+        if not records.cached() or time.monotonic() > deadline:
+            break
+    records.read(0, records.size)

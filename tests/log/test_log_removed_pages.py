@@ -11,53 +11,27 @@ from __future__ import annotations
 import functools
 import os
 import queue
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import ManualClock, Rec, attempts, build_batch
+from sluice_log_helpers import ManualClock, Rec, attempts, build_batch, segmented_log
 
-from sluice.log import Log, LogConfig, deletion, file_records
+from sluice.log import Log, deletion, file_records
 from sluice.log.file_records import FileRecords
 
 DELAY = 60_000
-SETTLE_S = 5.0
 
 
 def _log(
     tmp_path: Path, clock: ManualClock, segments: int, recycle: bool, fsync: bool = True
 ) -> Log:
-    """``segments`` full segments of two batches each and an active one, all on disk
-    (``fsync``) or some still dirty in the page cache."""
-    one = len(build_batch([Rec(b"x" * 200, timestamp=clock())]))
-    config = LogConfig(
-        segment_bytes=2 * one,
-        retention_bytes=0,
-        file_delete_delay_ms=DELAY,
-        segment_recycle=recycle,
-    )
-    log = Log(tmp_path / "t-0", config, clock=clock)
-    for i in range(2 * segments + 1):
-        log.append_as_leader(build_batch([Rec(b"%03d" % i + b"x" * 197, timestamp=clock())]), 0)
-    if fsync:
-        log.flush()
-        for segment in log.segments:
-            os.fsync(segment.log.fileno())
-            _settle(segment.log)
-    return log
-
-
-def _settle(records: FileRecords) -> None:
-    """Leave the file's pages in the cache as clean copies read from the disk: drop the
-    ones just written (which the kernel may keep for a few milliseconds; dropped again
-    until it lets them go, for at most ``SETTLE_S``), then read the file back."""
-    deadline = time.monotonic() + SETTLE_S
-    while True:
-        records.cache_dropper(write_back_first=False)()  # a dropper is single-use
-        if not records.cached() or time.monotonic() > deadline:
-            break
-    records.read(0, records.size)
+    """``segments`` full segments of two batches each and an active one (offsets 2i and
+    2i + 1 in segment i), retention removing all but the active one after ``DELAY``."""
+    return segmented_log(
+        tmp_path, clock, segments, fsync,
+        retention_bytes=0, file_delete_delay_ms=DELAY, segment_recycle=recycle,
+    )  # fmt: skip
 
 
 def test_with_recycling_only_the_newest_removed_segment_keeps_its_pages(

@@ -3,6 +3,7 @@ real logs in a temp dir, purgatories on a manual clock, no reaper threads, no sl
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import io
 import weakref
@@ -46,7 +47,7 @@ def batch(*values: bytes) -> bytes:
 
 
 class Harness:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, config: LogConfig | None = None) -> None:
         self.clock = ManualClock(0)
         self.purgatories: list[Any] = []
 
@@ -59,7 +60,7 @@ class Harness:
 
         self.rm = ReplicaManager(0, make, min_isr=lambda tp: self.min_isr)
         self.min_isr = 1
-        self.log = Log(tmp_path / "t-0", LogConfig())
+        self.log = Log(tmp_path / "t-0", config or LogConfig())
         self.partition = self.rm.add_partition(TP, self.log, [0])
 
     def expire(self, ms: int) -> None:
@@ -398,6 +399,30 @@ def test_read_committed_fetch_is_woken_by_the_lso_not_the_hw(h: Harness) -> None
     data = out[0][0][1]
     assert data.records.size > 0
     assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(7, 0)]
+
+
+def test_fetches_name_their_reader_to_the_log(tmp_path: Path) -> None:
+    """A log frees the pages of the segments below where all its recent readers fetch
+    (tests/log/test_log_read_pages.py has what the kernel then drops)."""
+    h = Harness(tmp_path, LogConfig(segment_bytes=len(batch(b"x" * 100))))
+    for _ in range(3):  # a segment each: offsets 0, 1 and the active one from 2
+        h.rm.append_records(1000, 1, {TP: batch(b"x" * 100)}, lambda s: None)
+    assert [s.base_offset for s in h.log.segments] == [0, 1, 2]
+
+    def fetch(offset: int, reader: int | None) -> None:
+        params = dataclasses.replace(fetch_params(max_wait_ms=0), reader=reader)
+        h.rm.fetch_messages(params, [PartitionFetch(TP, offset, 1 << 20)], lambda r: None)
+
+    fetch(0, reader=-1)
+    fetch(3, reader=-2)
+    assert h.log.pages_freed_below == 0  # -1 has read nothing yet
+    fetch(3, reader=None)  # an unnamed reader does not count
+    fetch(1, reader=-1)
+    assert h.log.pages_freed_below == 1  # both are past segment 0
+    fetch(3, reader=-1)
+    assert h.log.pages_freed_below == 2  # never the active segment
+    h.rm.shutdown()
+    h.log.close()
 
 
 # -- a caught-up follower parks without reading: checked against the general path ----

@@ -48,6 +48,8 @@ class LogConfig:
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60_000
     segment_recycle: bool = True  # Sluice's own: reuse removed segments' files (local_log.py)
+    # Sluice's own: free the pages of segments every recent reader has read (readers.py)
+    segment_drop_read_pages: bool = True
 
     def __post_init__(self) -> None:
         # Kafka's lower bounds: a segment must hold at least a minimal legacy record.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from sluice.common import TopicPartition
 from sluice.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata
@@ -244,13 +244,18 @@ class Partition:
         return self._hw
 
     def read_records(
-        self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation, min_one_message: bool
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+        reader: Hashable | None = None,
     ) -> LogReadInfo:
         # Offsets first, then the read: the read never goes past what was captured.
         hw, lso = self._hw, self.last_stable_offset
         leo, start = self.log.log_end_offset, self.log.log_start_offset
         limit = {FetchIsolation.LOG_END: leo, FetchIsolation.HIGH_WATERMARK: hw}.get(isolation, lso)
-        data = self.log.read(fetch_offset, max_bytes, limit, min_one_message)
+        data = self.log.read(fetch_offset, max_bytes, limit, min_one_message, reader)
         info = LogReadInfo(data, hw, lso, start, leo)
         if isolation is FetchIsolation.TXN_COMMITTED:
             info.aborted_transactions = (

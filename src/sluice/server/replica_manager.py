@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 
 from sluice.common import TopicPartition
@@ -48,6 +48,7 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation: FetchIsolation
+    reader: Hashable | None = None  # who fetches: a log frees pages all its readers read
 
     @property
     def is_from_follower(self) -> bool:
@@ -299,7 +300,9 @@ class ReplicaManager:
             )
             return FetchPartitionData(code)
         try:
-            info = partition.read_records(fetch.fetch_offset, max_bytes, params.isolation, min_one)
+            info = partition.read_records(
+                fetch.fetch_offset, max_bytes, params.isolation, min_one, params.reader
+            )
         except OffsetOutOfRangeException as exc:
             return FetchPartitionData(
                 ErrorCode.offset_out_of_range,
