@@ -2,7 +2,9 @@
 past it (``segment.drop.read.pages``; sluice.log.local_log.LocalLog.note_read).
 
 Segment i holds offsets 2i and 2i + 1 (sluice_log_helpers.segmented_log), so a reader
-fetching from offset 2i + 2 has read it. What the kernel dropped is probed with
+fetching from offset 2i + 2 has read it. Pages are freed only where the deletion thread
+runs (the ``sluice broker`` process): here its queue is a plain one, whose work each
+scenario runs in turn (``Deleter``). What the kernel dropped is probed with
 ``RWF_NOWAIT`` reads, each dropped file once (a probe that misses may start readahead),
 and each such scenario runs through ``attempts`` in the ``disk`` fixture's directory
 (tests/log/conftest.py)."""
@@ -24,6 +26,27 @@ from sluice.log.readers import READER_IDLE_MS
 MAX = 1 << 20
 
 
+class Deleter:
+    """The deletion thread's queue, run on demand."""
+
+    def __init__(self) -> None:
+        self.work: queue.Queue[Callable[[], None]] = queue.Queue()
+
+    def run(self) -> int:
+        done = 0
+        while not self.work.empty():
+            self.work.get()()
+            done += 1
+        return done
+
+
+@pytest.fixture
+def deleter(monkeypatch: pytest.MonkeyPatch) -> Deleter:
+    thread = Deleter()
+    monkeypatch.setattr(deletion, "_queue", thread.work)
+    return thread
+
+
 def _files(log: Log) -> list[FileRecords]:
     return [segment.log for segment in log.segments]
 
@@ -32,21 +55,25 @@ def _values(log: Log, offset: int) -> list[tuple[int, bytes | None]]:
     return values_of(log.read(offset, MAX).records.read())
 
 
-def test_pages_go_once_every_reader_has_read_past_them(disk: Path) -> None:
-    attempts(disk, _every_reader_has_read_past)
+def test_pages_go_once_every_reader_has_read_past_them(disk: Path, deleter: Deleter) -> None:
+    attempts(disk, functools.partial(_every_reader_has_read_past, deleter))
 
 
-def _every_reader_has_read_past(disk: Path) -> None:
+def _every_reader_has_read_past(deleter: Deleter, disk: Path) -> None:
     log = segmented_log(disk, ManualClock(), segments=3, segment_recycle=False)
     files = _files(log)
     log.read(0, MAX, reader="a")
     log.read(5, MAX, reader="b")
-    assert all(f.cached() for f in files)  # a has read nothing yet
+    assert deleter.run() == 0  # a has read nothing yet
+    assert all(f.cached() for f in files)
     log.read(4, MAX, reader="a")  # both past segments 0 and 1
+    assert deleter.run() == 2
     assert [f.cached() for f in files] == [False, False, True, True]
     log.read(6, MAX, reader="a")
+    assert deleter.run() == 0
     assert log.segments[2].log.cached()  # b is still in segment 2
     log.read(6, MAX, reader="b")
+    assert deleter.run() == 1
     assert not files[2].cached()
     assert files[3].cached()  # the active segment never goes
     # The records are all there, read back from the disk.
@@ -55,74 +82,83 @@ def _every_reader_has_read_past(disk: Path) -> None:
     log.close()
 
 
-def test_off_or_with_no_reader_named_the_pages_stay(disk: Path) -> None:
-    attempts(disk, _pages_stay)
+def test_off_with_no_reader_named_or_without_the_deletion_thread_the_pages_stay(
+    disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts(disk, functools.partial(_pages_stay, monkeypatch))
 
 
-def _pages_stay(disk: Path) -> None:
+def _pages_stay(monkeypatch: pytest.MonkeyPatch, disk: Path) -> None:
+    monkeypatch.setattr(deletion, "_queue", None)
+    inline = segmented_log(disk / "inline", ManualClock(), 2)
+    inline.read(4, MAX, reader="a")  # an embedded broker: no deletion thread
+    deleter = Deleter()
+    monkeypatch.setattr(deletion, "_queue", deleter.work)
     off = segmented_log(disk / "off", ManualClock(), 2, segment_drop_read_pages=False)
     off.read(4, MAX, reader="a")
     unnamed = segmented_log(disk / "unnamed", ManualClock(), 2)
     unnamed.read(4, MAX)  # an internal read: no reader
-    assert all(f.cached() for f in _files(off) + _files(unnamed))
-    off.close()
-    unnamed.close()
+    assert deleter.run() == 0
+    assert all(f.cached() for f in _files(inline) + _files(off) + _files(unnamed))
+    assert (inline.pages_freed_below, off.pages_freed_below, unnamed.pages_freed_below) == (
+        0, 0, 0,
+    )  # fmt: skip
+    for log in (inline, off, unnamed):
+        log.close()
 
 
 def test_a_reader_that_stopped_fetching_holds_pages_only_for_the_idle_limit(
-    disk: Path,
+    disk: Path, deleter: Deleter
 ) -> None:
-    attempts(disk, _idle_reader)
+    attempts(disk, functools.partial(_idle_reader, deleter))
 
 
-def _idle_reader(disk: Path) -> None:
+def _idle_reader(deleter: Deleter, disk: Path) -> None:
     clock = ManualClock()
     log = segmented_log(disk, clock, segments=2)
     files = _files(log)
     log.read(0, MAX, reader="stopped")
     clock.advance(READER_IDLE_MS)
     log.read(4, MAX, reader="tail")
-    assert all(f.cached() for f in files)  # idle for exactly the limit: still counts
+    assert deleter.run() == 0  # idle for exactly the limit: still counts
     clock.advance(1)
     log.read(4, MAX, reader="tail")
+    assert deleter.run() == 2
     assert [f.cached() for f in files] == [False, False, True]
     log.close()
 
 
-def test_a_truncation_forgets_the_readers(disk: Path) -> None:
+def test_a_truncation_forgets_the_readers(disk: Path, deleter: Deleter) -> None:
     """After a truncation the readers' offsets may name records that are gone; a slow
     reader seen before it no longer holds what follows."""
-    attempts(disk, _truncation)
+    attempts(disk, functools.partial(_truncation, deleter))
 
 
-def _truncation(disk: Path) -> None:
+def _truncation(deleter: Deleter, disk: Path) -> None:
     log = segmented_log(disk, ManualClock(), segments=3)
     log.read(0, MAX, reader="slow")
     log.read(6, MAX, reader="fast")
     assert log.truncate_to(4)
+    deleter.run()  # the removed segments' own drops
     files = _files(log)  # segments 0 and 1, and the (empty) active one from offset 4
     log.read(4, MAX, reader="fast")
+    assert deleter.run() == 2
     assert [f.cached() for f in files[:2]] == [False, False]
     log.close()
 
 
-def test_on_the_deletion_thread_dirty_pages_are_written_back_and_dropped(
-    disk: Path, monkeypatch: pytest.MonkeyPatch
+def test_dirty_pages_are_written_back_and_dropped_each_segment_once(
+    disk: Path, deleter: Deleter
 ) -> None:
-    """What the ``sluice broker`` process's deletion thread runs, run here in turn."""
-    work: queue.Queue[Callable[[], None]] = queue.Queue()
-    monkeypatch.setattr(deletion, "_queue", work)
-    attempts(disk, functools.partial(_on_the_deletion_thread, work))
+    attempts(disk, functools.partial(_dirty_pages, deleter))
 
 
-def _on_the_deletion_thread(work: queue.Queue[Callable[[], None]], disk: Path) -> None:
+def _dirty_pages(deleter: Deleter, disk: Path) -> None:
     log = segmented_log(disk, ManualClock(), segments=2, fsync=False)
     files = _files(log)
     log.read(4, MAX, reader="a")
-    assert work.qsize() == 2  # a dropper per read segment, queued for the thread
-    while not work.empty():
-        work.get()()
+    assert deleter.run() == 2  # a dropper per read segment
     assert [f.cached() for f in files] == [False, False, True]
     log.read(4, MAX, reader="a")
-    assert work.empty()  # each segment is dropped once
+    assert deleter.run() == 0  # each segment is dropped once
     log.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import io
+import queue
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from kio.static.primitive import i8, i16, i32, i64
 
 from sluice.clock import ManualClock
 from sluice.common import TopicPartition
-from sluice.log import Log, LogConfig
+from sluice.log import Log, LogConfig, deletion
 from sluice.log.append import AppendOrigin
 from sluice.log.writer import ManualLogWriter
 from sluice.protocol import ErrorCode
@@ -401,9 +402,13 @@ def test_read_committed_fetch_is_woken_by_the_lso_not_the_hw(h: Harness) -> None
     assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(7, 0)]
 
 
-def test_fetches_name_their_reader_to_the_log(tmp_path: Path) -> None:
+def test_fetches_name_their_reader_to_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A log frees the pages of the segments below where all its recent readers fetch
-    (tests/log/test_log_read_pages.py has what the kernel then drops)."""
+    (tests/log/test_log_read_pages.py has what the kernel then drops); only with the
+    deletion thread, whose queue is a plain one here, never run."""
+    monkeypatch.setattr(deletion, "_queue", queue.Queue())
     h = Harness(tmp_path, LogConfig(segment_bytes=len(batch(b"x" * 100))))
     for _ in range(3):  # a segment each: offsets 0, 1 and the active one from 2
         h.rm.append_records(1000, 1, {TP: batch(b"x" * 100)}, lambda s: None)

@@ -362,11 +362,16 @@ class LocalLog:
     def note_read(self, reader: Hashable, fetch_offset: int) -> None:
         """``reader`` fetched from ``fetch_offset``: with ``segment.drop.read.pages``, free
         the page-cache pages of the inactive segments that every recent reader has read
-        (readers.py). Run where deletions run (:func:`delete_soon`), like the dropping of
-        removed segments' pages, waiting for dirty pages' writeback only on the deletion
-        thread."""
-        if self._config.segment_drop_read_pages and self._readers.saw(
-            reader, fetch_offset, self._clock()
+        (readers.py), on the deletion thread, which writes dirty pages back first.
+
+        Only where that thread runs (the ``sluice broker`` process): a segment a reader
+        has just passed is usually younger than the kernel's writeback age, and dropping
+        it inline would submit the writeback of its dirty pages (up to a segment, 1 GiB
+        by default) from the event loop."""
+        if (
+            self._config.segment_drop_read_pages
+            and in_background()
+            and self._readers.saw(reader, fetch_offset, self._clock())
         ):
             self._release_read()
 
@@ -374,13 +379,12 @@ class LocalLog:
         floor = self._readers.floor(self._clock())
         if floor is not None:
             segments = self._segments
-            write_back = in_background()
             for i in range(len(segments) - 1):
                 upper = self.upper_bound(i)
                 if upper > floor:
                     break
                 if upper > self._released:
-                    delete_soon(segments[i].log.cache_dropper(write_back))
+                    delete_soon(segments[i].log.cache_dropper(write_back_first=True))
                     self._released = upper
         self._readers.due = self._next_release()
 
