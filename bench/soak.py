@@ -374,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         default=5000,
         help="the broker's log.retention.check.interval.ms (default 5000)",
     )
+    ap.add_argument("--keep-read-pages", action="store_true",
+                    help="leave the pages of segments the consumers have read to the "
+                         "kernel (log.segment.drop.read.pages=false, the broker's "
+                         "default); by default the soak's broker frees them")  # fmt: skip
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a property of the soak's broker, as `sluice broker --override` "
                          "takes it (repeatable), e.g. log.write.thread=true")  # fmt: skip
@@ -389,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
         "log.segment.bytes": str(128 << 20),
         "log.retention.check.interval.ms": str(args.retention_check_ms),
         "log.segment.delete.delay.ms": str(args.delete_delay_ms),
+        # A tail-reading load on a VM that returns freed memory to its host: appends
+        # reuse the pages of what the consumers have read (docs/performance.md, change 16).
+        "log.segment.drop.read.pages": str(not args.keep_read_pages).lower(),
     }
     print(f"# {compare_report.machine_line(brokers.machine())}", flush=True)
     with brokers.sluice(overrides={**retention, **overrides}) as (bootstrap, proc):
@@ -414,8 +421,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"soak at {args.fraction:.0%}: {rate:,} records/s",
                 flush=True,
             )
-        if overrides:
-            print("broker overrides: " + ", ".join(f"{k}={v}" for k, v in overrides.items()))
+        settings = {**retention, **overrides}
+        print("broker settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
         print(f"before the soak: {brokers.wait_idle(25.0, args.idle_wait)}", flush=True)
         topic = create_topic(admin, args.partitions)
         del admin  # an admin client left open would reconnect noisily once the broker stops

@@ -150,11 +150,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef(
         "log.segment.drop.read.pages",
         "bool",
-        True,
+        False,
         "Sluice: free the page-cache pages of an inactive segment once every reader that "
         "fetched from the partition in the last 5 minutes (consumers by connection, "
-        "followers by broker id) has fetched past it, so appends reuse those pages instead "
-        "of taking new ones; a reader that comes later or falls back reads it from disk.",
+        "followers by broker id) has fetched past it, writing them back first, so appends "
+        "reuse those pages instead of taking new ones: for hosts where new memory is dear "
+        "(VMs that return freed memory to their host). A reader that comes later or falls "
+        "back reads it from disk.",
     ),
     ConfigDef(
         "log.write.thread",

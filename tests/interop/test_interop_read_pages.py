@@ -1,5 +1,5 @@
-"""A ``sluice broker`` frees the page-cache pages of segments its consumers have read
-(``log.segment.drop.read.pages``), and a consumer that comes later reads them whole from
+"""A ``sluice broker`` with ``log.segment.drop.read.pages`` frees the page-cache pages of
+segments its consumers have read, and a consumer that comes later reads them whole from
 the disk: confluent-kafka reads first, kafka-python after."""
 
 from __future__ import annotations
@@ -42,7 +42,11 @@ def resident_pages(path: Path) -> int:
 def test_read_segments_lose_their_pages_and_a_later_consumer_reads_them_whole(
     tmp_path: Path,
 ) -> None:
-    broker = BrokerProcess(tmp_path / "data", log_segment_bytes=str(SEGMENT_BYTES)).start()
+    broker = BrokerProcess(
+        tmp_path / "data",
+        log_segment_bytes=str(SEGMENT_BYTES),
+        log_segment_drop_read_pages="true",  # off by default
+    ).start()
     try:
         topic = "read-pages"
         producer = Producer(

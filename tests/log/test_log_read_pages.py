@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import functools
 import queue
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sluice_log_helpers import ManualClock, attempts, segmented_log, values_of
 
 from sluice.log import Log, deletion
@@ -24,6 +27,7 @@ from sluice.log.file_records import FileRecords
 from sluice.log.readers import READER_IDLE_MS
 
 MAX = 1 << 20
+ON = {"segment_drop_read_pages": True}  # off by default
 
 
 class Deleter:
@@ -60,7 +64,7 @@ def test_pages_go_once_every_reader_has_read_past_them(disk: Path, deleter: Dele
 
 
 def _every_reader_has_read_past(deleter: Deleter, disk: Path) -> None:
-    log = segmented_log(disk, ManualClock(), segments=3, segment_recycle=False)
+    log = segmented_log(disk, ManualClock(), segments=3, segment_recycle=False, **ON)
     files = _files(log)
     log.read(0, MAX, reader="a")
     log.read(5, MAX, reader="b")
@@ -82,7 +86,7 @@ def _every_reader_has_read_past(deleter: Deleter, disk: Path) -> None:
     log.close()
 
 
-def test_off_with_no_reader_named_or_without_the_deletion_thread_the_pages_stay(
+def test_off_by_default_with_no_reader_named_or_without_the_deletion_thread_pages_stay(
     disk: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     attempts(disk, functools.partial(_pages_stay, monkeypatch))
@@ -90,13 +94,13 @@ def test_off_with_no_reader_named_or_without_the_deletion_thread_the_pages_stay(
 
 def _pages_stay(monkeypatch: pytest.MonkeyPatch, disk: Path) -> None:
     monkeypatch.setattr(deletion, "_queue", None)
-    inline = segmented_log(disk / "inline", ManualClock(), 2)
+    inline = segmented_log(disk / "inline", ManualClock(), 2, **ON)
     inline.read(4, MAX, reader="a")  # an embedded broker: no deletion thread
     deleter = Deleter()
     monkeypatch.setattr(deletion, "_queue", deleter.work)
-    off = segmented_log(disk / "off", ManualClock(), 2, segment_drop_read_pages=False)
+    off = segmented_log(disk / "off", ManualClock(), 2)  # the default
     off.read(4, MAX, reader="a")
-    unnamed = segmented_log(disk / "unnamed", ManualClock(), 2)
+    unnamed = segmented_log(disk / "unnamed", ManualClock(), 2, **ON)
     unnamed.read(4, MAX)  # an internal read: no reader
     assert deleter.run() == 0
     assert all(f.cached() for f in _files(inline) + _files(off) + _files(unnamed))
@@ -115,7 +119,7 @@ def test_a_reader_that_stopped_fetching_holds_pages_only_for_the_idle_limit(
 
 def _idle_reader(deleter: Deleter, disk: Path) -> None:
     clock = ManualClock()
-    log = segmented_log(disk, clock, segments=2)
+    log = segmented_log(disk, clock, segments=2, **ON)
     files = _files(log)
     log.read(0, MAX, reader="stopped")
     clock.advance(READER_IDLE_MS)
@@ -135,7 +139,7 @@ def test_a_truncation_forgets_the_readers(disk: Path, deleter: Deleter) -> None:
 
 
 def _truncation(deleter: Deleter, disk: Path) -> None:
-    log = segmented_log(disk, ManualClock(), segments=3)
+    log = segmented_log(disk, ManualClock(), segments=3, **ON)
     log.read(0, MAX, reader="slow")
     log.read(6, MAX, reader="fast")
     assert log.truncate_to(4)
@@ -154,7 +158,7 @@ def test_dirty_pages_are_written_back_and_dropped_each_segment_once(
 
 
 def _dirty_pages(deleter: Deleter, disk: Path) -> None:
-    log = segmented_log(disk, ManualClock(), segments=2, fsync=False)
+    log = segmented_log(disk, ManualClock(), segments=2, fsync=False, **ON)
     files = _files(log)
     log.read(4, MAX, reader="a")
     assert deleter.run() == 2  # a dropper per read segment
@@ -162,3 +166,38 @@ def _dirty_pages(deleter: Deleter, disk: Path) -> None:
     log.read(4, MAX, reader="a")
     assert deleter.run() == 0  # each segment is dropped once
     log.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    reads=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 9), st.integers(0, 200_000)),
+        max_size=12,
+    )
+)
+def test_what_is_freed_is_exactly_what_every_recent_reader_has_read(
+    reads: list[tuple[str, int, int]],
+) -> None:
+    """Any reads, time passing between them: the segments freed are the inactive ones
+    below the slowest reader seen in the last ``READER_IDLE_MS``, each dropped once."""
+    deleter = Deleter()
+    saved = deletion._queue
+    deletion._queue = deleter.work
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            clock = ManualClock()
+            log = segmented_log(Path(tmp), clock, segments=4, fsync=False, **ON)
+            seen: dict[str, tuple[int, int]] = {}
+            expected = 0
+            for reader, offset, later_ms in reads:
+                clock.advance(later_ms)
+                log.read(offset, MAX, reader=reader)
+                seen[reader] = (offset, clock())
+                live = [o for o, at in seen.values() if at >= clock() - READER_IDLE_MS]
+                bounds = [2 * (i + 1) for i in range(4)]  # the inactive segments'
+                expected = max([expected] + [b for b in bounds if b <= min(live)])
+                assert log.pages_freed_below == expected
+            assert deleter.run() == expected // 2  # one dropper per freed segment
+            log.close()
+    finally:
+        deletion._queue = saved

@@ -409,7 +409,8 @@ def test_fetches_name_their_reader_to_the_log(
     (tests/log/test_log_read_pages.py has what the kernel then drops); only with the
     deletion thread, whose queue is a plain one here, never run."""
     monkeypatch.setattr(deletion, "_queue", queue.Queue())
-    h = Harness(tmp_path, LogConfig(segment_bytes=len(batch(b"x" * 100))))
+    config = LogConfig(segment_bytes=len(batch(b"x" * 100)), segment_drop_read_pages=True)
+    h = Harness(tmp_path, config)
     for _ in range(3):  # a segment each: offsets 0, 1 and the active one from 2
         h.rm.append_records(1000, 1, {TP: batch(b"x" * 100)}, lambda s: None)
     assert [s.base_offset for s in h.log.segments] == [0, 1, 2]

@@ -49,7 +49,7 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     segment_recycle: bool = True  # Sluice's own: reuse removed segments' files (local_log.py)
     # Sluice's own: free the pages of segments every recent reader has read (readers.py)
-    segment_drop_read_pages: bool = True
+    segment_drop_read_pages: bool = False
 
     def __post_init__(self) -> None:
         # Kafka's lower bounds: a segment must hold at least a minimal legacy record.
