@@ -4,9 +4,10 @@ of segments every one of them has read.
 Why: a segment that every reader has fetched past is only read again by a reader that
 arrives later or falls back; until retention removes it, its pages hold memory that new
 appends must then take from elsewhere. On the benchmark VM, whose freed memory goes back
-to its host, taking new page-cache pages cost the appends about three times the CPU of
-reusing freed ones (docs/performance.md, "Pages of read segments"). Freeing the pages of
-read segments keeps the page cache at the log's read tail, and the appends reuse them.
+to its host, taking new page-cache pages cost the appends several times the CPU of
+reusing pages just freed (docs/performance.md, change 16). Freeing the pages of read
+segments keeps the page cache at the log's read tail, and the appends reuse them. It is
+a setting, off by default (``segment.drop.read.pages``; docs/log.md).
 
 A reader is whatever the caller names one: the fetch path uses the follower's broker id,
 or the consumer's connection. A reader not seen for ``idle_ms`` no longer counts, so a
