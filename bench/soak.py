@@ -397,8 +397,9 @@ def main(argv: list[str] | None = None) -> int:
         # reuse the pages of what the consumers have read (docs/performance.md, change 16).
         "log.segment.drop.read.pages": str(not args.keep_read_pages).lower(),
     }
+    settings = {**retention, **overrides}
     print(f"# {compare_report.machine_line(brokers.machine())}", flush=True)
-    with brokers.sluice(overrides={**retention, **overrides}) as (bootstrap, proc):
+    with brokers.sluice(overrides=settings) as (bootstrap, proc):
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
         rate = args.rate
         if not rate:
@@ -421,7 +422,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"soak at {args.fraction:.0%}: {rate:,} records/s",
                 flush=True,
             )
-        settings = {**retention, **overrides}
         print("broker settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
         print(f"before the soak: {brokers.wait_idle(25.0, args.idle_wait)}", flush=True)
         topic = create_topic(admin, args.partitions)

@@ -11,9 +11,11 @@ time. The ``disk`` fixture here is a directory where a drop can be seen at all."
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sluice_log_helpers import Deleter, deletion_thread
 
 from sluice.log.file_records import FileRecords
 
@@ -34,3 +36,11 @@ def disk(tmp_path: Path) -> Path:
         if dropped:
             return tmp_path
     pytest.skip(f"{tmp_path} keeps a file's pages after POSIX_FADV_DONTNEED, or cannot say")
+
+
+@pytest.fixture
+def deleter() -> Iterator[Deleter]:
+    """Deletions and page drops queued as on the ``sluice broker`` process's deletion
+    thread, run when the test says (``deleter.run()``)."""
+    with deletion_thread() as thread:
+        yield thread

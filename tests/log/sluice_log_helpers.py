@@ -3,11 +3,13 @@ and :func:`attempts` for scenarios that depend on what the kernel drops (see con
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
+import queue
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import cramjam
 from crc32c import crc32c
 
-from sluice.log import Log, LogConfig
+from sluice.log import Log, LogConfig, deletion
 from sluice.log.cleaner_records import _unsnappy
 from sluice.log.file_records import FileRecords
 
@@ -268,3 +270,30 @@ def settle(records: FileRecords) -> None:
         if not records.cached() or time.monotonic() > deadline:
             break
     records.read(0, records.size)
+
+
+class Deleter:
+    """The ``sluice broker`` process's deletion thread, as a plain queue run on demand."""
+
+    def __init__(self) -> None:
+        self.work: queue.Queue[Callable[[], None]] = queue.Queue()
+
+    def run(self) -> int:
+        """Run what is queued, in order; how many there were."""
+        done = 0
+        while not self.work.empty():
+            self.work.get()()
+            done += 1
+        return done
+
+
+@contextlib.contextmanager
+def deletion_thread() -> Iterator[Deleter]:
+    """Deletions (and page drops) queued as on the deletion thread, for the caller to run."""
+    deleter = Deleter()
+    saved = deletion._queue
+    deletion._queue = deleter.work
+    try:
+        yield deleter
+    finally:
+        deletion._queue = saved

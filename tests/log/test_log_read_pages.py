@@ -12,15 +12,20 @@ and each such scenario runs through ``attempts`` in the ``disk`` fixture's direc
 from __future__ import annotations
 
 import functools
-import queue
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sluice_log_helpers import ManualClock, attempts, segmented_log, values_of
+from sluice_log_helpers import (
+    Deleter,
+    ManualClock,
+    attempts,
+    deletion_thread,
+    segmented_log,
+    values_of,
+)
 
 from sluice.log import Log, deletion
 from sluice.log.file_records import FileRecords
@@ -28,27 +33,6 @@ from sluice.log.readers import READER_IDLE_MS
 
 MAX = 1 << 20
 ON = {"segment_drop_read_pages": True}  # off by default
-
-
-class Deleter:
-    """The deletion thread's queue, run on demand."""
-
-    def __init__(self) -> None:
-        self.work: queue.Queue[Callable[[], None]] = queue.Queue()
-
-    def run(self) -> int:
-        done = 0
-        while not self.work.empty():
-            self.work.get()()
-            done += 1
-        return done
-
-
-@pytest.fixture
-def deleter(monkeypatch: pytest.MonkeyPatch) -> Deleter:
-    thread = Deleter()
-    monkeypatch.setattr(deletion, "_queue", thread.work)
-    return thread
 
 
 def _files(log: Log) -> list[FileRecords]:
@@ -96,13 +80,12 @@ def _pages_stay(monkeypatch: pytest.MonkeyPatch, disk: Path) -> None:
     monkeypatch.setattr(deletion, "_queue", None)
     inline = segmented_log(disk / "inline", ManualClock(), 2, **ON)
     inline.read(4, MAX, reader="a")  # an embedded broker: no deletion thread
-    deleter = Deleter()
-    monkeypatch.setattr(deletion, "_queue", deleter.work)
-    off = segmented_log(disk / "off", ManualClock(), 2)  # the default
-    off.read(4, MAX, reader="a")
-    unnamed = segmented_log(disk / "unnamed", ManualClock(), 2, **ON)
-    unnamed.read(4, MAX)  # an internal read: no reader
-    assert deleter.run() == 0
+    with deletion_thread() as deleter:
+        off = segmented_log(disk / "off", ManualClock(), 2)  # the default
+        off.read(4, MAX, reader="a")
+        unnamed = segmented_log(disk / "unnamed", ManualClock(), 2, **ON)
+        unnamed.read(4, MAX)  # an internal read: no reader
+        assert deleter.run() == 0
     assert all(f.cached() for f in _files(inline) + _files(off) + _files(unnamed))
     assert (inline.pages_freed_below, off.pages_freed_below, unnamed.pages_freed_below) == (
         0, 0, 0,
@@ -180,24 +163,18 @@ def test_what_is_freed_is_exactly_what_every_recent_reader_has_read(
 ) -> None:
     """Any reads, time passing between them: the segments freed are the inactive ones
     below the slowest reader seen in the last ``READER_IDLE_MS``, each dropped once."""
-    deleter = Deleter()
-    saved = deletion._queue
-    deletion._queue = deleter.work
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            clock = ManualClock()
-            log = segmented_log(Path(tmp), clock, segments=4, fsync=False, **ON)
-            seen: dict[str, tuple[int, int]] = {}
-            expected = 0
-            for reader, offset, later_ms in reads:
-                clock.advance(later_ms)
-                log.read(offset, MAX, reader=reader)
-                seen[reader] = (offset, clock())
-                live = [o for o, at in seen.values() if at >= clock() - READER_IDLE_MS]
-                bounds = [2 * (i + 1) for i in range(4)]  # the inactive segments'
-                expected = max([expected] + [b for b in bounds if b <= min(live)])
-                assert log.pages_freed_below == expected
-            assert deleter.run() == expected // 2  # one dropper per freed segment
-            log.close()
-    finally:
-        deletion._queue = saved
+    with deletion_thread() as deleter, tempfile.TemporaryDirectory() as tmp:
+        clock = ManualClock()
+        log = segmented_log(Path(tmp), clock, segments=4, fsync=False, **ON)
+        seen: dict[str, tuple[int, int]] = {}
+        expected = 0
+        for reader, offset, later_ms in reads:
+            clock.advance(later_ms)
+            log.read(offset, MAX, reader=reader)
+            seen[reader] = (offset, clock())
+            live = [o for o, at in seen.values() if at >= clock() - READER_IDLE_MS]
+            bounds = [2 * (i + 1) for i in range(4)]  # the inactive segments'
+            expected = max([expected] + [b for b in bounds if b <= min(live)])
+            assert log.pages_freed_below == expected
+        assert deleter.run() == expected // 2  # one dropper per freed segment
+        log.close()

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import functools
 import os
-import queue
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import ManualClock, Rec, attempts, build_batch, segmented_log
+from sluice_log_helpers import (
+    Deleter,
+    ManualClock,
+    Rec,
+    attempts,
+    build_batch,
+    segmented_log,
+)
 
-from sluice.log import Log, deletion, file_records
+from sluice.log import Log, file_records
 from sluice.log.file_records import FileRecords
 
 DELAY = 60_000
@@ -138,22 +143,19 @@ def _a_dropper_drops_dirty_pages(disk: Path) -> None:
 
 
 def test_on_the_deletion_thread_removed_segments_drop_dirty_pages_too(
-    disk: Path, monkeypatch: pytest.MonkeyPatch
+    disk: Path, deleter: Deleter
 ) -> None:
     """What the ``sluice broker`` process's deletion thread runs, run here in turn."""
-    work: queue.Queue[Callable[[], None]] = queue.Queue()
-    monkeypatch.setattr(deletion, "_queue", work)
-    attempts(disk, functools.partial(_on_the_deletion_thread, work))
+    attempts(disk, functools.partial(_on_the_deletion_thread, deleter))
 
 
-def _on_the_deletion_thread(work: queue.Queue[Callable[[], None]], disk: Path) -> None:
+def _on_the_deletion_thread(deleter: Deleter, disk: Path) -> None:
     clock = ManualClock()
     log = _log(disk, clock, segments=2, recycle=False, fsync=False)
     removed = [segment.log for segment in log.segments[:2]]
     assert log.delete_old_segments() == 2
-    assert work.qsize() == 2  # the two droppers, queued for the thread
-    while not work.empty():
-        work.get()()
+    assert deleter.work.qsize() == 2  # the two droppers, queued for the thread
+    deleter.run()
     assert [records.cached() for records in removed] == [False, False]
     log.close()
 
