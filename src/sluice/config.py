@@ -179,6 +179,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("compression.type", "string", "producer", "Topic compression.", choices=_COMPRESSION),
     ConfigDef("message.max.bytes", "int", 1_048_588, "Largest record batch.", min=0),
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, "Largest request.", min=1),
+    ConfigDef(
+        "socket.loopback.congestion.control",
+        "string",
+        "reno",
+        "Sluice: the TCP congestion control set on connections with a loopback peer that "
+        "carry data (accepted by the listeners, opened by replica fetchers); empty keeps "
+        "the system's.",
+    ),
     ConfigDef("connections.max.idle.ms", "long", 600_000, "Close idle connections after."),
     ConfigDef("min.insync.replicas", "int", 1, "Replicas an acks=all write needs.", min=1),
     ConfigDef("unclean.leader.election.enable", "bool", False, "Elect out-of-ISR leaders."),

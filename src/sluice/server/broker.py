@@ -25,6 +25,7 @@ from sluice.log import Log, LogConfig, LogManager
 from sluice.log.writer import LogWriter
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
+from sluice.server.congestion import checked_algorithm
 from sluice.server.fetch_session import FetchSessionCache
 from sluice.server.handlers import (
     HANDLER_MODULES,
@@ -265,12 +266,14 @@ class Broker:
     async def _open_listeners(
         self, handlers: dict[int, Handler], raw_handlers: dict[int, Any] | None
     ) -> None:
+        congestion = self.config["socket.loopback.congestion.control"]
+        checked_algorithm(congestion)  # a refused name is reported now, not at a connection
         for listener in self.config.listeners:
             _, host, port = parse_listener(listener)
             server = KafkaServer(
                 host, port, handlers, self.versions,
                 self.config["socket.request.max.bytes"], self.config["connections.max.idle.ms"],
-                raw_handlers=raw_handlers,
+                raw_handlers=raw_handlers, loopback_congestion=congestion,
             )  # fmt: skip
             await server.start()
             self.servers.append(server)

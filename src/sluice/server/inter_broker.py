@@ -36,6 +36,7 @@ from sluice.controller.requests import (
     UpdateMetadataResponse,
 )
 from sluice.protocol import ErrorCode, encode_request
+from sluice.server.congestion import set_on_loopback
 from sluice.server.low_water import ReceiveLowWater
 
 try:  # the protocol package's response decoder, when present
@@ -425,8 +426,9 @@ class _ResponseReader(asyncio.BufferedProtocol):
 class BrokerConnection:
     """One plain connection to another broker; requests answered in order."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, loopback_congestion: str = "") -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.loopback_congestion = loopback_congestion  # sluice.server.congestion
         self._reader: _ResponseReader | None = None
         self._ids = itertools.count(1)
 
@@ -437,9 +439,11 @@ class BrokerConnection:
         if self._reader is not None:
             return self._reader
         loop = asyncio.get_running_loop()
-        _transport, reader = await asyncio.wait_for(
+        transport, reader = await asyncio.wait_for(
             loop.create_connection(_ResponseReader, self.host, self.port), 5
         )
+        if self.loopback_congestion:
+            set_on_loopback(transport, self.loopback_congestion)
         self._reader = reader
         return reader
 

@@ -38,6 +38,7 @@ from sluice.protocol import (
     encode_response_segments,
 )
 from sluice.server.answer import Answer
+from sluice.server.congestion import set_on_loopback
 from sluice.server.connection import KafkaConnectionProtocol, ResponseWriter
 from sluice.server.sendfile import holds_file_region, write_segments
 
@@ -90,8 +91,10 @@ class KafkaServer:
         max_request_size: int,
         idle_timeout_ms: int,
         raw_handlers: dict[int, Any] | None = None,
+        loopback_congestion: str = "",
     ) -> None:
         self.host = host
+        self._loopback_congestion = loopback_congestion  # sluice.server.congestion
         # API key -> fn(frame) -> framed response bytes, for APIs kio has no schema for
         # (the controller's inter-broker requests); cluster mode only.
         self._raw_handlers = raw_handlers or {}
@@ -173,6 +176,8 @@ class KafkaServer:
     def _accept(self, protocol: KafkaConnectionProtocol) -> None:
         """A client connected: serve its frames in a task of its own."""
         self.last_active_at = time.monotonic()
+        if self._loopback_congestion:
+            set_on_loopback(protocol.transport, self._loopback_congestion)
         task = asyncio.ensure_future(self._serve(protocol))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -49,7 +49,12 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, Partition] = {}
         self._direct_io = bool(cluster.config["replica.direct.io"])
         self.wakeup = asyncio.Event()
-        self.conn = BrokerConnection(host, port, f"replica-fetcher-{cluster.broker_id}")
+        self.conn = BrokerConnection(
+            host,
+            port,
+            f"replica-fetcher-{cluster.broker_id}",
+            loopback_congestion=cluster.config["socket.loopback.congestion.control"],
+        )
         self.task = asyncio.ensure_future(self._run())
 
     def stop(self) -> None:
