@@ -5,8 +5,9 @@ host: tests, an embedded broker, a sidecar, a cluster on one machine) meets neit
 congestion nor loss, yet the system's congestion control still runs on every send and
 every ACK. A model-based algorithm costs the sender CPU there for nothing: with BBR (this
 project's benchmark host's default) a leader sending ~1 MB Fetch answers to two followers
-spent about a third of its samples in ``sendfile``, and with ``reno`` on its loopback
-connections the RF=3 cluster moved more per CPU-second (docs/performance.md, change 17).
+spent 35-38% of its samples in ``sendfile`` (about 21% with cubic), and with ``reno`` on
+its loopback connections the RF=3 cluster moved more per CPU-second
+(docs/performance.md, change 17).
 
 So the broker sets ``socket.loopback.congestion.control`` (default ``reno``: built into
 every Linux kernel and allowed to unprivileged processes) on the connections that carry
