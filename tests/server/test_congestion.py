@@ -133,19 +133,19 @@ class PeerAt:
 
 
 async def _accepted_pair() -> tuple[asyncio.Server, list[asyncio.Transport], asyncio.Transport]:
-    accepted: list[asyncio.Transport] = []
+    loop = asyncio.get_running_loop()
+    first: asyncio.Future[asyncio.Transport] = loop.create_future()
 
     class Keep(asyncio.Protocol):
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            accepted.append(transport)  # type: ignore[arg-type]
+            if not first.done():
+                first.set_result(transport)  # type: ignore[arg-type]
 
-    loop = asyncio.get_running_loop()
     server = await loop.create_server(Keep, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     client, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", port)
-    while not accepted:
-        await asyncio.sleep(0.001)
-    return server, accepted, client
+    accepted = await asyncio.wait_for(first, 10)
+    return server, [accepted], client
 
 
 @linux_only
