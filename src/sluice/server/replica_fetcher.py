@@ -10,13 +10,17 @@ while truncation waits for the leader.
 Requests and responses go through the hand-written Fetch v11 envelope
 (:mod:`sluice.server.replica_fetch_wire`) and one receive buffer reused from fetch to
 fetch, so a replicated batch is copied once from the socket and once to the file.
+Each Fetch asks for up to ``replica.fetch.max.bytes`` per partition (8 MiB by default,
+several producer batches per round trip) and ``replica.fetch.response.max.bytes`` in all,
+and lists last the partitions the previous answer served (:func:`move_to_back`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.common import TopicPartition
 from sluice.protocol import ErrorCode
@@ -32,11 +36,14 @@ from sluice.server.replica_fetch_wire import (
 if TYPE_CHECKING:
     from sluice.server.cluster import ClusterManager
 
-__all__ = ["ReplicaFetcher", "apply_fetched_partition"]
+__all__ = ["ReplicaFetcher", "apply_fetched_partition", "move_to_back"]
 
 log = logging.getLogger(__name__)
 
 FETCH_BACKOFF_S = 0.1
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class ReplicaFetcher:
@@ -62,13 +69,17 @@ class ReplicaFetcher:
         self.conn.close()
 
     def _request(self) -> bytes:
-        """The next Fetch, framed: every partition from its log end offset."""
+        """The next Fetch, framed: every partition from its log end offset, in the
+        fetcher's order (a topic is repeated rather than its partitions regrouped, as
+        Kafka's followers do, so that the order holds across topics)."""
         config = self.cluster.config
         max_bytes = int(config["replica.fetch.max.bytes"])
-        by_topic: dict[str, list[FetchPartitionRequest]] = {}
+        topics: list[tuple[str, list[FetchPartitionRequest]]] = []
         for tp, p in self.partitions.items():
             log_ = p.log
-            by_topic.setdefault(tp.topic, []).append(
+            if not topics or topics[-1][0] != tp.topic:
+                topics.append((tp.topic, []))
+            topics[-1][1].append(
                 FetchPartitionRequest(
                     tp.partition,
                     p.leader_epoch,
@@ -83,8 +94,8 @@ class ReplicaFetcher:
             replica_id=self.cluster.broker_id,
             max_wait_ms=int(config["replica.fetch.wait.max.ms"]),
             min_bytes=int(config["replica.fetch.min.bytes"]),
-            max_bytes=max(max_bytes, 10 * 1024 * 1024),
-            topics=list(by_topic.items()),
+            max_bytes=int(config["replica.fetch.response.max.bytes"]),
+            topics=topics,
         )
 
     async def _truncate(self) -> None:
@@ -170,6 +181,7 @@ class ReplicaFetcher:
                 await asyncio.sleep(0.2)
                 continue
             backoff = False
+            served: list[TopicPartition] = []
             for pd in fetched:
                 tp = TopicPartition(pd.topic, pd.partition_index)
                 partition = self.partitions.get(tp)
@@ -178,9 +190,26 @@ class ReplicaFetcher:
                 if not apply_fetched_partition(partition, pd, self._direct_io):
                     backoff = True
                     continue
+                if pd.records is not None and len(pd.records):
+                    served.append(tp)
                 rm.wake(tp, True)
+            move_to_back(self.partitions, served)
             if backoff:
                 await asyncio.sleep(FETCH_BACKOFF_S)
+
+
+def move_to_back(order: dict[K, V], served: Iterable[K]) -> None:
+    """Move the ``served`` keys (those an answer carried records for, in its order) to the
+    back of ``order``, the order the next Fetch lists its partitions in.
+
+    The leader fills an answer partition by partition in the request's order, up to
+    ``replica.fetch.response.max.bytes``; with a fixed order the partitions listed first
+    could take every answer while they have a backlog and those after them wait. Kafka's
+    fetch sessions move served partitions back for the same reason (KIP-227); this
+    fetcher sends full fetches, so it keeps the order itself. Unknown keys are skipped."""
+    for key in served:
+        if key in order:
+            order[key] = order.pop(key)
 
 
 def apply_fetched_partition(
