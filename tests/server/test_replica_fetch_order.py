@@ -9,6 +9,8 @@ limits that let one answer carry two of them.
 
 from __future__ import annotations
 
+import asyncio
+import struct
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,7 +22,13 @@ from hypothesis import strategies as st
 from sluice.common import TopicPartition
 from sluice.embedded_cluster import EmbeddedCluster, wait_until
 from sluice.protocol.codec import decode_request
-from sluice.server.replica_fetcher import ReplicaFetcher, move_to_back
+from sluice.server.replica_fetch_wire import FetchedPartition
+from sluice.server.replica_fetcher import (
+    APPLY_STEP_BYTES,
+    ReplicaFetcher,
+    batch_steps,
+    move_to_back,
+)
 
 
 def test_served_keys_move_to_the_back_in_their_order() -> None:
@@ -117,6 +125,113 @@ def test_the_request_lists_partitions_in_the_fetchers_order_across_topics() -> N
     sent = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
             for t in body.topics for p in t.partitions]  # fmt: skip
     assert sent == [(t, p, 100 + i, 1234) for i, (t, p) in enumerate(order)]
+
+
+# -- large answers applied in steps ---------------------------------------------------------
+
+
+def fake_batches(lengths: list[int]) -> bytes:
+    """Batches as far as :func:`batch_steps` reads them: offset, length, ``length`` bytes."""
+    return b"".join(struct.pack(">qi", i, n) + bytes([i % 251]) * n for i, n in enumerate(lengths))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 300), max_size=20),
+    partial=st.integers(0, 40),
+    step=st.integers(1, 1_000),
+)
+def test_batch_steps_cut_whole_batches_within_the_step(
+    lengths: list[int], partial: int, step: int
+) -> None:
+    whole = fake_batches(lengths)
+    records = whole + fake_batches([partial + 50])[:partial]  # a cut batch at the end
+    steps = list(batch_steps(memoryview(records), step))
+    assert b"".join(bytes(s) for s in steps) == records
+    assert all(len(s) for s in steps)
+    bounds = {0}
+    for n in lengths:
+        bounds.add(max(bounds) + 12 + n)
+    position = 0
+    for index, run in enumerate(steps):
+        assert position in bounds  # every run starts on a batch boundary
+        end = position + len(run)
+        last = index == len(steps) - 1
+        whole_end = max(b for b in bounds if b <= end)
+        if not last:
+            assert end in bounds
+        batches = sorted(b for b in bounds if position < b <= whole_end)
+        # within the step, unless the run is a single batch (plus, last, the cut one)
+        assert whole_end - position <= step or len(batches) == 1
+        position = end
+
+
+def test_a_large_answer_is_applied_in_steps_with_the_loop_running_between() -> None:
+    events: list[str] = []
+    one_mib = 1 << 20
+    records = memoryview(fake_batches([one_mib - 12] * 3))
+    partition = SimpleNamespace(
+        tp=TopicPartition("t", 0), is_leader=False, leader_epoch=4, needs_truncation=False,
+        log=SimpleNamespace(append_as_follower=lambda r, direct: events.append(
+            f"append {len(r) // one_mib} MiB direct={direct}")),
+        update_follower_high_watermark=lambda hw: events.append(f"hw {hw}"),
+    )  # fmt: skip
+    tp = TopicPartition("t", 0)
+    woken: list[TopicPartition] = []
+    fetcher = SimpleNamespace(
+        partitions={tp: partition}, _direct_io=True,
+        cluster=SimpleNamespace(broker=SimpleNamespace(replica_manager=SimpleNamespace(
+            wake=lambda t, moved: woken.append(t)))),
+    )  # fmt: skip
+    answer = FetchedPartition("t", 0, 0, 77, 77, 0, records)
+
+    async def run(change_after: int | None) -> bool:
+        done = False
+
+        async def other() -> None:
+            ticks = 0
+            while not done:
+                events.append("loop")
+                ticks += 1
+                if change_after is not None and ticks == change_after:
+                    partition.leader_epoch += 1  # a LeaderAndIsr came in between
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(other())
+        await asyncio.sleep(0)
+        events.clear()
+        try:
+            return await ReplicaFetcher._apply(fetcher, tp, partition, answer)  # type: ignore[arg-type]
+        finally:
+            done = True
+            await task
+
+    assert asyncio.run(run(None))
+    steps = [e for e in events if e != "loop"]
+    assert steps == ["append 1 MiB direct=True", "hw 77"] * 3
+    # the loop ran between the steps, not during one
+    assert events.index("loop") > events.index("hw 77")
+    assert [i for i, e in enumerate(events) if e == "loop"]
+    assert woken == [tp, tp]  # after the first two steps; the caller wakes after the last
+
+    events.clear()
+    woken.clear()
+    assert asyncio.run(run(2))  # the epoch moves after the first step: the rest is dropped
+    assert [e for e in events if e != "loop"] == ["append 1 MiB direct=True", "hw 77"]
+
+
+def test_a_small_answer_is_applied_at_once() -> None:
+    calls: list[int] = []
+    partition = SimpleNamespace(
+        tp=TopicPartition("t", 0), is_leader=False, leader_epoch=0, needs_truncation=False,
+        log=SimpleNamespace(append_as_follower=lambda r, direct: calls.append(len(r))),
+        update_follower_high_watermark=lambda hw: None,
+    )  # fmt: skip
+    fetcher = SimpleNamespace(partitions={}, _direct_io=False, cluster=None)
+    records = memoryview(fake_batches([100] * 5))
+    answer = FetchedPartition("t", 0, 0, 5, 5, 0, records)
+    applied = asyncio.run(ReplicaFetcher._apply(fetcher, TopicPartition("t", 0), partition, answer))  # type: ignore[arg-type]
+    assert applied and calls == [len(records)] and len(records) <= APPLY_STEP_BYTES
 
 
 # -- a real leader ------------------------------------------------------------------------

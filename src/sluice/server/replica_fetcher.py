@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.common import TopicPartition
+from sluice.log.batch import LENGTH_OFFSET, LOG_OVERHEAD
 from sluice.protocol import ErrorCode
 from sluice.server.inter_broker import BrokerConnection
 from sluice.server.partition import Partition
@@ -36,11 +38,21 @@ from sluice.server.replica_fetch_wire import (
 if TYPE_CHECKING:
     from sluice.server.cluster import ClusterManager
 
-__all__ = ["ReplicaFetcher", "apply_fetched_partition", "move_to_back"]
+__all__ = [
+    "APPLY_STEP_BYTES",
+    "ReplicaFetcher",
+    "apply_fetched_partition",
+    "batch_steps",
+    "move_to_back",
+]
 
 log = logging.getLogger(__name__)
 
 FETCH_BACKOFF_S = 0.1
+# A follower applies a large answer's batches in steps of about this many bytes, letting
+# the event loop run between them (each step's O_DIRECT write waits for the disk).
+APPLY_STEP_BYTES = 1 << 20
+_LENGTH = struct.Struct(">i")
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -187,7 +199,7 @@ class ReplicaFetcher:
                 partition = self.partitions.get(tp)
                 if partition is None or partition.is_leader:
                     continue
-                if not apply_fetched_partition(partition, pd, self._direct_io):
+                if not await self._apply(tp, partition, pd):
                     backoff = True
                     continue
                 if pd.records is not None and len(pd.records):
@@ -196,6 +208,53 @@ class ReplicaFetcher:
             move_to_back(self.partitions, served)
             if backoff:
                 await asyncio.sleep(FETCH_BACKOFF_S)
+
+    async def _apply(self, tp: TopicPartition, partition: Partition, pd: FetchedPartition) -> bool:
+        """Apply one partition of an answer (:func:`apply_fetched_partition`), in steps of
+        whole batches of about ``APPLY_STEP_BYTES``, letting the event loop run between
+        them: a follower's append waits for its ``O_DIRECT`` write, and a broker that
+        follows this partition may lead others, whose requests should not wait for all
+        of a large answer. Between steps the partition may have moved on (another
+        fetcher, leadership, a new leader epoch, truncation pending): the rest of the
+        answer is then dropped, to be fetched again. True when applied (or dropped)."""
+        records = pd.records
+        if records is None or len(records) <= APPLY_STEP_BYTES:
+            return apply_fetched_partition(partition, pd, self._direct_io)
+        epoch = partition.leader_epoch
+        for index, step in enumerate(batch_steps(records, APPLY_STEP_BYTES)):
+            if index:  # the step before is in the log: wake its waiters, then yield
+                self.cluster.broker.replica_manager.wake(tp, True)
+                await asyncio.sleep(0)
+                if (
+                    self.partitions.get(tp) is not partition
+                    or partition.is_leader
+                    or partition.leader_epoch != epoch
+                    or partition.needs_truncation
+                ):
+                    return True
+            if not apply_fetched_partition(partition, pd._replace(records=step), self._direct_io):
+                return False
+        return True
+
+
+def batch_steps(records: memoryview, step_bytes: int) -> Iterator[memoryview]:
+    """``records`` cut at batch boundaries into runs of whole batches of at most
+    ``step_bytes`` each (a larger batch is a run of its own); a partial batch at the end,
+    as answers may carry, stays with the last run. Concatenated, the runs are
+    ``records``."""
+    size = len(records)
+    start = position = 0
+    while position + LOG_OVERHEAD <= size:
+        (length,) = _LENGTH.unpack_from(records, position + LENGTH_OFFSET)
+        end = position + LOG_OVERHEAD + max(length, 0)
+        if end > size:
+            break  # a partial batch: it goes with the run before it
+        if position > start and end - start > step_bytes:
+            yield records[start:position]
+            start = position
+        position = end
+    if start < size:
+        yield records[start:]
 
 
 def move_to_back(order: dict[K, V], served: Iterable[K]) -> None:
