@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,6 +195,38 @@ def test_idle_gives_up_while_pages_are_still_reported(  # type: ignore[no-untype
     fake_machine(monkeypatch, compare, list(range(0, 10_000, 7)))
     seen = compare.wait_idle(idle_options(compare, idle_wait=5.0))
     assert seen == "load 0.10 busy 0% reporting pages NOT IDLE after 5s"
+
+
+def test_the_cluster_row_reports_the_latency_runs_rate_and_leader_cpu(  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch, compare
+) -> None:
+    """One record in flight falls below the paced rate once p50 exceeds its interval: the
+    row says what rate its latency run reached and how busy the leader was."""
+
+    class Nodes:
+        stopped = False
+
+        def stop(self) -> None:
+            Nodes.stopped = True
+
+    latency = {"p50 ms": 1.2, "p99 ms": 2.5, "max ms": 9.0, "records/s": 812.0,
+               "broker CPU %": 86.0, "broker peak RSS MiB": 40.0}  # fmt: skip
+    fake = types.SimpleNamespace(
+        Config=lambda *args: args,
+        start_cluster=lambda session_ms: Nodes(),
+        single_throughput=lambda handle, partitions, cfg: {"MB/s": 400.0},
+        cluster_throughput=lambda nodes, partitions, cfg: {"MB/s": 300.0},
+        cluster_latency=lambda nodes, workload, cfg: dict(latency),
+    )
+    monkeypatch.setitem(sys.modules, "cluster", fake)
+    monkeypatch.setattr(compare.brokers, "sluice", lambda: contextlib.nullcontext(("b:1", None)))
+    monkeypatch.setattr(compare, "wait_idle", lambda opts: "idle")
+    row = compare.cluster_row(idle_options(compare))
+    assert row.errors == [] and Nodes.stopped
+    (run,) = row.runs["cluster"]
+    assert run == {"MB/s": 300.0, "p50 ms": 1.2, "p99 ms": 2.5, "max ms": 9.0,
+                   "latency records/s": 812.0, "leader CPU %": 86.0}  # fmt: skip
+    assert row.runs["single"] == [{"MB/s": 400.0}]
 
 
 def test_the_soak_trend_sets_the_first_half_beside_the_second(
