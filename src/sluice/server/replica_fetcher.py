@@ -12,7 +12,9 @@ Requests and responses go through the hand-written Fetch v11 envelope
 fetch, so a replicated batch is copied once from the socket and once to the file.
 Each Fetch asks for up to ``replica.fetch.max.bytes`` per partition (8 MiB by default,
 several producer batches per round trip) and ``replica.fetch.response.max.bytes`` in all,
-and lists last the partitions the previous answer served (:func:`move_to_back`).
+and lists last the partitions the previous answer served (:func:`move_to_back`). A
+large answer is applied in steps of about 1 MiB of whole batches, the event loop running
+between them (:meth:`ReplicaFetcher._apply`).
 """
 
 from __future__ import annotations
