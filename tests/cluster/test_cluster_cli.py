@@ -31,11 +31,11 @@ def test_cluster_start_serves_and_tears_down(cluster_prerequisites: None) -> Non
         assert data_dir.is_dir()
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         admin.create_topics([NewTopic("tryout", 2, 2)])["tryout"].result(15)
-        wait_for(
-            lambda: all(
-                len(p.isrs) == 2
+        wait_for(  # both partitions listed (a broker may not know the new topic yet)
+            lambda: [
+                len(p.isrs)
                 for p in admin.list_topics("tryout", timeout=5).topics["tryout"].partitions.values()
-            ),
+            ] == [2, 2],
             30, "two in-sync replicas",
         )  # fmt: skip
     finally:

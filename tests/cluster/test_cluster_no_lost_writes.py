@@ -54,9 +54,9 @@ def test_no_acknowledged_write_is_lost_across_kill_9(cluster3: EmbeddedCluster) 
                 cluster3.bootstrap_of(b) for b in cluster3.broker_ids if b != victim
             )
             wait_for(
-                lambda v=victim, s=survivors: all(
+                lambda v=victim, s=survivors: [
                     leader not in (-1, v) for leader, _ in _partitions(s).values()
-                ),
+                ] == [True] * PARTITIONS,
                 60, f"new leaders after killing broker {victim}",
             )  # fmt: skip
             floor = producer.acked_count
