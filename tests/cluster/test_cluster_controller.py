@@ -40,6 +40,11 @@ def _metadata_controllers(cluster: EmbeddedCluster, broker_ids: list[int]) -> se
     return seen
 
 
+def _metadata_brokers(cluster: EmbeddedCluster, broker_id: int) -> list[int]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(broker_id), "log_level": 0})
+    return sorted(admin.list_topics(timeout=5).brokers)
+
+
 def test_one_controller_and_failover(cluster3: EmbeddedCluster, zk: object) -> None:
     ids = list(cluster3.broker_ids)
     controller, epoch = wait_for(lambda: _controller(zk), 30, "a controller")
@@ -62,6 +67,12 @@ def test_one_controller_and_failover(cluster3: EmbeddedCluster, zk: object) -> N
         lambda: sorted(int(b) for b in zk.get_children("/brokers/ids")) == survivors,  # type: ignore[attr-defined]
         30, "the dead broker's registration gone",
     )  # fmt: skip
+    # A broker learns the controller's id from ZooKeeper but its epoch only from the
+    # controller's requests. Only the new controller can send an UpdateMetadata that
+    # leaves the dead broker out, so once the target lists just the survivors it has
+    # seen the new epoch.
+    target = survivors[0]
+    wait_for(lambda: _metadata_brokers(cluster3, target) == survivors, 30, "the new epoch seen")
 
     # The old controller's epoch is fenced: a LeaderAndIsr carrying it is refused...
     import asyncio
@@ -71,7 +82,6 @@ def test_one_controller_and_failover(cluster3: EmbeddedCluster, zk: object) -> N
     from sluice.protocol import ErrorCode
     from sluice.server.inter_broker import BrokerConnection
 
-    target = survivors[0]
     stale = LeaderAndIsrRequest(
         controller_id=controller, controller_epoch=epoch, broker_epoch=-1,
         partition_states=(LeaderAndIsrPartitionState(
