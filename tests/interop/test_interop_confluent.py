@@ -136,7 +136,7 @@ def test_invalid_topic_names_are_rejected(broker: BrokerProcess) -> None:
 def test_long_poll_blocks_then_returns_early(broker: BrokerProcess, topic: str) -> None:
     create(broker.bootstrap, topic)
     consumer = Consumer(
-        {"bootstrap.servers": broker.bootstrap, "group.id": "lp", "fetch.wait.max.ms": 500,
+        {"bootstrap.servers": broker.bootstrap, "group.id": "lp", "fetch.wait.max.ms": 10_000,
          "enable.auto.commit": False}
     )  # fmt: skip
     consumer.assign([TopicPartition(topic, 0, 0)])
@@ -152,5 +152,6 @@ def test_long_poll_blocks_then_returns_early(broker: BrokerProcess, topic: str) 
     received = time.monotonic() - sent
     consumer.close()
     assert msg is not None and msg.value() == b"wake"
-    # Woken by the append rather than the 500 ms timeout (a generous bound: a shared CI box).
-    assert received < 0.45, f"record took {received:.3f}s: fetch was not woken early"
+    # Woken by the append rather than the 10-s timeout (half of it: a shared, loaded CI box
+    # can stall any process for a few hundred milliseconds).
+    assert received < 5, f"record took {received:.3f}s: fetch was not woken early"

@@ -155,6 +155,24 @@ def test_cancel_for_key(purgatory: Purgatory) -> None:
     assert purgatory.cancel_for_key(TopicPartition("t", 0)) == []
 
 
+def test_complete_all_answers_every_watched_operation_once(
+    purgatory: Purgatory, clock: ManualClock
+) -> None:
+    a, b, done = (MockDelayedOperation(100_000) for _ in range(3))
+    purgatory.try_complete_else_watch(a, ["k1", "k2"])  # one operation under two keys
+    purgatory.try_complete_else_watch(b, ["k2"])
+    purgatory.try_complete_else_watch(done, ["k3"])
+    done.completable = True
+    assert purgatory.check_and_complete("k3") == 1
+    assert purgatory.complete_all() == 2
+    assert [(op.completions, op.expirations) for op in (a, b, done)] == [(1, 0)] * 3
+    assert purgatory.watched == 0 and purgatory.delayed == 0 and purgatory.watched_keys() == 0
+    clock.advance(100_000)  # their timeouts were cancelled: nothing expires later
+    purgatory.advance_clock(0)
+    assert (a.expirations, b.expirations) == (0, 0)
+    assert purgatory.complete_all() == 0
+
+
 def test_topic_partition_key_is_hashable_value() -> None:
     assert TopicPartition("t", 1) == TopicPartition("t", 1)
     assert len({TopicPartition("t", 1), TopicPartition("t", 1), TopicPartition("t", 2)}) == 2

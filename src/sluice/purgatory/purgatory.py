@@ -49,6 +49,15 @@ class Watchers(Generic[T]):
         self.purge_completed()
         return completed
 
+    def force_complete_watched(self) -> int:
+        """Complete every watching operation now; drop them; return how many this call
+        completed (those another caller completed first are not counted)."""
+        with self._lock:
+            snapshot = list(self._ops)
+        completed = sum(1 for op in snapshot if op.force_complete())
+        self.purge_completed()
+        return completed
+
     def cancel(self) -> list[T]:
         """Stop watching; cancel every operation's timeout; return the operations."""
         with self._lock:
@@ -170,6 +179,20 @@ class DelayedOperationPurgatory(Generic[T]):
         completed = watchers.try_complete_watched()
         if watchers.is_empty():
             self._remove_key_if_empty(key, watchers)
+        return completed
+
+    def complete_all(self) -> int:
+        """Complete every watched operation now, as its timeout would (``on_complete``
+        runs; ``on_expiration`` does not): for a broker that stops serving and answers
+        what waits instead of holding it to its timeout. Returns how many completed."""
+        completed = 0
+        for shard in self._shards:
+            with shard.lock:
+                items = list(shard.watchers_by_key.items())
+            for key, watchers in items:
+                completed += watchers.force_complete_watched()
+                if watchers.is_empty():
+                    self._remove_key_if_empty(key, watchers)
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:

@@ -290,6 +290,9 @@ class Broker:
             await server.stop_accepting()
         self.group_coordinator.shutdown()  # answer waiting JoinGroup/SyncGroup: NOT_COORDINATOR
         self.txn_coordinator.shutdown()
+        answered = self.replica_manager.stop_fetch_waits()  # not held to their max wait
+        if answered:
+            log.info("stopping: %d waiting fetches answered now", answered)
         for server in self.servers:
             await server.drain_and_close(timeout_s=10)
         for task in self._tasks:

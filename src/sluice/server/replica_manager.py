@@ -119,6 +119,8 @@ class ReplicaManager:
         # Cluster mode: called with (partition, replica_id) when a follower caught up.
         self.on_isr_expand: Callable[[Partition, int], None] | None = None
         self.now_ms: Callable[[], int] = lambda: 0
+        # False once the broker stops serving: fetches are answered without waiting.
+        self._fetches_wait = True
 
     # -- partitions ------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -328,14 +330,18 @@ class ReplicaManager:
     ) -> None:
         """Answer at once when there is enough data (or an error, or no wait); else park a
         DelayedFetch woken by HW growth (LEO growth for followers)."""
+        wait = self._fetches_wait
         if params.is_from_follower:
             self._record_follower_fetches(params.replica_id, fetches)
-            if self._park_caught_up_follower(params, fetches, callback):
+            if wait and self._park_caught_up_follower(params, fetches, callback):
                 return
         results = self.read_from_local_log(params, fetches)
         total = sum(d.records.size for _, d in results if d.records is not None)
         has_error = any(d.error != ErrorCode.none for _, d in results)
-        if params.max_wait_ms <= 0 or not fetches or total >= params.min_bytes or has_error:
+        if (
+            not wait or params.max_wait_ms <= 0 or not fetches or total >= params.min_bytes
+            or has_error
+        ):  # fmt: skip
             callback(results)
             return
         starts = []
@@ -343,6 +349,15 @@ class ReplicaManager:
             partition = self.partitions[fetch.tp]
             starts.append((fetch, self._offset_metadata(partition, fetch.fetch_offset)))
         self._park(params, fetches, starts, callback)
+
+    def stop_fetch_waits(self) -> int:
+        """Answer every waiting Fetch now, with what its partitions hold, and from now on
+        answer fetches without waiting: a stopping broker drains its requests in flight
+        without holding long polls to their max wait (a consumer's may be many
+        seconds). Followers' fetch offsets still count, so acks=all produces waiting on
+        them still complete. Returns how many waiting fetches were answered."""
+        self._fetches_wait = False
+        return self.fetch_purgatory.complete_all()
 
     def _park_caught_up_follower(
         self,
