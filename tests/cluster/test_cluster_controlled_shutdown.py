@@ -5,6 +5,7 @@ stopped broker leads nothing when it exits."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from cluster_support import NumberedProducer, audit, read_partitions, wait_for
@@ -20,6 +21,23 @@ def _leaders(bootstrap: str) -> dict[int, int]:
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     topic = admin.list_topics(topic=TOPIC, timeout=5).topics[TOPIC]
     return {p: m.leader for p, m in topic.partitions.items()}
+
+
+def _zk_leaders(cluster: EmbeddedCluster) -> dict[int, int]:
+    """Each partition's leader as the controller wrote it to ZooKeeper."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=cluster.zookeeper_connect)
+    client.start(15)
+    try:
+        path = f"/brokers/topics/{TOPIC}/partitions"
+        return {
+            int(p): json.loads(client.get(f"{path}/{p}/state")[0])["leader"]
+            for p in client.get_children(path)
+        }
+    finally:
+        client.stop()
+        client.close()
 
 
 def test_sigterm_moves_leaders_away_before_stopping(cluster3: EmbeddedCluster) -> None:
@@ -39,9 +57,17 @@ def test_sigterm_moves_leaders_away_before_stopping(cluster3: EmbeddedCluster) -
     started = time.monotonic()
     cluster3.stop_broker(victim)
     took = time.monotonic() - started
+    # The controller wrote the new leaders before it answered the shutdown: settled now.
+    after = _zk_leaders(cluster3)
+    assert len(after) == PARTITIONS and victim not in after.values(), after
+    assert all(leader >= 0 for leader in after.values()), after
+    # The survivors learn them from the controller's UpdateMetadata, which may still be
+    # on its way (or, when the victim was the controller, come from the next one).
     survivors = ",".join(cluster3.bootstrap_of(b) for b in cluster3.broker_ids if b != victim)
-    after = _leaders(survivors)
-    assert victim not in after.values(), f"broker {victim} still leads {after}"
+    wait_for(
+        lambda: (m := _leaders(survivors)) and sorted(m.items()) == sorted(after.items()),
+        30, "the survivors' metadata naming the new leaders",
+    )  # fmt: skip
     assert "controlled shutdown of broker" in cluster3.log_tail(victim, 200)
 
     before = producer.acked_count

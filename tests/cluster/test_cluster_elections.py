@@ -31,10 +31,23 @@ def _preferred_everywhere(bootstrap: str, topic: str, partitions: int) -> bool:
     )
 
 
+def _agreed_leader(cluster: EmbeddedCluster, topic: str) -> int:
+    """Partition 0's leader once every running broker's metadata names the same one (each
+    hears of an election from its own UpdateMetadata)."""
+
+    def agreed() -> tuple[int] | None:  # a tuple: broker 0 is a leader too
+        leaders = set(leaders_by_broker(cluster, topic).values())
+        return (leaders.pop(),) if len(leaders) == 1 and min(leaders) >= 0 else None
+
+    found = wait_for(agreed, 30, f"the brokers agreeing on {topic}-0's leader")
+    assert found is not None
+    return found[0]
+
+
 def _displace_preferred_leader(cluster: EmbeddedCluster, topic: str) -> int:
     """Kill the preferred leader of partition 0, wait for failover, restart it and wait
     until it is back in the ISR (not leading). Returns its id."""
-    leader = _state(cluster.bootstrap_servers, topic)[0][0]
+    leader = _agreed_leader(cluster, topic)
     cluster.kill_broker(leader)
     others = ",".join(cluster.bootstrap_of(b) for b in cluster.broker_ids if b != leader)
     wait_for(lambda: _state(others, topic)[0][0] not in (-1, leader), 45, "a failover leader")

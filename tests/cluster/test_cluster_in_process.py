@@ -52,7 +52,8 @@ def test_kill_stop_and_restart_in_process(cluster: EmbeddedCluster) -> None:
         assert not cluster.is_running(victim)
         others = ",".join(cluster.bootstrap_of(b) for b in cluster.broker_ids if b != victim)
         wait_for(
-            lambda: all(leader not in (-1, victim) for leader, _ in _state(others).values()),
+            lambda: [leader not in (-1, victim) for leader, _ in _state(others).values()]
+            == [True] * PARTITIONS,
             30, "new leaders once the killed broker's session expired",
         )  # fmt: skip
         floor = producer.acked_count
@@ -63,7 +64,11 @@ def test_kill_stop_and_restart_in_process(cluster: EmbeddedCluster) -> None:
         controller = cluster.controller_id
         cluster.stop_broker(controller)  # controlled shutdown: leaders move first
         others = ",".join(cluster.bootstrap_of(b) for b in cluster.broker_ids if b != controller)
-        assert all(leader != controller for leader, _ in _state(others).values())
+        wait_for(  # the survivors hear of the new leaders from the (next) controller
+            lambda: [leader not in (-1, controller) for leader, _ in _state(others).values()]
+            == [True] * PARTITIONS,
+            30, "new leaders after the controlled stop",
+        )  # fmt: skip
         floor = producer.acked_count
         wait_for(lambda: producer.acked_count >= floor + 100, 30, "progress after the stop")
         cluster.restart_broker(controller)

@@ -9,27 +9,19 @@ import json
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sluice.embedded_cluster import wait_until  # noqa: F401  (re-exported for the tests)
+
 FAST_GROUP = {
     "session.timeout.ms": 6000,
     "heartbeat.interval.ms": 300,
     "topic.metadata.refresh.interval.ms": 1000,
 }
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -109,11 +101,12 @@ class ConsumerThread:
 
     def _on_assign(self, _consumer: Any, partitions: list[CTP]) -> None:
         self.rebalances += 1
-        self.owned |= {tp.partition for tp in partitions}
+        # Rebound, never changed in place: other threads iterate what they read.
+        self.owned = self.owned | {tp.partition for tp in partitions}
 
     def _on_revoke(self, _consumer: Any, partitions: list[CTP]) -> None:
         self.rebalances += 1
-        self.owned -= {tp.partition for tp in partitions}
+        self.owned = self.owned - {tp.partition for tp in partitions}
         for tp in partitions:  # the next owner reads them again
             self._uncommitted.pop(tp.partition, None)
 

@@ -7,24 +7,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from sluice.embedded_cluster import wait_until
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll ``condition`` until true, failing after ``timeout_s`` (no fixed sleeps)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.01)
 
 
 class BrokerProcess:

@@ -91,6 +91,16 @@ class CompactionMachine(RuleBasedStateMachine):
     def cleaner_steps(self, steps: int) -> None:
         for _ in range(steps):
             self.cleaner.step()
+            # One pass may end (giving a tombstone its horizon) and the next remove the
+            # tombstone within these steps: note each horizon when it reaches the disk.
+            self._note_horizons()
+
+    def _note_horizons(self) -> None:
+        for fields, batch in read_batches(self.log):
+            if fields[5] & 0x40:
+                for record in batch:
+                    if record.value is None:
+                        self.horizons.setdefault(record.offset, fields[7])
 
     @rule()
     def reopen(self) -> None:
@@ -104,12 +114,12 @@ class CompactionMachine(RuleBasedStateMachine):
         log = self.log
         end = max(self.written, default=-1) + 1
         assert log.log_end_offset == end and log.log_start_offset == 0
-        seen: list[tuple[int, bytes | None, bytes | None]] = []
-        for fields, batch in read_batches(log):
-            for record in batch:
-                if fields[5] & 0x40 and record.value is None:
-                    self.horizons.setdefault(record.offset, fields[7])
-                seen.append((record.offset, record.key, record.value))
+        self._note_horizons()
+        seen = [
+            (record.offset, record.key, record.value)
+            for _, batch in read_batches(log)
+            for record in batch
+        ]
         offsets = [offset for offset, _, _ in seen]
         assert offsets == sorted(set(offsets))
         for offset, key, value in seen:
