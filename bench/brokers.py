@@ -37,6 +37,8 @@ from typing import Any
 
 import psutil
 
+from sluice.ports import free_port
+
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
@@ -64,13 +66,6 @@ def compile_sluice() -> None:
     import sluice
 
     compileall.compile_dir(Path(sluice.__file__).parent, quiet=1)
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that nothing listens on at the moment."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def _log_tail(path: Path) -> str:

@@ -21,6 +21,8 @@ import time
 import uuid
 from pathlib import Path
 
+from sluice.ports import free_port
+
 try:
     from confluent_kafka import Producer
     from confluent_kafka import libversion as librdkafka_version
@@ -29,12 +31,6 @@ except ImportError as missing:  # pragma: no cover - depends on the environment
 
 VALUE = b"x" * 100
 FLUSH_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_broker(data: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -35,16 +35,11 @@ from sluice.coordination.data_tree import DataTree
 from sluice.coordination.memory import InProcessStore
 from sluice.coordination.zk_server import ZooKeeperServer
 from sluice.embedded import EmbeddedBroker
+from sluice.ports import free_port
 
 __all__ = ["EmbeddedCluster", "wait_until"]
 
 T = TypeVar("T")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -104,7 +99,7 @@ class EmbeddedCluster:
         }
         self.start_timeout_s = start_timeout_s
         self.zookeeper: ZooKeeperServer | None = None
-        self.ports = {b: _free_port() for b in self.broker_ids}
+        self.ports = {b: free_port() for b in self.broker_ids}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         # In-process mode: one shared tree, a broker thread and a live session each.
         self.tree: DataTree | None = None

@@ -10,12 +10,7 @@ import sys
 from pathlib import Path
 
 from sluice.embedded_cluster import wait_until
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from sluice.ports import free_port
 
 
 class BrokerProcess:

@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+from sluice.ports import free_port
+
 __all__ = [
     "ZooKeeperNotInstalledError",
     "ZooKeeperServer",
@@ -103,13 +105,6 @@ def ensure_zookeeper_installed() -> str:
     if classpath is None or find_java() is None:
         raise ZooKeeperNotInstalledError("apt-get installed 'zookeeper' but it is not usable")
     return classpath
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ZooKeeperServer:
