@@ -6,7 +6,7 @@ import heapq
 import random
 import threading
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sluice.clock import ManualClock
@@ -73,8 +73,10 @@ def run_ops(ops: list[Op], tick_ms: int, wheel_size: int) -> None:
                 while timer.advance_clock(0):
                     pass
                 assert fired.get(task_id) == [clock.now_ms()]
-            if task_id in fired:
-                model.cancel(task_id)
+            # That drain may also fire, up to a tick early, tasks added before that share
+            # the due bucket (coarse ticks).
+            for fired_id in fired:
+                model.cancel(fired_id)
         elif kind == "cancel":
             if tasks:
                 task_id = arg % len(tasks)
@@ -118,6 +120,10 @@ def test_tick_one_matches_heap_model(ops: list[Op], wheel_size: int) -> None:
     tick_ms=st.integers(min_value=2, max_value=50),
     wheel_size=st.integers(min_value=2, max_value=8),
 )
+# Found by a CI run: the wheel's time stays at 1000 after the advance to 1002 (it only
+# jumps to bucket expirations), so the task due at 1003 and the one due at once share the
+# bucket [1002, 1004), and draining for the second fires both at 1002.
+@example(ops=[("advance", 2), ("add", 1), ("add", 0)], tick_ms=2, wheel_size=2)
 def test_coarse_ticks_fire_within_one_tick(ops: list[Op], tick_ms: int, wheel_size: int) -> None:
     run_ops(ops, tick_ms=tick_ms, wheel_size=wheel_size)
 
