@@ -15,8 +15,6 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sluice.embedded_cluster import wait_until  # noqa: F401  (re-exported for the tests)
-
 FAST_GROUP = {
     "session.timeout.ms": 6000,
     "heartbeat.interval.ms": 300,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from group_clients import ConsumerThread, committed_offsets, create_topic, produce, wait_until
+from group_clients import ConsumerThread, committed_offsets, create_topic, produce
 from interop_support import RawClient
 from kio.schema.describe_groups.v5 import request as describe_req
 from kio.schema.find_coordinator.v0 import request as find_v0
@@ -23,6 +23,7 @@ from kio.schema.sync_group.v5 import request as sync_req
 from kio.static.primitive import i8, i32, i64
 
 import sluice
+from sluice.embedded_cluster import wait_until
 from sluice.protocol import ErrorCode
 
 E = ErrorCode

@@ -12,10 +12,10 @@ from group_clients import (
     coordinator_view,
     create_topic,
     produce,
-    wait_until,
 )
 
 import sluice
+from sluice.embedded_cluster import wait_until
 
 PARTITIONS = 12
 

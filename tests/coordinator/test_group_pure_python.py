@@ -10,7 +10,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTP
-from group_clients import create_topic, produce, wait_until
+from group_clients import create_topic, produce
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KpTP
 from kafka.admin import MemberToRemove
@@ -18,6 +18,7 @@ from kafka.errors import NoError, UnknownMemberIdError
 from kafka.structs import OffsetAndMetadata
 
 import sluice
+from sluice.embedded_cluster import wait_until
 
 GROUP_TIMEOUTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 300}
 

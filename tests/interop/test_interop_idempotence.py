@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from crc32c import crc32c
-from interop_support import BrokerProcess, RawClient, free_port
+from interop_support import BrokerProcess, RawClient
 from kafka import KafkaProducer
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.init_producer_id.v0.request import InitProducerIdRequest as InitV0
@@ -30,6 +30,7 @@ from kio.schema.produce.v9 import request as produce_req
 from kio.static.primitive import i8, i16, i32, i64
 
 from sluice.log.batch import iter_batches
+from sluice.ports import free_port
 from sluice.protocol import ErrorCode
 
 TIMEOUT = datetime.timedelta(seconds=10)

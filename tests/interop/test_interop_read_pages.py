@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from interop_support import BrokerProcess, wait_until
+from interop_support import BrokerProcess
 from kafka import KafkaConsumer
+
+from sluice.embedded_cluster import wait_until
 
 RECORDS = 300
 SEGMENT_BYTES = 64 * 1024

@@ -113,9 +113,10 @@ def test_kill9_while_writing_into_a_reused_segment_file_loses_and_revives_nothin
 
 def _kill9_in_a_reused_segment_file(broker: BrokerProcess) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
-    from interop_support import wait_until
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KpTP
+
+    from sluice.embedded_cluster import wait_until
 
     topic = "reused"
     configs = {"segment.bytes": "40000", "retention.bytes": "80000", "file.delete.delay.ms": "100"}

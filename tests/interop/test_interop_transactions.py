@@ -22,7 +22,9 @@ from confluent_kafka import (
     Producer,
 )
 from confluent_kafka import TopicPartition as CkTopicPartition
-from interop_support import BrokerProcess, RawClient, wait_until
+from interop_support import BrokerProcess, RawClient
+
+from sluice.embedded_cluster import wait_until
 
 TXN_BROKER = {
     "transaction.state.log.num.partitions": "4",

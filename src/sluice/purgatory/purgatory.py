@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 from sluice.clock import Clock
@@ -185,15 +185,7 @@ class DelayedOperationPurgatory(Generic[T]):
         """Complete every watched operation now, as its timeout would (``on_complete``
         runs; ``on_expiration`` does not): for a broker that stops serving and answers
         what waits instead of holding it to its timeout. Returns how many completed."""
-        completed = 0
-        for shard in self._shards:
-            with shard.lock:
-                items = list(shard.watchers_by_key.items())
-            for key, watchers in items:
-                completed += watchers.force_complete_watched()
-                if watchers.is_empty():
-                    self._remove_key_if_empty(key, watchers)
-        return completed
+        return self._each_watchers(Watchers.force_complete_watched)
 
     def cancel_for_key(self, key: Hashable) -> list[T]:
         """Stop watching ``key``: its operations' timeouts are cancelled (not completed)."""
@@ -223,15 +215,21 @@ class DelayedOperationPurgatory(Generic[T]):
     # -- expiry and purging ----------------------------------------------------
     def purge_completed(self) -> int:
         """Drop completed operations from every watcher list; return how many entries went."""
-        purged = 0
+        return self._each_watchers(Watchers.purge_completed)
+
+    def _each_watchers(self, action: Callable[[Watchers[T]], int]) -> int:
+        """``action`` on every key's watchers (each shard's map read under its lock, the
+        action run outside it), keys left with no operations removed; the sum of its
+        results."""
+        total = 0
         for shard in self._shards:
             with shard.lock:
                 items = list(shard.watchers_by_key.items())
             for key, watchers in items:
-                purged += watchers.purge_completed()
+                total += action(watchers)
                 if watchers.is_empty():
                     self._remove_key_if_empty(key, watchers)
-        return purged
+        return total
 
     def advance_clock(self, timeout_ms: int) -> int:
         """Expire due operations, then purge when completed-but-watched ones pile up.
