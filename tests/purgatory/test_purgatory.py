@@ -75,6 +75,28 @@ def test_operation_completable_at_once_is_not_watched(purgatory: Purgatory) -> N
     assert op.completions == 1 and purgatory.watched == 0 and purgatory.delayed == 0
 
 
+def test_watch_without_a_try_is_completed_by_its_keys_or_its_timeout(
+    purgatory: Purgatory, clock: ManualClock
+) -> None:
+    """``watch`` never calls try_complete itself (the caller has looked): even an
+    operation that could complete waits for a check on one of its keys."""
+    op, timed = MockDelayedOperation(100_000), MockDelayedOperation(30)
+    op.completable = True
+    purgatory.watch(op, ["a", "b"])
+    purgatory.watch(timed, ["a"])
+    assert (op.completions, op.completed_by_try) == (0, 0)
+    assert purgatory.watched == 3 and purgatory.delayed == 2
+    assert purgatory.check_and_complete("b") == 1
+    assert (op.completions, op.completed_by_try) == (1, 1)
+    assert purgatory.check_and_complete("a") == 0  # timed is not completable
+    clock.advance(30)
+    purgatory.advance_clock(0)
+    assert (timed.completions, timed.expirations) == (1, 1)
+    assert purgatory.delayed == 0
+    with pytest.raises(ValueError):
+        purgatory.watch(MockDelayedOperation(1), [])
+
+
 def test_request_expiry(purgatory: Purgatory, clock: ManualClock) -> None:
     r1, r2 = MockDelayedOperation(20), MockDelayedOperation(200)
     assert not purgatory.try_complete_else_watch(r1, ["test1"])

@@ -155,6 +155,22 @@ class DelayedOperationPurgatory(Generic[T]):
                 op.cancel()
         return False
 
+    def watch(self, op: T, keys: Iterable[Hashable]) -> None:
+        """Watch ``op`` on every key and time it out, without trying it first: for a
+        caller that has just seen it cannot complete and is the only thread that calls
+        :meth:`check_and_complete` on those keys (the broker's event loop), so no trigger
+        can fall between that look and the watch (what the second try of
+        :meth:`try_complete_else_watch` is for)."""
+        key_list = list(keys)
+        if not key_list:
+            raise ValueError("a delayed operation needs at least one watch key")
+        for key in key_list:
+            self._watch_for(key, op)
+        with self._estimated_lock:
+            self._estimated_total += 1
+        if self.timer_enabled:
+            self.timer.add(op)
+
     def _watch_for(self, key: Hashable, op: T) -> None:
         shard = self._shard(key)
         with shard.lock:

@@ -99,6 +99,9 @@ class Broker:
         """``coordination_store`` (a factory of CoordinationStore sessions) puts the
         broker in cluster mode without ZooKeeper, e.g. on an in-process DataTree."""
         self.config = config
+        # (topic config name, raw value) -> parsed value: the produce path asks for
+        # min.insync.replicas several times per acks=all request.
+        self._parsed_topic_configs: dict[tuple[str, str], Any] = {}
         self._store_factory = coordination_store
         self.broker_id = config.broker_id
         self.clock: Clock = clock if clock is not None else MonotonicClock()
@@ -480,9 +483,18 @@ class Broker:
         synonym, definition = TOPIC_CONFIGS[key]
         info = self.topic_info(topic)
         raw = None if info is None else info.configs.get(key)
-        if raw is not None:
+        if raw is None:
+            return self.config.broker_synonym(synonym) if synonym else definition.default
+        if type(raw) is not str:
             return definition.parse(raw)
-        return self.config.broker_synonym(synonym) if synonym else definition.default
+        parsed = self._parsed_topic_configs.get((key, raw))
+        if parsed is None:
+            parsed = definition.parse(raw)
+            if isinstance(parsed, int | float | str):  # immutable: one parse serves all
+                if len(self._parsed_topic_configs) >= 1024:  # values set over a long life
+                    self._parsed_topic_configs.clear()
+                self._parsed_topic_configs[(key, raw)] = parsed
+        return parsed
 
     def log_config_for(self, topic: str) -> LogConfig:
         return self._log_config_from(self.topic_configs(topic))

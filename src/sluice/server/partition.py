@@ -17,6 +17,8 @@ __all__ = ["FetchIsolation", "LogReadInfo", "NotEnoughReplicasError", "Partition
 
 log = logging.getLogger(__name__)
 
+_NO_LEO = 2**63  # above every offset: the start of a search for the smallest LEO
+
 
 class FetchIsolation(enum.Enum):
     """How far a fetch may read: followers to the LEO, consumers to the HW (or the LSO)."""
@@ -106,18 +108,22 @@ class Partition:
             return self._hw
         return max(first_unstable, self.log.log_start_offset)
 
-    def _leo_of(self, broker_id: int) -> int:
-        if broker_id == self.local_broker_id:
-            return self.log.log_end_offset
-        return self.replica_leos.get(broker_id, 0)
-
     def maybe_increment_high_watermark(self) -> bool:
         """Advance HW to the smallest LEO in the ISR; True when it moved. A leader whose
         ISR is below min.insync.replicas holds its HW: what only that few replicas have
         is not committed (consumers do not see it until the ISR recovers)."""
-        if not self.isr:
+        isr = self.isr
+        if not isr:
             return False
-        new_hw = min(self._leo_of(b) for b in self.isr)
+        # The smallest LEO in the ISR (a follower's is its last fetch offset), without a
+        # call per replica: this runs on every follower fetch and every append.
+        local, leos = self.local_broker_id, self.replica_leos
+        new_hw = self.log.log_end_offset if local in isr else _NO_LEO
+        for b in isr:
+            if b != local:
+                leo = leos.get(b, 0)
+                if leo < new_hw:
+                    new_hw = leo
         if new_hw <= self._hw:
             return False
         # Asked only when the HW would move: min_isr() reads the topic's configs.
@@ -254,7 +260,12 @@ class Partition:
         # Offsets first, then the read: the read never goes past what was captured.
         hw, lso = self._hw, self.last_stable_offset
         leo, start = self.log.log_end_offset, self.log.log_start_offset
-        limit = {FetchIsolation.LOG_END: leo, FetchIsolation.HIGH_WATERMARK: hw}.get(isolation, lso)
+        if isolation is FetchIsolation.LOG_END:
+            limit = leo
+        elif isolation is FetchIsolation.HIGH_WATERMARK:
+            limit = hw
+        else:
+            limit = lso
         data = self.log.read(fetch_offset, max_bytes, limit, min_one_message, reader)
         info = LogReadInfo(data, hw, lso, start, leo)
         if isolation is FetchIsolation.TXN_COMMITTED:

@@ -382,7 +382,10 @@ class ReplicaManager:
             if fetch.fetch_offset != leo.message_offset:
                 return False
             starts.append((fetch, leo))
-        self._park(params, fetches, starts, callback)
+        # Watched without a first try: at the log end of every partition (and
+        # min_bytes > 0) DelayedFetch.try_complete can only say no, and only this
+        # thread appends and wakes the fetch purgatory.
+        self._park(params, fetches, starts, callback, tried=True)
         return True
 
     def _park(
@@ -391,14 +394,20 @@ class ReplicaManager:
         fetches: list[PartitionFetch],
         starts: list[tuple[PartitionFetch, LogOffsetMetadata]],
         callback: Callable[[list[tuple[PartitionFetch, FetchPartitionData]]], None],
+        tried: bool = False,
     ) -> None:
-        """A DelayedFetch from ``starts``; on completion the log is read again."""
+        """A DelayedFetch from ``starts``; on completion the log is read again. ``tried``:
+        the caller has seen that it cannot complete yet, so it is only watched."""
 
         def complete() -> None:
             callback(self.read_from_local_log(params, fetches))
 
         op = DelayedFetch(params.max_wait_ms, params, starts, self, complete)
-        self.fetch_purgatory.try_complete_else_watch(op, [f.tp for f in fetches])
+        keys = [f.tp for f in fetches]
+        if tried:
+            self.fetch_purgatory.watch(op, keys)
+        else:
+            self.fetch_purgatory.try_complete_else_watch(op, keys)
 
     def _record_follower_fetches(self, replica_id: int, fetches: list[PartitionFetch]) -> None:
         """A follower's fetch offset is its LEO: move the HW, maybe expand the ISR."""
