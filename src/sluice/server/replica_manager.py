@@ -230,7 +230,11 @@ class ReplicaManager:
             callback(statuses)
             return
         op = DelayedProduce(timeout_ms, statuses, self, callback, required_acks)
-        self.produce_purgatory.try_complete_else_watch(op, list(statuses))
+        # One try, then watched: only this thread appends, moves HWs and wakes the
+        # produce purgatory (the writer thread's news comes through the loop), so
+        # nothing can complete it between the try and the watch.
+        if not op.safe_try_complete():
+            self.produce_purgatory.watch(op, list(statuses))
 
     def _unwritten(self, tp: TopicPartition, required_offset: int) -> bool:
         partition = self.partitions.get(tp)
