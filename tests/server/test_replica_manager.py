@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import io
+import os
 import queue
 import weakref
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from sluice.clock import ManualClock
 from sluice.common import TopicPartition
 from sluice.log import Log, LogConfig, deletion
 from sluice.log.append import AppendOrigin
+from sluice.log.group_flush import GroupFlusher
 from sluice.log.writer import ManualLogWriter
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
@@ -138,6 +140,77 @@ def test_coordinator_appends_are_written_at_once(h: Harness) -> None:
     h.rm.append_records(1000, 1, {TP: batch(b"a")}, out.append, AppendOrigin.COORDINATOR)
     assert out[0][TP].error == ErrorCode.none and h.log.log_end_offset == 1
     assert not writer.queued
+
+
+class Rounds:
+    """A group flusher (sluice.log.group_flush) whose loop turns and flush thread the test
+    runs: ``step()`` starts the due round and finishes it."""
+
+    def __init__(self, h: Harness) -> None:
+        self.soon: list[Any] = []
+        self.jobs: list[Any] = []
+        h.log.flush_group = GroupFlusher(
+            self.soon.append, lambda job, done: self.jobs.append((job, done)), h.rm.flushed
+        )
+
+    def step(self) -> None:
+        while self.soon:
+            self.soon.pop(0)()
+        while self.jobs:
+            job, done = self.jobs.pop(0)
+            job()
+            done()
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+def test_an_append_that_makes_a_flush_due_is_answered_once_flushed(
+    tmp_path: Path, acks: int
+) -> None:
+    h = Harness(tmp_path, LogConfig(flush_messages=2))
+    rounds = Rounds(h)
+    out: list[Any] = []
+    h.rm.append_records(1000, acks, {TP: batch(b"a")}, out.append)
+    assert len(out) == 1  # 1 of 2 messages: no flush due, answered at once
+    h.rm.append_records(1000, acks, {TP: batch(b"b")}, out.append)
+    assert len(out) == 1 and h.log.recovery_point == 0 and h.rm.produce_purgatory.delayed == 1
+    h.rm.append_records(1000, acks, {TP: batch(b"c")}, out.append)
+    assert len(out) == 2  # after the due one: answered at once, not flushed
+    rounds.step()
+    assert h.log.recovery_point == 3 and len(out) == 3  # the round took the log end
+    assert out[2][TP].error == ErrorCode.none and out[2][TP].base_offset == 1
+    h.rm.shutdown()
+    h.log.close()
+
+
+def test_a_produce_waiting_for_a_flush_that_fails_gets_a_storage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = Harness(tmp_path, LogConfig(flush_messages=1))
+    rounds = Rounds(h)
+    out: list[Any] = []
+    h.rm.append_records(1000, 1, {TP: batch(b"a")}, out.append)
+    assert out == []
+
+    def fail(fd: int) -> None:
+        raise OSError(5, "injected I/O error")
+
+    monkeypatch.setattr(os, "fsync", fail)
+    rounds.step()
+    monkeypatch.undo()
+    assert out[0][TP].error == ErrorCode.kafka_storage_error
+    h.rm.shutdown()
+    h.log.close()
+
+
+def test_a_produce_waiting_for_a_flush_times_out(tmp_path: Path) -> None:
+    h = Harness(tmp_path, LogConfig(flush_messages=1))
+    Rounds(h)  # its rounds never run
+    out: list[Any] = []
+    h.rm.append_records(500, 1, {TP: batch(b"a")}, out.append)
+    h.expire(500)
+    assert out[0][TP].error == ErrorCode.request_timed_out
+    h.rm.shutdown()
+    h.log.close()
 
 
 def test_acks_all_on_single_replica_completes_without_waiting(h: Harness) -> None:

@@ -134,9 +134,17 @@ class AbstractIndex:
 
     def flush(self) -> None:
         """fsync the index file if entries changed since the last flush."""
+        fd = self.take_unsynced()
+        if fd is not None:
+            os.fsync(fd)
+
+    def take_unsynced(self) -> int | None:
+        """The descriptor to fsync if entries changed since the last sync, which they
+        then count as (for a flush whose fsyncs run elsewhere); None when clean."""
         if self._dirty and self._fd >= 0:
-            os.fsync(self._fd)
             self._dirty = False
+            return self._fd
+        return None
 
     def close(self) -> None:
         if self._fd >= 0:

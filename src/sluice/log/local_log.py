@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 from bisect import bisect_right
@@ -27,9 +28,39 @@ from sluice.log.readers import NO_OFFSET_DUE, LogReaders
 from sluice.log.segment import LogSegment
 from sluice.log.writer import WriteJob, Writer
 
-__all__ = ["LocalLog"]
+__all__ = ["FlushWork", "LocalLog"]
 
 logger = logging.getLogger(__name__)
+
+
+class FlushWork:
+    """The fsyncs that bring a log's recovery point to ``target``: taken on the log's
+    thread (:meth:`LocalLog.flush_work`), synced anywhere, applied on the log's thread
+    (:meth:`LocalLog.flushed`). ``owned``: the descriptors are duplicates this work
+    closes, so that it can run after the segments are closed or removed."""
+
+    __slots__ = ("error", "fds", "owned", "target", "truncations")
+
+    def __init__(self, target: int, fds: list[int], truncations: int, owned: bool) -> None:
+        self.target = target
+        self.fds = fds
+        self.truncations = truncations
+        self.owned = owned
+        self.error: OSError | None = None
+
+    def sync(self) -> None:
+        """fsync every file; the first failure is kept in ``error`` (and raised)."""
+        try:
+            for fd in self.fds:
+                os.fsync(fd)
+        except OSError as exc:
+            self.error = exc
+            raise
+        finally:
+            if self.owned:
+                for fd in self.fds:
+                    os.close(fd)
+                self.fds = []
 
 
 class LocalLog:
@@ -42,6 +73,7 @@ class LocalLog:
         "_clock",
         "_closed",
         "_config",
+        "_flush_wanted",
         "_last_flush_ms",
         "_log_end_offset",
         "_next_offset",
@@ -54,6 +86,7 @@ class LocalLog:
         "_rp_checkpoint",
         "_segments",
         "_spare",
+        "_truncations",
         "_write_error",
         "_writer",
         "dir",
@@ -87,6 +120,11 @@ class LocalLog:
         self._write_error: OSError | None = None
         self._recovery_point = recovery_point
         self._last_flush_ms = clock()
+        # The end of the latest flush flush.messages asked for and an append deferred
+        # (append(defer_flush=True)); every truncation counts, so that a flush taken
+        # before one is not applied after it.
+        self._flush_wanted = 0
+        self._truncations = 0
         self._closed = False
         # (deadline, segment, bound): removed segments whose files are deleted (or one kept
         # as the spare) at the deadline; every offset the segment held is below ``bound``.
@@ -174,14 +212,20 @@ class LocalLog:
         direct: bool = False,
         writer: Writer | None = None,
         on_written: Callable[[], None] | None = None,
-    ) -> None:
+        defer_flush: bool = False,
+    ) -> bool:
         """Append batches holding offsets ``first..last``, rolling first if needed;
         ``direct``: whole blocks past the page cache (:meth:`FileRecords.append`).
 
         With a ``writer`` the bytes are written on its thread: the log end offset moves
         when they are in the file (:meth:`publish_written`), which then calls
         ``on_written`` on this thread. Without one, earlier such writes are waited for
-        first and the append is written here."""
+        first and the append is written here.
+
+        When ``flush.messages`` messages have been appended since the recovery point
+        (or since the end of the last deferred flush) the log is flushed here, or, with
+        ``defer_flush``, True is returned and the caller has the flush done
+        (:meth:`flush_work`, sluice.log.group_flush); False otherwise."""
         if writer is None:
             self.drain()
         segment = self._maybe_roll(len(buf), first, last, max_timestamp)
@@ -199,8 +243,20 @@ class LocalLog:
             self._writer = writer
             self._pending.append((job, on_written))
             writer.submit(job)
-        if self._next_offset - self._recovery_point >= self._config.flush_messages:
-            self.flush()
+        flushed_to = max(self._recovery_point, self._flush_wanted)
+        if self._next_offset - flushed_to < self._config.flush_messages:
+            return False
+        if defer_flush:
+            self._flush_wanted = self._next_offset
+            return True
+        self.flush()
+        return False
+
+    @property
+    def flush_wanted(self) -> int:
+        """The end of the latest deferred flush (0 if none): appends below it wait for
+        the recovery point to reach it."""
+        return self._flush_wanted
 
     def publish_written(self, inline: bool = False) -> None:
         """Make the written appends readable, in order: each moves its file's size and
@@ -518,6 +574,8 @@ class LocalLog:
         segment.truncate_to(target)
         new_end = target if straddling is None else min(target, straddling.base_offset)
         self._log_end_offset = self._next_offset = max(new_end, segment.base_offset)
+        self._truncations += 1
+        self._flush_wanted = min(self._flush_wanted, self._log_end_offset)
         self._set_recovery_point(min(self._recovery_point, self._log_end_offset))
         self._forget_readers()
         return self._log_end_offset
@@ -529,6 +587,8 @@ class LocalLog:
         self._segments = [self._new_segment(new_offset)]
         self._bases = [new_offset]
         self._log_end_offset = self._next_offset = new_offset
+        self._truncations += 1
+        self._flush_wanted = 0
         self._set_recovery_point(new_offset)
         self._forget_readers()
 
@@ -542,18 +602,41 @@ class LocalLog:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in ``[recovery_point, offset)`` (default: the
         log end offset) and advance the recovery point."""
+        work = self.flush_work(offset)
+        if work is not None:
+            work.sync()
+            self.flushed(work)
+
+    def flush_work(self, offset: int | None = None, detached: bool = False) -> FlushWork | None:
+        """What :meth:`flush` would fsync (None: nothing below ``offset`` is unflushed).
+        ``detached``: with duplicated descriptors, for fsyncs run on another thread while
+        this one goes on (then :meth:`flushed` on this thread)."""
         self.drain()  # nothing is pending once the log is closed or offline
         self.check_open()
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
         if target <= self._recovery_point:
-            return
+            return None
+        fds: list[int] = []
         first = self.segment_index_for(self._recovery_point)
         for i in range(first, len(self._segments)):
             if self._bases[i] >= target:
                 break
-            self._segments[i].flush()
+            fds.extend(self._segments[i].files_to_sync())
+        if detached:
+            fds = [os.dup(fd) for fd in fds]
+        return FlushWork(target, fds, self._truncations, detached)
+
+    def flushed(self, work: FlushWork) -> None:
+        """``work`` was synced: the recovery point moves to its target, unless the log was
+        closed or truncated meanwhile; a failed sync takes the log offline."""
+        if self._closed or work.truncations != self._truncations:
+            return
+        if work.error is not None:
+            self._fail(work.error)
+            return
         self._last_flush_ms = self._clock()
-        self._set_recovery_point(target)
+        if work.target > self._recovery_point:
+            self._set_recovery_point(work.target)
 
     def _set_recovery_point(self, offset: int) -> None:
         # Recovery works per segment, so the checkpoint only changes when the recovery

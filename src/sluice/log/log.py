@@ -25,7 +25,7 @@ from sluice.log.errors import (
 )
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from sluice.log.loader import load_log
-from sluice.log.local_log import LocalLog
+from sluice.log.local_log import FlushWork, LocalLog
 from sluice.log.patched import PatchedRecords
 from sluice.log.producer_state import read_end_txn_marker
 from sluice.log.producer_state_manager import (
@@ -72,6 +72,7 @@ class Log:
         "_lso_checkpoint",
         "_producer_state",
         "dir",
+        "flush_group",
         "partition",
         "topic",
     )
@@ -114,6 +115,9 @@ class Log:
         )
         self._producer_state = ProducerStateManager(self.dir)
         self._load_producer_state(had_clean_shutdown)
+        # Set by a broker that batches flushes (sluice.log.group_flush): called with this
+        # log when a leader's append made a flush.messages flush due, which it then does.
+        self.flush_group: Callable[[Log], None] | None = None
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -222,7 +226,10 @@ class Log:
                     duplicate.last_offset, duplicate.timestamp if config.log_append_time
                     else NO_TIMESTAMP, self._log_start_offset, 0, 0, 0, leader_epoch,
                 )  # fmt: skip
-            self._append(buf, headers, info, analysis, writer=writer, on_written=on_written)
+            self._append(
+                buf, headers, info, analysis, writer=writer, on_written=on_written,
+                flush_group=self.flush_group,
+            )  # fmt: skip
         return info
 
     def append_as_follower(
@@ -257,13 +264,17 @@ class Log:
         direct: bool = False,
         writer: Writer | None = None,
         on_written: Callable[[], None] | None = None,
+        flush_group: Callable[[Log], None] | None = None,
     ) -> None:
         """Append to the segments, then record the producer state: a roll in between
-        snapshots the state as of the new segment's base offset."""
+        snapshots the state as of the new segment's base offset. A flush.messages flush
+        this append makes due is done here, or asked of ``flush_group``."""
         local = self._local
         active = local.active_segment
-        local.append(buf, headers, info.first_offset, info.last_offset, info.max_timestamp,
-                     direct, writer, on_written)  # fmt: skip
+        flush_due = local.append(
+            buf, headers, info.first_offset, info.last_offset, info.max_timestamp, direct,
+            writer, on_written, defer_flush=flush_group is not None,
+        )  # fmt: skip
         state = self._producer_state
         if local.active_segment is not active:
             state.snapshot_at_roll(local.active_segment.base_offset)
@@ -277,6 +288,8 @@ class Log:
                         state.last_stable_offset_after(txn),
                     )
                 )  # fmt: skip
+        if flush_due and flush_group is not None:
+            flush_group(self)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or ``expected_next_offset``)."""
@@ -481,6 +494,19 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsync data up to ``offset`` (default everything) and advance the recovery point."""
         self._local.flush(offset)
+
+    def flush_work(self, detached: bool = True) -> FlushWork | None:
+        """The fsyncs of a flush up to the log end offset, to run elsewhere; then
+        :meth:`flushed` (see LocalLog.flush_work)."""
+        return self._local.flush_work(detached=detached)
+
+    def flushed(self, work: FlushWork) -> None:
+        self._local.flushed(work)
+
+    @property
+    def flush_wanted(self) -> int:
+        """The end of the latest flush asked of ``flush_group`` (0 if none)."""
+        return self._local.flush_wanted
 
     def flush_if_due(self) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush with data unflushed."""

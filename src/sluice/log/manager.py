@@ -57,6 +57,7 @@ class LogManager:
         self._clock = clock
         self._topic_config = topic_config
         self._logs: dict[TopicPartition, Log] = {}
+        self._flush_group: Callable[[Log], None] | None = None
         self._lock_fds: list[int] = []
         self._had_clean_shutdown: dict[Path, bool] = {}
         self._running = True
@@ -102,6 +103,18 @@ class LogManager:
         if clean:
             marker.unlink()
             fsync_directory(directory)
+
+    @property
+    def flush_group(self) -> Callable[[Log], None] | None:
+        """What every managed log asks for the flushes its leader appends make due
+        (``Log.flush_group``, sluice.log.group_flush); None: they flush inline."""
+        return self._flush_group
+
+    @flush_group.setter
+    def flush_group(self, group: Callable[[Log], None] | None) -> None:
+        self._flush_group = group
+        for log in self._logs.values():
+            log.flush_group = group
 
     def _config_for(self, topic: str) -> LogConfig:
         if self._topic_config is not None:
@@ -163,6 +176,7 @@ class LogManager:
         if key in self._logs:
             raise KafkaStorageException(f"{key} has a log already")
         self._logs[key] = log
+        log.flush_group = self._flush_group
         return log
 
     def _log_count(self, directory: Path) -> int:

@@ -451,10 +451,21 @@ class LogSegment:
     # -- file lifecycle ----------------------------------------------------------------
     def flush(self) -> None:
         """fsync the data file and both indexes."""
-        self._log.flush()
-        self._offset_index.flush()
-        self._time_index.flush()
-        self.txn_index.flush()
+        for fd in self.files_to_sync():
+            os.fsync(fd)
+
+    def files_to_sync(self) -> list[int]:
+        """The descriptors :meth:`flush` syncs: the data file, the indexes with entries
+        not yet synced (which then count as synced) and the transaction index."""
+        fds = [self._log.fileno()]
+        for index in (self._offset_index, self._time_index):
+            fd = index.take_unsynced()
+            if fd is not None:
+                fds.append(fd)
+        txn_fd = self.txn_index.fileno()
+        if txn_fd is not None:
+            fds.append(txn_fd)
+        return fds
 
     def close(self) -> None:
         """Record the final time index entry, sync the indexes and close every file."""

@@ -108,6 +108,10 @@ class TransactionIndex:
         if self._fd is not None:
             os.fsync(self._fd)
 
+    def fileno(self) -> int | None:
+        """The open descriptor, None before the first entry is written."""
+        return self._fd
+
     def _close_fd(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -9,6 +9,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from sluice.config import (
     topic_config_defaults,
 )
 from sluice.log import Log, LogConfig, LogManager
+from sluice.log.group_flush import GroupFlusher
 from sluice.log.writer import LogWriter
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
@@ -120,6 +122,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: LogWriter | None = None  # log.write.thread
+        self._flush_executor: ThreadPoolExecutor | None = None  # log.flush.group.commit
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.advertised = [parse_listener(x)[1:] for x in config.advertised_listeners]
@@ -147,6 +150,11 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.broker_id, self._make_purgatory, min_isr=self._min_isr, writer=self._writer
         )
+        if self.config["log.flush.group.commit"]:
+            self._flush_executor = ThreadPoolExecutor(1, f"sluice-flush-{self.broker_id}")
+            self.log_manager.flush_group = GroupFlusher(
+                self._loop.call_soon, self._run_flush, self.replica_manager.flushed
+            )
         self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
         self.versions = DEFAULT_VERSIONS.restrict(HANDLER_MODULES)
@@ -307,6 +315,7 @@ class Broker:
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
         self._close_writer()
+        self._close_flush_thread()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
 
@@ -324,6 +333,7 @@ class Broker:
         self.replica_manager.shutdown()
         self.log_manager.abandon()
         self._close_writer()
+        self._close_flush_thread()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
 
@@ -332,6 +342,24 @@ class Broker:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+    def _run_flush(self, job: Callable[[], None], done: Callable[[], None]) -> None:
+        """A group flush round's fsyncs on the flush thread, then ``done`` on the loop."""
+        loop = self._loop
+        assert self._flush_executor is not None and loop is not None
+
+        def back(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(done)
+
+        self._flush_executor.submit(job).add_done_callback(back)
+
+    def _close_flush_thread(self) -> None:
+        """Stop the flush thread once the logs are closed (a round still running syncs
+        duplicated descriptors; its answer finds the logs closed)."""
+        if self._flush_executor is not None:
+            self._flush_executor.shutdown(wait=False)
+            self._flush_executor = None
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

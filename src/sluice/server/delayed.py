@@ -29,6 +29,9 @@ class ProducePartitionStatus:
     error: ErrorCode = ErrorCode.none
     error_message: str | None = None
     acks_pending: bool = False
+    # The append made a flush.messages flush due, done by the broker's group flusher
+    # (sluice.log.group_flush): answered once the recovery point passes required_offset.
+    flush_pending: bool = False
 
 
 def _answered(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
@@ -38,7 +41,8 @@ def _answered(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
 class DelayedProduce(DelayedOperation):
     """An acks=all produce waiting until every partition's HW reaches its last offset + 1;
     an acks=1 produce until every partition's log is written that far (a writer thread
-    writes the leader's appends, sluice.log.writer)."""
+    writes the leader's appends, sluice.log.writer). Either also waits, where its append
+    made a flush due, until the recovery point passes it (sluice.log.group_flush)."""
 
     __slots__ = ("callback", "replica_manager", "required_acks", "statuses")
 
@@ -72,6 +76,9 @@ class DelayedProduce(DelayedOperation):
                 done, error = partition.check_written(status.required_offset)
             if error != ErrorCode.none:
                 status.acks_pending, status.error = False, error
+            elif done and status.flush_pending:
+                if partition.log.recovery_point >= status.required_offset:
+                    status.acks_pending = status.flush_pending = False
             elif done:
                 status.acks_pending = False
         if any(s.acks_pending for s in self.statuses.values()):

@@ -217,14 +217,12 @@ class ReplicaManager:
             statuses[tp] = self._append_one(tp, records, required_acks, origin)
         if required_acks == -1:
             needs_wait = any(s.error == ErrorCode.none for s in statuses.values())
-        else:  # acks=1 answers once the writer thread has written (acks=0 does not wait)
-            needs_wait = (
-                required_acks == 1
-                and self.writer is not None
-                and any(
-                    s.error == ErrorCode.none and self._unwritten(tp, s.required_offset)
-                    for tp, s in statuses.items()
-                )
+        else:  # acks=1 answers once the writer thread has written and the flushes the
+            # appends made due are done (acks=0 does not wait)
+            needs_wait = required_acks == 1 and any(
+                s.error == ErrorCode.none
+                and (s.flush_pending or self._unwritten(tp, s.required_offset))
+                for tp, s in statuses.items()
             )
         if not needs_wait:
             callback(statuses)
@@ -237,8 +235,15 @@ class ReplicaManager:
             self.produce_purgatory.watch(op, list(statuses))
 
     def _unwritten(self, tp: TopicPartition, required_offset: int) -> bool:
+        if self.writer is None:
+            return False
         partition = self.partitions.get(tp)
         return partition is not None and partition.log.log_end_offset < required_offset
+
+    def flushed(self, log: Log) -> None:
+        """A group flush of ``log`` ended (sluice.log.group_flush): answer the produces
+        that waited for it."""
+        self.produce_purgatory.check_and_complete(TopicPartition(log.topic, log.partition))
 
     def _append_one(
         self, tp: TopicPartition, records: bytes, required_acks: int, origin: AppendOrigin
@@ -265,11 +270,15 @@ class ReplicaManager:
             return ProducePartitionStatus(-1, -1, error=_error_of(exc), error_message=str(exc))
         hw_moved = partition.maybe_increment_high_watermark()
         self._wake(tp, hw_moved)
+        required = info.last_offset + 1
+        log_ = partition.log
         return ProducePartitionStatus(
-            required_offset=info.last_offset + 1,
+            required_offset=required,
             base_offset=info.first_offset,
             log_append_time=info.log_append_time,
             log_start_offset=info.log_start_offset,
+            flush_pending=log_.flush_group is not None
+            and log_.recovery_point < required <= log_.flush_wanted,
         )
 
     # -- fetch -----------------------------------------------------------------------
