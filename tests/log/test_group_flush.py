@@ -170,3 +170,30 @@ def test_a_round_outlives_the_segments_it_syncs(tmp_path: Path, rig: Rig) -> Non
     log.close()
     rig.finish_round()
     assert rig.flushed == ["t-0"]
+
+
+def test_a_round_that_cannot_duplicate_descriptors_leaves_none_open(
+    tmp_path: Path, rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of descriptors (EMFILE) while a round is taken: the log's waiters are told
+    (they wait on, to their timeout) and no duplicate made before the failure stays open."""
+    log = Log(tmp_path / "t-0", LogConfig(flush_messages=1, index_interval_bytes=0))
+    log.flush_group = rig.flusher
+    append(log)
+    append(log)  # the data file and both indexes (an entry for this batch) to sync
+    real_dup, made = os.dup, []
+
+    def dup(fd: int) -> int:
+        if made:
+            raise OSError(errno.EMFILE, "injected: too many open files")
+        made.append(real_dup(fd))
+        return made[-1]
+
+    monkeypatch.setattr(os, "dup", dup)
+    rig.turn()
+    monkeypatch.undo()
+    assert made
+    with pytest.raises(OSError):  # closed again (nothing was opened since)
+        os.fstat(made[0])
+    assert rig.flushed == ["t-0"] and not rig.jobs and log.recovery_point == 0
+    log.close()

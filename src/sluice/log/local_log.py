@@ -63,6 +63,19 @@ class FlushWork:
                 self.fds = []
 
 
+def _duplicated(fds: list[int]) -> list[int]:
+    """Duplicates of ``fds``; none left open if one cannot be made (EMFILE)."""
+    copies: list[int] = []
+    try:
+        for fd in fds:
+            copies.append(os.dup(fd))
+    except OSError:
+        for copy in copies:
+            os.close(copy)
+        raise
+    return copies
+
+
 class LocalLog:
     """The ordered segments of one partition directory with the log end offset and recovery
     point: appends to the active segment, rolls, reads, truncates, flushes and deletes
@@ -623,7 +636,7 @@ class LocalLog:
                 break
             fds.extend(self._segments[i].files_to_sync())
         if detached:
-            fds = [os.dup(fd) for fd in fds]
+            fds = _duplicated(fds)
         return FlushWork(target, fds, self._truncations, detached)
 
     def flushed(self, work: FlushWork) -> None:
