@@ -397,6 +397,11 @@ def wait_idle(idle_cpu: float, most_s: float) -> str:
             return f"{seen} NOT IDLE after {waited:.0f}s"
 
 
+def log(text: str) -> None:
+    """A progress line on stdout, stamped with the UTC time."""
+    print(f"[{time.strftime('%H:%M:%S', time.gmtime())}] {text}", flush=True)
+
+
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo ("unknown" where it is not given)."""
     with contextlib.suppress(OSError):

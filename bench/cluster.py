@@ -49,7 +49,7 @@ from confluent_kafka import libversion as librdkafka_version
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from brokers import cpu_seconds
+from brokers import cpu_seconds, log
 from brokers import sluice as standalone_sluice
 from produce_consume import (
     ADMIN_TIMEOUT_S,
@@ -122,11 +122,6 @@ class Series:
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def log(text: str) -> None:
-    now = datetime.datetime.now(datetime.UTC).strftime("%H:%M:%S")
-    print(f"[{now}] {text}", flush=True)
 
 
 def leaders_seen_by(cluster: EmbeddedCluster, broker_id: int, topic: str) -> Leaders:

@@ -28,7 +28,6 @@ nothing here asserts a time. Only 127.0.0.1 is used.
 from __future__ import annotations
 
 import argparse
-import datetime
 import selectors
 import statistics
 import sys
@@ -38,7 +37,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from brokers import Meter, compile_sluice, sluice, wait_idle
+from brokers import Meter, compile_sluice, log, sluice, wait_idle
 from produce_consume import (
     GB,
     MB,
@@ -57,10 +56,6 @@ from raw_writer import BatchTemplates, connect, failed_partitions, produce_reque
 MODES = {"group": "true", "inline": "false"}
 RECORD_SIZE = 1024
 LATENCY_SIZE = 100
-
-
-def log(text: str) -> None:
-    print(f"[{datetime.datetime.now():%H:%M:%S}] {text}", flush=True)
 
 
 def bulk(handle: BrokerHandle, args: argparse.Namespace) -> Result:

@@ -85,7 +85,7 @@ class GroupFlusher:
         works: list[tuple[Log, FlushWork]] = []
         for log in logs:
             try:
-                work = log.flush_work(detached=True)
+                work = log.flush_work()
             except (LogError, OSError) as exc:  # closed, deleted or offline meanwhile
                 logger.debug("%s: no flush: %s", log.dir.name, exc)
                 work = None

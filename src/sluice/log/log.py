@@ -495,10 +495,10 @@ class Log:
         """fsync data up to ``offset`` (default everything) and advance the recovery point."""
         self._local.flush(offset)
 
-    def flush_work(self, detached: bool = True) -> FlushWork | None:
-        """The fsyncs of a flush up to the log end offset, to run elsewhere; then
+    def flush_work(self) -> FlushWork | None:
+        """The fsyncs of a flush up to the log end offset, to run on another thread; then
         :meth:`flushed` (see LocalLog.flush_work)."""
-        return self._local.flush_work(detached=detached)
+        return self._local.flush_work(detached=True)
 
     def flushed(self, work: FlushWork) -> None:
         self._local.flushed(work)

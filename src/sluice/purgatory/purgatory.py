@@ -73,6 +73,13 @@ class Watchers(Generic[T]):
             return before - len(self._ops)
 
 
+def _watch_keys(keys: Iterable[Hashable]) -> list[Hashable]:
+    key_list = list(keys)
+    if not key_list:
+        raise ValueError("a delayed operation needs at least one watch key")
+    return key_list
+
+
 class _WatcherList(Generic[T]):
     """One shard of the key -> watchers map, with its own lock."""
 
@@ -135,19 +142,8 @@ class DelayedOperationPurgatory(Generic[T]):
         Returns True when the operation completed (by this call or a racing one)
         before it was put on the timer.
         """
-        key_list = list(keys)
-        if not key_list:
-            raise ValueError("a delayed operation needs at least one watch key")
-
-        def watch_all() -> None:
-            for key in key_list:
-                if op.is_completed:  # completed meanwhile: stop watching early
-                    return
-                self._watch_for(key, op)
-            with self._estimated_lock:
-                self._estimated_total += 1
-
-        if op.safe_try_complete_or_else(watch_all) or op.is_completed:
+        key_list = _watch_keys(keys)
+        if op.safe_try_complete_or_else(lambda: self._watch_all(op, key_list)) or op.is_completed:
             return True
         if self.timer_enabled:
             self.timer.add(op)
@@ -161,15 +157,17 @@ class DelayedOperationPurgatory(Generic[T]):
         :meth:`check_and_complete` on those keys (the broker's event loop), so no trigger
         can fall between that look and the watch (what the second try of
         :meth:`try_complete_else_watch` is for)."""
-        key_list = list(keys)
-        if not key_list:
-            raise ValueError("a delayed operation needs at least one watch key")
-        for key in key_list:
+        self._watch_all(op, _watch_keys(keys))
+        if self.timer_enabled:
+            self.timer.add(op)
+
+    def _watch_all(self, op: T, keys: list[Hashable]) -> None:
+        for key in keys:
+            if op.is_completed:  # completed meanwhile: stop watching early
+                return
             self._watch_for(key, op)
         with self._estimated_lock:
             self._estimated_total += 1
-        if self.timer_enabled:
-            self.timer.add(op)
 
     def _watch_for(self, key: Hashable, op: T) -> None:
         shard = self._shard(key)

@@ -101,9 +101,6 @@ class Broker:
         """``coordination_store`` (a factory of CoordinationStore sessions) puts the
         broker in cluster mode without ZooKeeper, e.g. on an in-process DataTree."""
         self.config = config
-        # (topic config name, raw value) -> parsed value: the produce path asks for
-        # min.insync.replicas several times per acks=all request.
-        self._parsed_topic_configs: dict[tuple[str, str], Any] = {}
         self._store_factory = coordination_store
         self.broker_id = config.broker_id
         self.clock: Clock = clock if clock is not None else MonotonicClock()
@@ -345,14 +342,8 @@ class Broker:
 
     def _run_flush(self, job: Callable[[], None], done: Callable[[], None]) -> None:
         """A group flush round's fsyncs on the flush thread, then ``done`` on the loop."""
-        loop = self._loop
-        assert self._flush_executor is not None and loop is not None
-
-        def back(_: object) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(done)
-
-        self._flush_executor.submit(job).add_done_callback(back)
+        assert self._loop is not None
+        self._loop.run_in_executor(self._flush_executor, job).add_done_callback(lambda _: done())
 
     def _close_flush_thread(self) -> None:
         """Stop the flush thread once the logs are closed (a round still running syncs
@@ -511,18 +502,9 @@ class Broker:
         synonym, definition = TOPIC_CONFIGS[key]
         info = self.topic_info(topic)
         raw = None if info is None else info.configs.get(key)
-        if raw is None:
-            return self.config.broker_synonym(synonym) if synonym else definition.default
-        if type(raw) is not str:
+        if raw is not None:
             return definition.parse(raw)
-        parsed = self._parsed_topic_configs.get((key, raw))
-        if parsed is None:
-            parsed = definition.parse(raw)
-            if isinstance(parsed, int | float | str):  # immutable: one parse serves all
-                if len(self._parsed_topic_configs) >= 1024:  # values set over a long life
-                    self._parsed_topic_configs.clear()
-                self._parsed_topic_configs[(key, raw)] = parsed
-        return parsed
+        return self.config.broker_synonym(synonym) if synonym else definition.default
 
     def log_config_for(self, topic: str) -> LogConfig:
         return self._log_config_from(self.topic_configs(topic))
