@@ -148,6 +148,23 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "per partition.",
     ),
     ConfigDef(
+        "log.preallocate",
+        "bool",
+        False,
+        "Allocate a new segment's whole file (log.segment.bytes) when it is created; its "
+        "unused end is cut when it rolls or the log closes.",
+    ),
+    ConfigDef(
+        "log.segment.allocate.ahead.bytes",
+        "int",
+        4 * 1024 * 1024,
+        "Sluice: an append that grows the active segment's file first allocates its blocks "
+        "this far ahead (fallocate; never past log.segment.bytes), which makes appends "
+        "cheaper than growing the file with each write; the unused end is cut when the "
+        "segment rolls or the log closes. 0: no allocation.",
+        min=0,
+    ),
+    ConfigDef(
         "log.segment.drop.read.pages",
         "bool",
         False,
@@ -298,11 +315,15 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         ),
         (None, ConfigDef("max.compaction.lag.ms", "long", LONG_MAX, "", min=1)),
         ("min.insync.replicas", ConfigDef("min.insync.replicas", "int", None, "", min=1)),
-        (None, ConfigDef("preallocate", "bool", False, "")),
+        ("log.preallocate", ConfigDef("preallocate", "bool", None, "")),
         ("log.retention.bytes", ConfigDef("retention.bytes", "long", None, "")),
         ("log.retention.ms", ConfigDef("retention.ms", "long", None, "", min=-1)),
         ("log.segment.bytes", ConfigDef("segment.bytes", "int", None, "", min=14)),
         ("log.segment.recycle", ConfigDef("segment.recycle", "bool", None, "")),
+        (
+            "log.segment.allocate.ahead.bytes",
+            ConfigDef("segment.allocate.ahead.bytes", "int", None, "", min=0),
+        ),
         (
             "log.segment.drop.read.pages",
             ConfigDef("segment.drop.read.pages", "bool", None, ""),

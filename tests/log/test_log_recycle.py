@@ -26,12 +26,14 @@ def _batch(clock: ManualClock, tag: str, size: int = 200) -> bytes:
 
 def _config(one: int, **kw: object) -> LogConfig:
     """Two batches of ``one`` bytes per segment; everything but the active segment past
-    retention; removed files linger DELAY ms."""
+    retention; removed files linger DELAY ms. No blocks allocated ahead of the appends,
+    so that bytes past the records (``stale_bytes``) are a reused file's old ones."""
     base: dict[str, object] = {
         "segment_bytes": 2 * one,
         "retention_bytes": 0,
         "file_delete_delay_ms": DELAY,
         "index_interval_bytes": 64,
+        "segment_allocate_ahead_bytes": 0,
     }
     base.update(kw)
     return LogConfig(**base)  # type: ignore[arg-type]

@@ -47,7 +47,10 @@ class LogConfig:
     message_timestamp_type: str = _CREATE_TIME
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60_000
+    preallocate: bool = False  # allocate a new segment's whole file at once (file_records.py)
     segment_recycle: bool = True  # Sluice's own: reuse removed segments' files (local_log.py)
+    # Sluice's own: allocate the active segment's blocks this far ahead of its appends
+    segment_allocate_ahead_bytes: int = 4 * 1024 * 1024
     # Sluice's own: free the pages of segments every recent reader has read (readers.py)
     segment_drop_read_pages: bool = False
 
@@ -62,6 +65,7 @@ class LogConfig:
         _at_least("flush.messages", self.flush_messages, 1)
         _at_least("flush.ms", self.flush_ms, 0)
         _at_least("file.delete.delay.ms", self.file_delete_delay_ms, 0)
+        _at_least("segment.allocate.ahead.bytes", self.segment_allocate_ahead_bytes, 0)
         _at_least("retention.ms", self.retention_ms, -1)
         if self.message_timestamp_type not in (_CREATE_TIME, _LOG_APPEND_TIME):
             raise ConfigException(

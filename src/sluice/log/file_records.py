@@ -6,9 +6,11 @@ windows, and never decode records.
 
 A file may be longer than its records: a retained-out segment file reused for a new
 segment (:meth:`FileRecords.recycle_as`) keeps its old bytes past the new end until they
-are overwritten or trimmed. Nothing reads past :attr:`FileRecords.size`; the old tail is cut
-when the segment stops being active, when it is closed, and by recovery after a crash
-(its batches hold offsets below the new segment's base, so recovery stops at them).
+are overwritten or trimmed, and the blocks of an active segment are allocated ahead of its
+appends (:meth:`FileRecords.allocate_ahead`: ``fallocate``, zeros past the records).
+Nothing reads past :attr:`FileRecords.size`; the tail is cut when the segment stops being
+active, when it is closed, and by recovery after a crash (old batches hold offsets below
+the new segment's base, and zeros are no batch, so recovery stops at either).
 """
 
 from __future__ import annotations
@@ -69,6 +71,26 @@ def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     return function
 
 
+@functools.cache
+def _fallocate() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``fallocate`` (Linux), bound on first use. Not ``os.posix_fallocate``: where
+    the filesystem cannot allocate, glibc's version writes a byte into every block."""
+    import ctypes
+
+    function = getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)
+    if function is not None:
+        function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    return function
+
+
+def allocate(fd: int, offset: int, length: int) -> bool:
+    """Allocate the file's blocks in ``[offset, offset + length)``, growing the file to its
+    end (zeros where nothing was written); False where it cannot be done (no such call,
+    a filesystem without it, no space): the caller then writes without."""
+    function = _fallocate()
+    return function is not None and function(fd, 0, offset, length) == 0
+
+
 def _write_back(fd: int) -> None:
     """Write the file's dirty pages to the disk and wait (``sync_file_range``: data only,
     no journal commit nor disk cache flush; ``fdatasync`` where that call is missing).
@@ -102,7 +124,7 @@ class TimestampAndOffset(NamedTuple):
 class FileRecords:
     """An open segment data file: appends at the end, positional reads, header scans."""
 
-    __slots__ = ("_direct", "_fd", "_length", "_reserved", "_size", "path")
+    __slots__ = ("_ahead", "_direct", "_fd", "_length", "_limit", "_reserved", "_size", "path")
 
     def __init__(self, path: Path, fd: int, size: int, length: int | None = None) -> None:
         self.path = path
@@ -111,6 +133,8 @@ class FileRecords:
         self._reserved = size  # >= size: bytes claimed by appends a writer thread still writes
         self._length = size if length is None else length  # bytes in the file, >= size
         self._direct: DirectWriter | None = None
+        self._ahead = 0  # bytes allocated past an append that outgrows the file (0: none)
+        self._limit = 0  # ... but not past this many bytes of file
 
     @classmethod
     def open(cls, path: Path) -> FileRecords:
@@ -130,8 +154,34 @@ class FileRecords:
 
     @property
     def stale_bytes(self) -> int:
-        """Bytes past the records: what a reused file still holds of its old data."""
+        """Bytes past the records: what a reused file still holds of its old data, or
+        blocks allocated ahead of the appends."""
         return self._length - self._size
+
+    def allocate_ahead(self, ahead: int, limit: int) -> None:
+        """From now on, an append that would grow the file first allocates its blocks up
+        to ``ahead`` bytes past its end (``fallocate``), but not past ``limit`` bytes of
+        file (the segment size) unless the append itself goes further; ``ahead`` 0: no
+        allocation. Writing into allocated blocks is cheaper than growing the file with
+        every write (docs/log.md). Where allocating fails it stops for this file."""
+        self._ahead = max(ahead, 0)
+        self._limit = limit
+
+    def preallocate(self, size: int) -> None:
+        """Allocate the file's first ``size`` bytes now (``preallocate``, for a new
+        segment); nothing if the file is already that long or allocating fails."""
+        if size > self._length and allocate(self.fileno(), self._length, size - self._length):
+            self._length = size
+
+    def _allocate_for(self, end: int) -> None:
+        """Before a write that ends at byte ``end``: allocate ahead if it grows the file."""
+        if end <= self._length or not self._ahead:
+            return
+        target = max(end, min(end + self._ahead, self._limit))
+        if allocate(self.fileno(), self._length, target - self._length):
+            self._length = target
+        else:
+            self._ahead = 0  # unsupported here, or no space: plain appends from now on
 
     def fileno(self) -> int:
         if self._fd < 0:
@@ -146,6 +196,8 @@ class FileRecords:
         sluice.log.direct), where the filesystem allows it."""
         if self._reserved != self._size:
             raise KafkaStorageException(f"{self.path}: append while a reserved write is pending")
+        if self._ahead:
+            self._allocate_for(self._size + len(data))
         if isinstance(data, PatchedRecords):  # heads and views, gathered by the kernel
             written = pwrite_all(self.fileno(), data.parts, self._size)
             self._grow(written)
@@ -176,6 +228,8 @@ class FileRecords:
         )
         position = self._reserved
         self._reserved += len(data)
+        if self._ahead:
+            self._allocate_for(self._reserved)
         return parts, position
 
     def commit(self, position: int) -> None:

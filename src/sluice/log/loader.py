@@ -64,6 +64,9 @@ def open_segment(
         max_index_size=config.max_index_size,
         clock=clock,
         recycled=recycled,
+        segment_bytes=config.segment_bytes,
+        allocate_ahead_bytes=config.segment_allocate_ahead_bytes,
+        preallocate=config.preallocate,
     )
 
 

@@ -344,20 +344,20 @@ class LocalLog:
         started = time.perf_counter()
         active.on_become_inactive_segment()
         active.log.trim()
-        segment = self._new_segment(new_offset)
+        segment, reused = self._new_segment(new_offset)
         self._segments.append(segment)
         logger.info(
             "%s: rolled new log segment at offset %d in %.1f ms%s",
             self.dir.name,
             new_offset,
             (time.perf_counter() - started) * 1000,
-            " (reusing a removed segment's file)" if segment.log.stale_bytes else "",
+            " (reusing a removed segment's file)" if reused else "",
         )
         self._bases.append(new_offset)
         self._readers.due = self._next_release()
         return segment
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int) -> tuple[LogSegment, bool]:
         """Open the segment at ``base_offset``, writing into the spare data file when there
         is one that held only lower offsets and the page cache still holds it.
 
@@ -365,7 +365,8 @@ class LocalLog:
         append's cost where fresh memory is slow (on the benchmark VM a 1 MiB write into a
         new file took ~2.7 ms, into a cached file ~0.06 ms). The old bytes past the new
         records are trimmed when the segment rolls or closes; after a crash, recovery stops
-        at them because their offsets are below ``base_offset`` (file_records.py)."""
+        at them because their offsets are below ``base_offset`` (file_records.py). Also
+        says whether it reused the spare."""
         recycled = None
         if self._spare is not None:
             records, bound = self._spare
@@ -375,7 +376,8 @@ class LocalLog:
             elif bound <= base_offset:
                 self._spare = None
                 recycled = records
-        return open_segment(self.dir, base_offset, self._config, self._clock, recycled)
+        segment = open_segment(self.dir, base_offset, self._config, self._clock, recycled)
+        return segment, recycled is not None and segment.log.stale_bytes > 0
 
     # -- read ----------------------------------------------------------------------------
     def read(
@@ -597,7 +599,7 @@ class LocalLog:
         """Delete every segment and start empty at ``new_offset``."""
         self.drain()
         self.remove_and_delete_segments(list(self._segments))
-        self._segments = [self._new_segment(new_offset)]
+        self._segments = [self._new_segment(new_offset)[0]]
         self._bases = [new_offset]
         self._log_end_offset = self._next_offset = new_offset
         self._truncations += 1

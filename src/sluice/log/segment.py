@@ -113,15 +113,23 @@ class LogSegment:
         clock: Clock = system_clock,
         file_suffix: str = "",
         recycled: FileRecords | None = None,
+        segment_bytes: int = 0,
+        allocate_ahead_bytes: int = 0,
+        preallocate: bool = False,
     ) -> LogSegment:
         """Open the segment files for ``base_offset`` in ``directory``, creating missing ones;
         ``recycled``: a removed segment's data file to write into (see
-        :meth:`FileRecords.recycle_as`)."""
+        :meth:`FileRecords.recycle_as`). Appends that grow the data file allocate its blocks
+        ``allocate_ahead_bytes`` ahead, up to ``segment_bytes``; ``preallocate`` (Kafka's
+        topic setting) allocates all ``segment_bytes`` of an empty one now."""
         stem = filename_prefix_from_offset(base_offset)
         path = directory / f"{stem}{LOG_FILE_SUFFIX}{file_suffix}"
         log = recycled.recycle_as(path) if recycled is not None else None
         if log is None:
             log = FileRecords.open(path)
+        log.allocate_ahead(allocate_ahead_bytes, segment_bytes)
+        if preallocate and log.size == 0:
+            log.preallocate(segment_bytes)
         offset_index = OffsetIndex(
             directory / f"{stem}{INDEX_FILE_SUFFIX}{file_suffix}", base_offset, max_index_size
         )

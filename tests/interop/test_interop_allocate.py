@@ -1,0 +1,100 @@
+"""A ``sluice broker`` allocates the active segment's blocks ahead of its appends (the
+default, ``log.segment.allocate.ahead.bytes``) or a new segment's whole file (a topic with
+Kafka's ``preallocate``): confluent-kafka produces, the files hold zeros past the records,
+kafka-python reads every record back, after a clean restart (the files cut to their
+records) and after a kill -9 (recovery stops at the zeros) alike."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from interop_support import BrokerProcess
+from kafka import KafkaConsumer, TopicPartition
+
+RECORDS = 400
+SEGMENT_BYTES = 256 * 1024
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    """Batches of 16 KiB at most, well within a segment."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": "all", "batch.size": 16384}
+    )
+    errors: list[object] = []
+    for value in values:
+        producer.produce(topic, value, on_delivery=lambda e, _m: e and errors.append(e))
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert errors == []
+
+
+def _read_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000
+    )
+    partition = TopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    got: list[bytes] = []
+    for message in consumer:
+        got.append(message.value)
+        if len(got) == count:
+            break
+    consumer.close()
+    return got
+
+
+def _sizes(directory: Path) -> dict[str, int]:
+    return {path.name: path.stat().st_size for path in sorted(directory.glob("*.log"))}
+
+
+@pytest.mark.parametrize("preallocate", [False, True], ids=["allocate-ahead", "preallocate"])
+def test_records_survive_allocation_restarts_and_a_crash(tmp_path: Path, preallocate: bool) -> None:
+    data = tmp_path / "data"
+    broker = BrokerProcess(
+        data,
+        log_segment_bytes=str(SEGMENT_BYTES),
+        log_segment_allocate_ahead_bytes=str(64 * 1024),
+    ).start()
+    topic = "allocated"
+    values = [b"%05d" % i + os.urandom(1019) for i in range(RECORDS)]
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        config = {"preallocate": "true"} if preallocate else {}
+        admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(15)
+        _produce(broker.bootstrap, topic, values[:300])
+        directory = data / f"{topic}-0"
+        during = _sizes(directory)
+        assert len(during) >= 2  # ~300 KiB in 256-KiB segments
+        assert _read_all(broker.bootstrap, topic, 300) == values[:300]
+    finally:
+        assert broker.stop() == 0
+    after = _sizes(directory)  # a clean stop cut the files to their records
+    assert after.keys() == during.keys()
+    *inactive, active = after
+    assert all(during[name] == after[name] <= SEGMENT_BYTES for name in inactive)
+    assert during[active] > after[active]  # zeros past the active segment's records
+    if preallocate:
+        assert during[active] == SEGMENT_BYTES  # the whole segment
+    else:
+        assert during[active] <= after[active] + 64 * 1024 + 16 * 1024  # a step ahead
+    assert sum(after.values()) < 300 * 1100
+
+    broker = BrokerProcess(data, port=broker.port).start()
+    try:
+        assert _read_all(broker.bootstrap, topic, 300) == values[:300]
+        _produce(broker.bootstrap, topic, values[300:])
+    finally:
+        broker.kill9()
+    newest = sorted(directory.glob("*.log"))[-1]
+    assert newest.read_bytes()[-16:] == bytes(16)  # the crash left the zeros past the records
+
+    broker = BrokerProcess(data, port=broker.port).start()
+    try:
+        assert _read_all(broker.bootstrap, topic, RECORDS) == values
+    finally:
+        assert broker.stop() == 0
