@@ -157,11 +157,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef(
         "log.segment.allocate.ahead.bytes",
         "int",
-        4 * 1024 * 1024,
+        0,
         "Sluice: an append that grows the active segment's file first allocates its blocks "
-        "this far ahead (fallocate; never past log.segment.bytes), which makes appends "
-        "cheaper than growing the file with each write; the unused end is cut when the "
-        "segment rolls or the log closes. 0: no allocation.",
+        "this far ahead (fallocate; never past log.segment.bytes), which makes the writes "
+        "cheaper; the unused end is cut when the segment rolls or the log closes. 0 (the "
+        "default): none, since on the benchmark VM the fallocate calls on the event loop "
+        "stalled appends under sustained load (docs/performance.md, change 21).",
         min=0,
     ),
     ConfigDef(

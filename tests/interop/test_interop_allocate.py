@@ -1,5 +1,5 @@
-"""A ``sluice broker`` allocates the active segment's blocks ahead of its appends (the
-default, ``log.segment.allocate.ahead.bytes``) or a new segment's whole file (a topic with
+"""A ``sluice broker`` allocates the active segment's blocks ahead of its appends
+(``log.segment.allocate.ahead.bytes``, off by default) or a new segment's whole file (a topic with
 Kafka's ``preallocate``): confluent-kafka produces, the files hold zeros past the records,
 kafka-python reads every record back, after a clean restart (the files cut to their
 records) and after a kill -9 (recovery stops at the zeros) alike."""
@@ -17,6 +17,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 RECORDS = 400
 SEGMENT_BYTES = 256 * 1024
+AHEAD = {"log_segment_allocate_ahead_bytes": str(64 * 1024)}  # off by default
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -55,11 +56,7 @@ def _sizes(directory: Path) -> dict[str, int]:
 @pytest.mark.parametrize("preallocate", [False, True], ids=["allocate-ahead", "preallocate"])
 def test_records_survive_allocation_restarts_and_a_crash(tmp_path: Path, preallocate: bool) -> None:
     data = tmp_path / "data"
-    broker = BrokerProcess(
-        data,
-        log_segment_bytes=str(SEGMENT_BYTES),
-        log_segment_allocate_ahead_bytes=str(64 * 1024),
-    ).start()
+    broker = BrokerProcess(data, log_segment_bytes=str(SEGMENT_BYTES), **AHEAD).start()
     topic = "allocated"
     values = [b"%05d" % i + os.urandom(1019) for i in range(RECORDS)]
     try:
@@ -84,7 +81,7 @@ def test_records_survive_allocation_restarts_and_a_crash(tmp_path: Path, preallo
         assert during[active] <= after[active] + 64 * 1024 + 16 * 1024  # a step ahead
     assert sum(after.values()) < 300 * 1100
 
-    broker = BrokerProcess(data, port=broker.port).start()
+    broker = BrokerProcess(data, port=broker.port, **AHEAD).start()
     try:
         assert _read_all(broker.bootstrap, topic, 300) == values[:300]
         _produce(broker.bootstrap, topic, values[300:])
@@ -93,7 +90,7 @@ def test_records_survive_allocation_restarts_and_a_crash(tmp_path: Path, preallo
     newest = sorted(directory.glob("*.log"))[-1]
     assert newest.read_bytes()[-16:] == bytes(16)  # the crash left the zeros past the records
 
-    broker = BrokerProcess(data, port=broker.port).start()
+    broker = BrokerProcess(data, port=broker.port, **AHEAD).start()
     try:
         assert _read_all(broker.bootstrap, topic, RECORDS) == values
     finally:

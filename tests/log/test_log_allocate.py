@@ -200,7 +200,7 @@ def test_recovery_after_a_crash_stops_at_the_allocated_zeros(
 def test_config_names_and_defaults() -> None:
     config = LogConfig()
     assert config.preallocate is False
-    assert config.segment_allocate_ahead_bytes == 4 * 1024 * 1024
+    assert config.segment_allocate_ahead_bytes == 0  # off by default
     props = LogConfig.from_properties(
         {"preallocate": "true", "segment.allocate.ahead.bytes": "0"}
     ).to_properties()

@@ -280,6 +280,7 @@ class RecyclingLogMachine(LogMachine):
             index_interval_bytes=interval,
             file_delete_delay_ms=DELAY,
             segment_recycle=True,
+            segment_allocate_ahead_bytes=128,  # reused files and allocated tails, with crashes
         )
         self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
 

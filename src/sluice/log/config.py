@@ -50,7 +50,8 @@ class LogConfig:
     preallocate: bool = False  # allocate a new segment's whole file at once (file_records.py)
     segment_recycle: bool = True  # Sluice's own: reuse removed segments' files (local_log.py)
     # Sluice's own: allocate the active segment's blocks this far ahead of its appends
-    segment_allocate_ahead_bytes: int = 4 * 1024 * 1024
+    # (0: off; on the benchmark VM it stalled appends under sustained load, file_records.py)
+    segment_allocate_ahead_bytes: int = 0
     # Sluice's own: free the pages of segments every recent reader has read (readers.py)
     segment_drop_read_pages: bool = False
 
