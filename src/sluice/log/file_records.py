@@ -6,8 +6,8 @@ windows, and never decode records.
 
 A file may be longer than its records: a retained-out segment file reused for a new
 segment (:meth:`FileRecords.recycle_as`) keeps its old bytes past the new end until they
-are overwritten or trimmed, and the blocks of an active segment are allocated ahead of its
-appends (:meth:`FileRecords.allocate_ahead`: ``fallocate``, zeros past the records).
+are overwritten or trimmed, and where the blocks of an active segment are allocated ahead of
+its appends (:meth:`FileRecords.allocate_ahead`, off by default) zeros follow the records.
 Nothing reads past :attr:`FileRecords.size`; the tail is cut when the segment stops being
 active, when it is closed, and by recovery after a crash (old batches hold offsets below
 the new segment's base, and zeros are no batch, so recovery stops at either).
@@ -60,26 +60,18 @@ _WRITE_AND_WAIT = 1 | 2 | 4
 
 
 @functools.cache
-def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    """libc's ``sync_file_range`` (Linux), bound on first use: only the deletion thread
-    calls it, so ctypes stays off the start-up path."""
+def _libc(name: str, signature: str) -> Callable[..., int] | None:
+    """A libc call (Linux) bound on first use, so ctypes stays off the start-up path;
+    ``signature`` has a letter per argument (``i`` int, ``q`` int64, ``I`` unsigned int).
+    None where libc lacks it. Used for ``sync_file_range`` (the deletion thread) and
+    ``fallocate`` (not ``os.posix_fallocate``: where the filesystem cannot allocate,
+    glibc's version writes a byte into every block)."""
     import ctypes
 
-    function = getattr(ctypes.CDLL(None, use_errno=True), "sync_file_range", None)
+    function = getattr(ctypes.CDLL(None, use_errno=True), name, None)
     if function is not None:
-        function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    return function
-
-
-@functools.cache
-def _fallocate() -> Callable[[int, int, int, int], int] | None:
-    """libc's ``fallocate`` (Linux), bound on first use. Not ``os.posix_fallocate``: where
-    the filesystem cannot allocate, glibc's version writes a byte into every block."""
-    import ctypes
-
-    function = getattr(ctypes.CDLL(None, use_errno=True), "fallocate", None)
-    if function is not None:
-        function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        kinds = {"i": ctypes.c_int, "q": ctypes.c_int64, "I": ctypes.c_uint}
+        function.argtypes = [kinds[letter] for letter in signature]
     return function
 
 
@@ -87,7 +79,7 @@ def allocate(fd: int, offset: int, length: int) -> bool:
     """Allocate the file's blocks in ``[offset, offset + length)``, growing the file to its
     end (zeros where nothing was written); False where it cannot be done (no such call,
     a filesystem without it, no space): the caller then writes without."""
-    function = _fallocate()
+    function = _libc("fallocate", "iiqq")
     return function is not None and function(fd, 0, offset, length) == 0
 
 
@@ -95,7 +87,7 @@ def _write_back(fd: int) -> None:
     """Write the file's dirty pages to the disk and wait (``sync_file_range``: data only,
     no journal commit nor disk cache flush; ``fdatasync`` where that call is missing).
     Durability is not the point: the kernel drops clean pages only."""
-    sync_file_range = _sync_file_range()
+    sync_file_range = _libc("sync_file_range", "iqqI")
     if sync_file_range is None:
         os.fdatasync(fd)
     elif sync_file_range(fd, 0, 0, _WRITE_AND_WAIT) != 0:
@@ -170,18 +162,23 @@ class FileRecords:
     def preallocate(self, size: int) -> None:
         """Allocate the file's first ``size`` bytes now (``preallocate``, for a new
         segment); nothing if the file is already that long or allocating fails."""
-        if size > self._length and allocate(self.fileno(), self._length, size - self._length):
-            self._length = size
+        if size > self._length:
+            self._allocate_to(size)
 
     def _allocate_for(self, end: int) -> None:
-        """Before a write that ends at byte ``end``: allocate ahead if it grows the file."""
-        if end <= self._length or not self._ahead:
-            return
-        target = max(end, min(end + self._ahead, self._limit))
-        if allocate(self.fileno(), self._length, target - self._length):
-            self._length = target
-        else:
+        """Before a write that ends at byte ``end`` (allocation on): allocate ahead if it
+        grows the file."""
+        if end > self._length and not self._allocate_to(
+            max(end, min(end + self._ahead, self._limit))
+        ):
             self._ahead = 0  # unsupported here, or no space: plain appends from now on
+
+    def _allocate_to(self, length: int) -> bool:
+        """Allocate the blocks from the file's end to ``length``; False if that failed."""
+        if not allocate(self.fileno(), self._length, length - self._length):
+            return False
+        self._length = length
+        return True
 
     def fileno(self) -> int:
         if self._fd < 0:
