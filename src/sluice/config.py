@@ -148,6 +148,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "per partition.",
     ),
     ConfigDef(
+        "log.segment.prepare.next",
+        "bool",
+        True,
+        "Sluice: once the active segment is half full, the next segment's files are "
+        "created on the broker's file thread, so that a roll creates no file on the event "
+        "loop (the sluice broker process; an embedded broker creates them at the roll).",
+    ),
+    ConfigDef(
         "log.preallocate",
         "bool",
         False,
@@ -321,6 +329,7 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         ("log.retention.ms", ConfigDef("retention.ms", "long", None, "", min=-1)),
         ("log.segment.bytes", ConfigDef("segment.bytes", "int", None, "", min=14)),
         ("log.segment.recycle", ConfigDef("segment.recycle", "bool", None, "")),
+        ("log.segment.prepare.next", ConfigDef("segment.prepare.next", "bool", None, "")),
         (
             "log.segment.allocate.ahead.bytes",
             ConfigDef("segment.allocate.ahead.bytes", "int", None, "", min=0),

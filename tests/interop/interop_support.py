@@ -84,6 +84,30 @@ class BrokerProcess:
         self.stop(signal.SIGKILL)
 
 
+def named_segments(directory: Path, timeout: float = 15.0) -> list[Path]:
+    """The data files of a running broker's partition ``directory``, in offset order, once
+    every segment a roll has taken has its final name: a roll writes into files the
+    broker's file thread made ahead (``<stem>.log.next``) and names just after
+    (sluice.log.next_segment); only an unused set, holding no batch, keeps that name."""
+
+    def all_named() -> bool:
+        return not any(holds_a_batch(path) for path in directory.glob("*.log.next"))
+
+    wait_until(all_named, timeout, f"the segments of {directory.name} named")
+    return sorted(directory.glob("*.log"))
+
+
+def holds_a_batch(path: Path) -> bool:
+    """Whether a data file starts with a batch: an unused one made ahead is empty, or all
+    zeros where it was allocated (a batch's length field is never 0)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except FileNotFoundError:
+        return False  # named meanwhile
+    return len(head) == 12 and head[8:] != bytes(4)
+
+
 class RawClient:
     """A bare Kafka protocol connection for sending well- and ill-formed requests."""
 

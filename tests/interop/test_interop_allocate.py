@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from interop_support import BrokerProcess
+from interop_support import BrokerProcess, named_segments
 from kafka import KafkaConsumer, TopicPartition
 
 RECORDS = 400
@@ -50,7 +50,7 @@ def _read_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
 
 
 def _sizes(directory: Path) -> dict[str, int]:
-    return {path.name: path.stat().st_size for path in sorted(directory.glob("*.log"))}
+    return {path.name: path.stat().st_size for path in named_segments(directory)}
 
 
 @pytest.mark.parametrize("preallocate", [False, True], ids=["allocate-ahead", "preallocate"])
@@ -85,6 +85,7 @@ def test_records_survive_allocation_restarts_and_a_crash(tmp_path: Path, preallo
     try:
         assert _read_all(broker.bootstrap, topic, 300) == values[:300]
         _produce(broker.bootstrap, topic, values[300:])
+        named_segments(directory)  # the newest data file has its name before the crash
     finally:
         broker.kill9()
     newest = sorted(directory.glob("*.log"))[-1]

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from interop_support import BrokerProcess
+from interop_support import BrokerProcess, named_segments
 from kafka import KafkaConsumer
 
 from sluice.embedded_cluster import wait_until
@@ -60,7 +60,7 @@ def test_read_segments_lose_their_pages_and_a_later_consumer_reads_them_whole(
             producer.poll(0)
         assert producer.flush(30) == 0
         data = tmp_path / "data" / f"{topic}-0"
-        segments = sorted(data.glob("*.log"))
+        segments = named_segments(data)
         assert len(segments) >= 4  # ~300 KiB in 64-KiB segments
 
         first = Consumer(
@@ -83,7 +83,7 @@ def test_read_segments_lose_their_pages_and_a_later_consumer_reads_them_whole(
 
         wait_until(read_segments_dropped, 30, "pages of the read segments freed")
         assert got == values
-        assert resident_pages(sorted(data.glob("*.log"))[-1]) > 0  # the active one stays
+        assert resident_pages(named_segments(data)[-1]) > 0  # the active one stays
 
         later = KafkaConsumer(
             topic, bootstrap_servers=broker.bootstrap, group_id="later",

@@ -247,8 +247,11 @@ def segmented_log(
     """A log of ``segments`` full segments of two 200-byte records each (offsets 2i and
     2i + 1 in segment i) and an active one holding offset 2 * ``segments``, all on disk
     (``fsync``, their pages left clean: :func:`settle`) or some still dirty in the page
-    cache; ``config`` are further :class:`LogConfig` fields."""
+    cache; ``config`` are further :class:`LogConfig` fields. Rolls create their own files
+    unless ``config`` says otherwise (``segment_prepare_next``): these scenarios count the
+    page drops queued on the file thread, where the next segment's files would be made."""
     one = len(build_batch([Rec(b"x" * 200, timestamp=clock())]))
+    config.setdefault("segment_prepare_next", False)
     log = Log(directory / "t-0", LogConfig(segment_bytes=2 * one, **config), clock=clock)
     for i in range(2 * segments + 1):
         log.append_as_leader(build_batch([Rec(b"%03d" % i + b"x" * 197, timestamp=clock())]), 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -175,8 +176,8 @@ class LogMachine(RuleBasedStateMachine):
         last = self.batches[-1]
         if active.size == 0 or last.first < active.base_offset:
             return
-        path = active.log.path
         self.log.close()
+        path = active.log.path  # after the close, which gives files made ahead their names
         cut = data.draw(st.integers(1, last.size - 1), label="cut")
         with path.open("r+b") as f:
             f.truncate(path.stat().st_size - cut)
@@ -233,6 +234,11 @@ def _let_go(log: Log) -> None:
         segment.txn_index._close_fd()
     if local._spare is not None:
         local._spare[0]._release()
+    prepared = local._next._ready  # the next segment's files, made ahead (next_segment.py)
+    if prepared is not None:
+        prepared.log._release()
+        os.close(prepared.index_fd)
+        os.close(prepared.time_index_fd)
 
 
 TestLogMachine = LogMachine.TestCase

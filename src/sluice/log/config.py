@@ -49,6 +49,9 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     preallocate: bool = False  # allocate a new segment's whole file at once (file_records.py)
     segment_recycle: bool = True  # Sluice's own: reuse removed segments' files (local_log.py)
+    # Sluice's own: create the next segment's files on the file thread once the active one
+    # is half full, so that a roll creates none on the event loop (next_segment.py)
+    segment_prepare_next: bool = True
     # Sluice's own: allocate the active segment's blocks this far ahead of its appends
     # (0: off; on the benchmark VM it stalled appends under sustained load, file_records.py)
     segment_allocate_ahead_bytes: int = 0

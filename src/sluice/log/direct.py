@@ -72,7 +72,7 @@ class DirectWriter:
         body = (size - head) // BLOCK_SIZE * BLOCK_SIZE if size > head else 0
         if body == 0:
             return False
-        fd = self._open(path)
+        fd = self._open(path, buffered_fd)
         if fd < 0:
             return False
         staging = _staging.get(body)
@@ -91,12 +91,18 @@ class DirectWriter:
             pwrite_all(buffered_fd, [view[head + body :]], position + head + body)
         return True
 
-    def _open(self, path: Path) -> int:
+    def _open(self, path: Path, buffered_fd: int) -> int:
+        """The file opened again with ``O_DIRECT``: through ``buffered_fd`` where /proc
+        has it, which stays right while another thread renames the file (a segment
+        taking its final name, next_segment.py), else by ``path``."""
         if self._fd == -1:
             try:
                 if not _O_DIRECT:
                     raise OSError(errno.EINVAL, "no O_DIRECT on this platform")
-                self._fd = os.open(path, os.O_WRONLY | _O_DIRECT)
+                try:
+                    self._fd = os.open(f"/proc/self/fd/{buffered_fd}", os.O_WRONLY | _O_DIRECT)
+                except FileNotFoundError:
+                    self._fd = os.open(path, os.O_WRONLY | _O_DIRECT)
             except OSError as exc:
                 if exc.errno != errno.EINVAL:
                     raise

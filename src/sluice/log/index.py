@@ -56,11 +56,15 @@ class AbstractIndex:
     entry_size: ClassVar[int] = 8
     __slots__ = ("_dirty", "_entries", "_fd", "_loaded", "_max_entries", "base_offset", "path")
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, fd: int | None = None
+    ) -> None:
+        """Open (creating if missing) the index file at ``path``, or take ``fd``, a
+        descriptor already open on it (a prepared segment's, next_segment.py)."""
         self.path = path
         self.base_offset = base_offset
         self._max_entries = max(1, max_index_size // self.entry_size)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if fd is None else fd
         self._entries = os.fstat(self._fd).st_size // self.entry_size
         self._loaded = False
         self._dirty = False
@@ -175,8 +179,10 @@ class OffsetIndex(AbstractIndex):
     entry_size = 8
     __slots__ = ("_offsets", "_positions")
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, fd: int | None = None
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, fd)
         self._offsets: array[int] = array("i")
         self._positions: array[int] = array("i")
 
@@ -270,8 +276,10 @@ class TimeIndex(AbstractIndex):
     entry_size = 12
     __slots__ = ("_offsets", "_timestamps")
 
-    def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
-        super().__init__(path, base_offset, max_index_size)
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int, fd: int | None = None
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size, fd)
         self._timestamps: array[int] = array("q")
         self._offsets: array[int] = array("i")
 

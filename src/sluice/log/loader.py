@@ -1,6 +1,7 @@
 """Opening a partition directory: find segments, check or rebuild indexes, recover after a crash.
 
 Mirrors Kafka's ``LogLoader``: leftover ``.deleted``/``.cleaned``/``.tmp`` files are removed,
+a next segment's ``.next`` files are named or removed (next_segment.py),
 index files without a ``.log`` are dropped, a segment whose index is missing or fails the
 sanity check is rebuilt, and, when the previous shutdown was not clean, every segment holding
 offsets at or above the recovery point is recovered; the first one that needed truncation
@@ -19,6 +20,7 @@ from sluice.log.config import Clock, LogConfig
 from sluice.log.errors import CorruptIndexException
 from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords
 from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
+from sluice.log.next_segment import settle_next_files
 from sluice.log.segment import LogSegment
 
 __all__ = [
@@ -105,6 +107,7 @@ def load_log(
 ) -> LoadedLog:
     """Load every segment of ``directory``; see the module docstring for what is checked."""
     complete_interrupted_swaps(directory)  # the log cleaner's .swap files (cleaner_files.py)
+    settle_next_files(directory)  # files a roll took before they had their names
     segments: list[LogSegment] = []
     recovered: dict[int, int] = {}  # base offset -> bytes truncated
     for base in _remove_temp_files(directory):

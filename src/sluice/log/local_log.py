@@ -23,6 +23,7 @@ from sluice.log.file_records import (
     TimestampAndOffset,
 )
 from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
+from sluice.log.next_segment import NextSegment
 from sluice.log.patched import PatchedRecords
 from sluice.log.readers import NO_OFFSET_DUE, LogReaders
 from sluice.log.segment import LogSegment
@@ -31,6 +32,8 @@ from sluice.log.writer import WriteJob, Writer
 __all__ = ["FlushWork", "LocalLog"]
 
 logger = logging.getLogger(__name__)
+
+_NEVER = 2**63  # a segment size no append reaches
 
 
 class FlushWork:
@@ -89,6 +92,8 @@ class LocalLog:
         "_flush_wanted",
         "_last_flush_ms",
         "_log_end_offset",
+        "_next",
+        "_next_at",
         "_next_offset",
         "_paged",
         "_pending",
@@ -148,6 +153,10 @@ class LocalLog:
         self._released = 0  # segments holding only offsets below this have had pages freed
         self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
         self.write_recovery_point_checkpoint()
+        # The next segment's files, made on the file thread (next_segment.py) once the
+        # active segment holds _next_at bytes.
+        self._next = NextSegment(directory)
+        self._next_at = self._next_threshold()
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -157,6 +166,7 @@ class LocalLog:
     @config.setter
     def config(self, config: LogConfig) -> None:
         self._config = config
+        self._next_at = self._next_threshold()
 
     @property
     def segments(self) -> Sequence[LogSegment]:
@@ -330,7 +340,23 @@ class LocalLog:
             now_ms=self._clock(),
         ):
             return self.roll(first)
+        if segment.size + size >= self._next_at:  # half full with this append
+            self._ask_next(segment)
         return segment
+
+    def _next_threshold(self) -> int:
+        """The active segment's size at which the next one's files are asked for: half
+        of ``segment.bytes`` with ``segment.prepare.next``, else never."""
+        config = self._config
+        return config.segment_bytes // 2 if config.segment_prepare_next else _NEVER
+
+    def _ask_next(self, active: LogSegment) -> None:
+        """Have the file thread create the next segment's files, where it runs (the
+        ``sluice broker`` process); elsewhere the roll creates them, as before."""
+        self._next_at = _NEVER
+        if in_background():
+            config = self._config
+            self._next.ask(active.base_offset, config.segment_bytes if config.preallocate else 0)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or ``expected_next_offset``),
@@ -344,29 +370,31 @@ class LocalLog:
         started = time.perf_counter()
         active.on_become_inactive_segment()
         active.log.trim()
-        segment, reused = self._new_segment(new_offset)
+        segment, files = self._new_segment(new_offset)
         self._segments.append(segment)
         logger.info(
             "%s: rolled new log segment at offset %d in %.1f ms%s",
             self.dir.name,
             new_offset,
             (time.perf_counter() - started) * 1000,
-            " (reusing a removed segment's file)" if reused else "",
+            files,
         )
         self._bases.append(new_offset)
+        self._next_at = self._next_threshold()
         self._readers.due = self._next_release()
         return segment
 
-    def _new_segment(self, base_offset: int) -> tuple[LogSegment, bool]:
+    def _new_segment(self, base_offset: int) -> tuple[LogSegment, str]:
         """Open the segment at ``base_offset``, writing into the spare data file when there
-        is one that held only lower offsets and the page cache still holds it.
+        is one that held only lower offsets and the page cache still holds it, else on the
+        files created ahead (next_segment.py) when they are ready, else on new files.
 
         Why: a new file's pages are new page-cache pages, and taking them is most of an
         append's cost where fresh memory is slow (on the benchmark VM a 1 MiB write into a
         new file took ~2.7 ms, into a cached file ~0.06 ms). The old bytes past the new
         records are trimmed when the segment rolls or closes; after a crash, recovery stops
         at them because their offsets are below ``base_offset`` (file_records.py). Also
-        says whether it reused the spare."""
+        says, for the log, which files it took."""
         recycled = None
         if self._spare is not None:
             records, bound = self._spare
@@ -376,8 +404,24 @@ class LocalLog:
             elif bound <= base_offset:
                 self._spare = None
                 recycled = records
-        segment = open_segment(self.dir, base_offset, self._config, self._clock, recycled)
-        return segment, recycled is not None and segment.log.stale_bytes > 0
+        config = self._config
+        prepared = self._next.take() if recycled is None else None
+        if prepared is not None:
+            segment = LogSegment.from_prepared(
+                prepared,
+                base_offset,
+                index_interval_bytes=config.index_interval_bytes,
+                max_index_size=config.max_index_size,
+                clock=self._clock,
+                segment_bytes=config.segment_bytes,
+                allocate_ahead_bytes=config.segment_allocate_ahead_bytes,
+            )
+            delete_soon(segment.take_final_names)  # on the file thread, like the making
+            return segment, " (on files created ahead)"
+        segment = open_segment(self.dir, base_offset, config, self._clock, recycled)
+        if recycled is not None and segment.log.stale_bytes > 0:
+            return segment, " (reusing a removed segment's file)"
+        return segment, ""
 
     # -- read ----------------------------------------------------------------------------
     def read(
@@ -675,6 +719,7 @@ class LocalLog:
         self.write_recovery_point_checkpoint()
         for segment in self._segments:
             segment.close()
+        self._next.close()
         self._closed = True
 
     def delete(self) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sluice.log.batch import LOG_OVERHEAD, NO_TIMESTAMP, BatchHeader, iter_batches
 from sluice.log.config import Clock, system_clock
@@ -24,6 +26,9 @@ from sluice.log.index import (
 )
 from sluice.log.patched import PatchedRecords
 from sluice.log.transaction_index import TXN_INDEX_FILE_SUFFIX, TransactionIndex
+
+if TYPE_CHECKING:
+    from sluice.log.next_segment import PreparedFiles
 
 __all__ = ["LogSegment", "TimestampAndOffset", "filename_prefix_from_offset"]
 
@@ -55,6 +60,7 @@ class LogSegment:
         "_last_modified_ms",
         "_log",
         "_max_timestamp",
+        "_naming",
         "_offset_index",
         "_offset_of_max_timestamp",
         "_recent_offsets",
@@ -101,6 +107,9 @@ class LogSegment:
         # up to index.interval.bytes before it.
         self._recent_offsets: list[int] = []
         self._recent_positions: list[int] = []
+        # Held while files opened under a prepared set's names get their final ones
+        # (from_prepared); None once they have them, or for files opened by name.
+        self._naming: threading.Lock | None = None
 
     @classmethod
     def open(
@@ -140,6 +149,74 @@ class LogSegment:
         return cls(
             log, offset_index, time_index, base_offset, index_interval_bytes, clock, txn_index
         )
+
+    @classmethod
+    def from_prepared(
+        cls,
+        files: PreparedFiles,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        clock: Clock = system_clock,
+        segment_bytes: int = 0,
+        allocate_ahead_bytes: int = 0,
+    ) -> LogSegment:
+        """A new segment at ``base_offset`` on files created ahead under temporary names
+        (next_segment.py), which keep them until :meth:`take_final_names`."""
+        log = files.log
+        log.allocate_ahead(allocate_ahead_bytes, segment_bytes)
+        offset_index = OffsetIndex(files.index_path, base_offset, max_index_size, files.index_fd)
+        time_index = TimeIndex(
+            files.time_index_path, base_offset, max_index_size, files.time_index_fd
+        )
+        stem = filename_prefix_from_offset(base_offset)
+        txn_index = TransactionIndex(log.path.with_name(f"{stem}{TXN_INDEX_FILE_SUFFIX}"))
+        segment = cls(
+            log, offset_index, time_index, base_offset, index_interval_bytes, clock, txn_index
+        )
+        segment._naming = threading.Lock()
+        return segment
+
+    @property
+    def named(self) -> bool:
+        """Whether the files have their final names (always, but for :meth:`from_prepared`
+        until :meth:`take_final_names`)."""
+        return self._naming is None
+
+    def take_final_names(self) -> None:
+        """Give files opened under a prepared set's names (:meth:`from_prepared`) the names
+        of this segment's base offset: the indexes first, the data file last, so that a
+        crash in between leaves the data file for the loader to name (next_segment.py).
+        On any thread; nothing once done, or once the segment was removed or renamed."""
+        lock = self._naming
+        if lock is None:
+            return
+        with lock:
+            if self._naming is None:
+                return
+            try:
+                stem = filename_prefix_from_offset(self.base_offset)
+                self._offset_index.rename_to(self._final_path(self._offset_index.path, stem))
+                self._time_index.rename_to(self._final_path(self._time_index.path, stem))
+                self._log.rename_to(self._final_path(self._log.path, stem))
+            except FileNotFoundError:
+                pass  # the partition directory was renamed for deletion meanwhile
+            finally:
+                self._naming = None
+
+    @staticmethod
+    def _final_path(path: Path, stem: str) -> Path:
+        """``<other stem><suffix>.next`` -> ``<stem><suffix>``."""
+        suffix = path.name[path.name.index(".") : path.name.rindex(".")]
+        return path.with_name(stem + suffix)
+
+    def _forgo_final_names(self) -> None:
+        """The files are renamed or removed as they are: no final names will be taken."""
+        lock = self._naming
+        if lock is not None:
+            with lock:
+                self._naming = None
 
     # -- properties --------------------------------------------------------------------
     @property
@@ -476,7 +553,9 @@ class LogSegment:
         return fds
 
     def close(self) -> None:
-        """Record the final time index entry, sync the indexes and close every file."""
+        """Record the final time index entry, sync the indexes and close every file (with
+        their final names)."""
+        self.take_final_names()
         if self._log.size and self.max_timestamp_so_far != NO_TIMESTAMP:
             self.on_become_inactive_segment()
         self._offset_index.flush()
@@ -488,6 +567,7 @@ class LogSegment:
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files, e.g. ``("", ".deleted")`` before asynchronous deletion."""
+        self._forgo_final_names()
         for file in (self._log, self._offset_index, self._time_index):
             name = file.path.name
             stem = name[: len(name) - len(old_suffix)] if old_suffix else name
@@ -498,6 +578,7 @@ class LogSegment:
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
+        self._forgo_final_names()
         self._log.delete()
         self.delete_indexes()
 
