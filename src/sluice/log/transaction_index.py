@@ -41,11 +41,14 @@ class TransactionIndex:
 
     __slots__ = ("_entries", "_fd", "path")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, new: bool = False) -> None:
+        """``new``: no file can be at ``path`` yet (a segment at a new base offset), so
+        none is looked for: the look-up waits for the directory while another thread
+        creates or renames files in it (next_segment.py)."""
         self.path = path
         self._fd: int | None = None
         self._entries: list[AbortedTxn] = []
-        if path.exists():
+        if not new and path.exists():
             self._entries = self._read(path)
 
     @staticmethod
