@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 from sluice_log_helpers import Deleter, ManualClock, Rec, build_batch, values_of
-from test_log_property import LogMachine, ModelBatch
+from test_log_property import LogMachine
 
 from sluice.log import Log, LogConfig, deletion
 from sluice.log.next_segment import NEXT_FILE_SUFFIX, NextSegment, PreparedFiles
@@ -281,17 +281,13 @@ class deletion_queue:
 class NextSegmentLogMachine(LogMachine):
     """The log model of test_log_property.py with the file thread's queue installed and run
     by a rule, and small segments, so the next segment's files are asked for, made, rolled
-    onto and named, and removed segments renamed ``*.deleted``, in every order among
-    appends, truncations, removals, reopenings and crashes (which lose the queued work).
-    A crash before the file thread renamed what retention removed brings those segments
-    back (local_log.py, ``remove_and_delete_segments``): the model takes their batches
-    back then, and only then."""
+    onto and named in every order among appends, truncations, removals, reopenings and
+    crashes (which lose the queued work)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.queue = deletion_queue()
         self.thread = self.queue.__enter__()
-        self.retained_out: list[ModelBatch] = []  # the batches retention removed
 
     def teardown(self) -> None:
         try:
@@ -325,18 +321,6 @@ class NextSegmentLogMachine(LogMachine):
     def crash(self) -> None:
         _crash(self.log, self.thread)
         self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
-        start = self.log.log_start_offset
-        if start < self.start:  # the renames of retention's removals were still due
-            back = [b for b in self.retained_out if start <= b.first and b.last < self.start]
-            assert back and back[0].first == start
-            self.batches = back + self.batches
-            self.start = start
-
-    @rule(retention=st.integers(0, 3000))
-    def retention_by_size(self, retention: int) -> None:
-        before = self.batches
-        super().retention_by_size(retention)
-        self.retained_out += [b for b in before if b.last < self.start]
 
     @rule(size=st.integers(0, 60), run_at=st.integers(0, 8))
     def append_until_a_roll(self, size: int, run_at: int) -> None:

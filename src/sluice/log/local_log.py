@@ -513,23 +513,9 @@ class LocalLog:
         return NO_OFFSET_DUE
 
     # -- deletion ------------------------------------------------------------------------
-    def remove_and_delete_segments(
-        self, segments: Sequence[LogSegment], oldest: bool = False
-    ) -> None:
+    def remove_and_delete_segments(self, segments: Sequence[LogSegment]) -> None:
         """Drop ``segments`` from the log; their files are renamed ``*.deleted`` and removed
-        after ``file.delete.delay.ms`` so in-flight ``sendfile`` slices stay valid.
-
-        ``oldest``: they are the log's first segments (retention, the log start offset),
-        whose base offsets no new segment takes while the log grows: where the file thread
-        runs, it renames them (deletion.py), not the event loop, since each rename is a
-        metadata change that can wait under sustained writes (docs/performance.md, change
-        23). Until then they keep their names; a crash before it leaves them to the loader,
-        which drops those below the checkpointed log start offset (DeleteRecords), and
-        the next retention pass removes the rest again. Anything else that removes or
-        swaps segments first makes the renames still due (:meth:`_settle_removed`): a
-        truncation may lower the log end below their base offsets, and segments that came
-        back after a crash must never sit below a log truncated fully."""
-        soon = oldest and in_background()
+        after ``file.delete.delay.ms`` so in-flight ``sendfile`` slices stay valid."""
         doomed = {id(segment) for segment in segments}
         bounds = {
             id(segment): self.upper_bound(i)
@@ -542,20 +528,10 @@ class LocalLog:
         for segment in segments:
             if delay == 0:
                 segment.delete()
-                continue
-            if soon:
-                segment.change_file_suffixes_soon(DELETED_FILE_SUFFIX)
-                delete_soon(segment.take_suffix)
             else:
                 segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
-            self._pending_deletes.append((self._clock() + delay, segment, bounds[id(segment)]))
-            self._drop_pages_of_removed(segment)
-
-    def _settle_removed(self) -> None:
-        """Make every rename of a removed segment still due on the file thread (normally
-        none: that thread makes them moments after the removal)."""
-        for _, removed, _ in self._pending_deletes:
-            removed.take_suffix()
+                self._pending_deletes.append((self._clock() + delay, segment, bounds[id(segment)]))
+                self._drop_pages_of_removed(segment)
 
     def _drop_pages_of_removed(self, newest: LogSegment) -> None:
         """Free the page-cache pages of removed segments now rather than at deletion: no
@@ -592,7 +568,7 @@ class LocalLog:
                 break
             doomed.append(segments[i])
         if doomed:
-            self.remove_and_delete_segments(doomed, oldest=True)
+            self.remove_and_delete_segments(doomed)
         return len(doomed)
 
     def delete_pending_files(self, force: bool = False) -> int:
@@ -604,8 +580,6 @@ class LocalLog:
         self._pending_deletes = [e for e in self._pending_deletes if not (force or e[0] <= now)]
         if any(segment is self._paged for _, segment, _ in due):
             self._paged = None
-        for _, segment, _ in due:  # no rename still due once out of _pending_deletes
-            segment.take_suffix()  # (made on the file thread a delay ago: nothing to do)
         count = len(due)
         if force:  # shutdown, topic deletion: now, on this thread
             for _, segment, _ in due:
@@ -640,7 +614,6 @@ class LocalLog:
             or new_segment.base_offset != old_segments[0].base_offset
         ):
             raise ValueError(f"{self.dir.name}: cannot replace segments {list(old_segments)}")
-        self._settle_removed()
         self.remove_and_delete_segments(old_segments)
         new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
         self._segments.insert(first, new_segment)
@@ -651,7 +624,6 @@ class LocalLog:
         """Remove every batch holding offsets >= ``target``; returns the new log end offset
         (``target``, or the base offset of a batch that straddled it)."""
         self.drain()
-        self._settle_removed()
         index = self.segment_index_for(target)
         later = self._segments[index + 1 :]
         if later:
@@ -670,7 +642,6 @@ class LocalLog:
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset``."""
         self.drain()
-        self._settle_removed()
         self.remove_and_delete_segments(list(self._segments))
         self._segments = [self._new_segment(new_offset)[0]]
         self._bases = [new_offset]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -61,15 +60,13 @@ class LogSegment:
         "_last_modified_ms",
         "_log",
         "_max_timestamp",
+        "_naming",
         "_offset_index",
         "_offset_of_max_timestamp",
         "_recent_offsets",
         "_recent_positions",
-        "_renames",
         "_rolling_based_timestamp",
-        "_suffix_due",
         "_time_index",
-        "_unnamed",
         "base_offset",
         "created_ms",
         "txn_index",
@@ -110,13 +107,9 @@ class LogSegment:
         # up to index.interval.bytes before it.
         self._recent_offsets: list[int] = []
         self._recent_positions: list[int] = []
-        # Renames that another thread makes (the file thread): the final names of files
-        # opened under a prepared set's names (from_prepared), a suffix change due
-        # (change_file_suffixes_soon). The lock, made when the first is due, is held while
-        # any of the files is renamed or removed.
-        self._renames: threading.Lock | None = None
-        self._unnamed = False
-        self._suffix_due: str | None = None
+        # Held while files opened under a prepared set's names get their final ones
+        # (from_prepared); None once they have them, or for files opened by name.
+        self._naming: threading.Lock | None = None
 
     @classmethod
     def open(
@@ -182,28 +175,26 @@ class LogSegment:
         segment = cls(
             log, offset_index, time_index, base_offset, index_interval_bytes, clock, txn_index
         )
-        segment._renames = threading.Lock()
-        segment._unnamed = True
+        segment._naming = threading.Lock()
         return segment
 
     @property
     def named(self) -> bool:
         """Whether the files have their final names (always, but for :meth:`from_prepared`
         until :meth:`take_final_names`)."""
-        return not self._unnamed
+        return self._naming is None
 
     def take_final_names(self) -> None:
         """Give files opened under a prepared set's names (:meth:`from_prepared`) the names
         of this segment's base offset: the indexes first, the data file last, so that a
         crash in between leaves the data file for the loader to name (next_segment.py).
         On any thread; nothing once done, or once the segment was removed or renamed."""
-        lock = self._renames
-        if lock is None or not self._unnamed:
+        lock = self._naming
+        if lock is None:
             return
         with lock:
-            if not self._unnamed:
+            if self._naming is None:
                 return
-            self._unnamed = False
             try:
                 stem = filename_prefix_from_offset(self.base_offset)
                 self._offset_index.rename_to(self._final_path(self._offset_index.path, stem))
@@ -211,6 +202,8 @@ class LogSegment:
                 self._log.rename_to(self._final_path(self._log.path, stem))
             except FileNotFoundError:
                 pass  # the partition directory was renamed for deletion meanwhile
+            finally:
+                self._naming = None
 
     @staticmethod
     def _final_path(path: Path, stem: str) -> Path:
@@ -218,40 +211,12 @@ class LogSegment:
         suffix = path.name[path.name.index(".") : path.name.rindex(".")]
         return path.with_name(stem + suffix)
 
-    def change_file_suffixes_soon(self, new_suffix: str) -> None:
-        """Have :meth:`take_suffix` append ``new_suffix`` to the file names (on the file
-        thread; the caller queues it); until then they keep their names, and anything
-        that renames or removes them here takes the suffix first or instead."""
-        if self._renames is None:
-            self._renames = threading.Lock()
-        self._suffix_due = new_suffix
-
-    @property
-    def suffix_due(self) -> str | None:
-        return self._suffix_due
-
-    def take_suffix(self) -> None:
-        """Make the suffix change :meth:`change_file_suffixes_soon` made due, if it still
-        is; on any thread (a directory renamed meanwhile leaves the names as they are)."""
-        lock = self._renames
-        if lock is None or self._suffix_due is None:
-            return
-        with lock:
-            suffix, self._suffix_due = self._suffix_due, None
-            if suffix is None:
-                return
-            self._unnamed = False  # a segment removed before its final names keeps its own
-            with contextlib.suppress(FileNotFoundError):  # the directory renamed for deletion
-                self._add_suffix("", suffix)
-
-    def _forgo_renames(self) -> None:
-        """The files are renamed or removed here as they are named now: no rename due is
-        made (a suffix due is taken first, so that the names are the ones asked for)."""
-        self.take_suffix()
-        lock = self._renames
+    def _forgo_final_names(self) -> None:
+        """The files are renamed or removed as they are: no final names will be taken."""
+        lock = self._naming
         if lock is not None:
             with lock:
-                self._unnamed = False
+                self._naming = None
 
     # -- properties --------------------------------------------------------------------
     @property
@@ -602,10 +567,7 @@ class LogSegment:
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files, e.g. ``("", ".deleted")`` before asynchronous deletion."""
-        self._forgo_renames()
-        self._add_suffix(old_suffix, new_suffix)
-
-    def _add_suffix(self, old_suffix: str, new_suffix: str) -> None:
+        self._forgo_final_names()
         for file in (self._log, self._offset_index, self._time_index):
             name = file.path.name
             stem = name[: len(name) - len(old_suffix)] if old_suffix else name
@@ -616,14 +578,13 @@ class LogSegment:
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
-        self._forgo_renames()
+        self._forgo_final_names()
         self._log.delete()
         self.delete_indexes()
 
     def delete_indexes(self) -> None:
         """Close and remove the index files only: the data file of a removed segment that
         a later segment of the same log reuses (:meth:`open` ``(recycled=...)``)."""
-        self._forgo_renames()
         self._offset_index.delete()
         self._time_index.delete()
         self.txn_index.delete()

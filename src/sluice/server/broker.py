@@ -459,7 +459,7 @@ class Broker:
         hws = {tp: p.high_watermark for tp, p in self.replica_manager.partitions.items()}
         started = time.perf_counter()
         deleted = self.log_manager.cleanup_logs(hws)  # type: ignore[arg-type]
-        if deleted:  # the time is the event loop's: the files go on the file thread
+        if deleted:  # with the time the pass held the event loop
             log.info("retention deleted %d segments in %.1f ms", deleted,
                      (time.perf_counter() - started) * 1000)  # fmt: skip
         return deleted
