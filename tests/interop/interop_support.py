@@ -84,6 +84,40 @@ class BrokerProcess:
         self.stop(signal.SIGKILL)
 
 
+def produce_acked(bootstrap: str, topic: str, values: list[bytes], batch_size: int) -> None:
+    """Produce ``values`` with confluent-kafka, acks=all, and check each was acknowledged."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": "all", "batch.size": batch_size}
+    )
+    errors: list[object] = []
+    for value in values:
+        producer.produce(topic, value, on_delivery=lambda e, _m: e and errors.append(e))
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert errors == []
+
+
+def read_from_start(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """Up to ``count`` values of partition 0 from its start, read with kafka-python."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10_000
+    )
+    partition = TopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    got: list[bytes] = []
+    for message in consumer:
+        got.append(message.value)
+        if len(got) == count:
+            break
+    consumer.close()
+    return got
+
+
 def named_segments(directory: Path, timeout: float = 15.0) -> list[Path]:
     """The data files of a running broker's partition ``directory``, in offset order, once
     every segment a roll has taken has its final name: a roll writes into files the

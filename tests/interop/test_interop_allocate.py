@@ -10,43 +10,12 @@ import os
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from interop_support import BrokerProcess, named_segments
-from kafka import KafkaConsumer, TopicPartition
+from interop_support import BrokerProcess, named_segments, produce_acked, read_from_start
 
 RECORDS = 400
 SEGMENT_BYTES = 256 * 1024
 AHEAD = {"log_segment_allocate_ahead_bytes": str(64 * 1024)}  # off by default
-
-
-def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    """Batches of 16 KiB at most, well within a segment."""
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 2, "acks": "all", "batch.size": 16384}
-    )
-    errors: list[object] = []
-    for value in values:
-        producer.produce(topic, value, on_delivery=lambda e, _m: e and errors.append(e))
-        producer.poll(0)
-    assert producer.flush(30) == 0
-    assert errors == []
-
-
-def _read_all(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=5000
-    )
-    partition = TopicPartition(topic, 0)
-    consumer.assign([partition])
-    consumer.seek_to_beginning(partition)
-    got: list[bytes] = []
-    for message in consumer:
-        got.append(message.value)
-        if len(got) == count:
-            break
-    consumer.close()
-    return got
 
 
 def _sizes(directory: Path) -> dict[str, int]:
@@ -63,11 +32,11 @@ def test_records_survive_allocation_restarts_and_a_crash(tmp_path: Path, preallo
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         config = {"preallocate": "true"} if preallocate else {}
         admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(15)
-        _produce(broker.bootstrap, topic, values[:300])
+        produce_acked(broker.bootstrap, topic, values[:300], 16384)
         directory = data / f"{topic}-0"
         during = _sizes(directory)
         assert len(during) >= 2  # ~300 KiB in 256-KiB segments
-        assert _read_all(broker.bootstrap, topic, 300) == values[:300]
+        assert read_from_start(broker.bootstrap, topic, 300) == values[:300]
     finally:
         assert broker.stop() == 0
     after = _sizes(directory)  # a clean stop cut the files to their records
@@ -83,8 +52,8 @@ def test_records_survive_allocation_restarts_and_a_crash(tmp_path: Path, preallo
 
     broker = BrokerProcess(data, port=broker.port, **AHEAD).start()
     try:
-        assert _read_all(broker.bootstrap, topic, 300) == values[:300]
-        _produce(broker.bootstrap, topic, values[300:])
+        assert read_from_start(broker.bootstrap, topic, 300) == values[:300]
+        produce_acked(broker.bootstrap, topic, values[300:], 16384)
         named_segments(directory)  # the newest data file has its name before the crash
     finally:
         broker.kill9()
@@ -93,6 +62,6 @@ def test_records_survive_allocation_restarts_and_a_crash(tmp_path: Path, preallo
 
     broker = BrokerProcess(data, port=broker.port, **AHEAD).start()
     try:
-        assert _read_all(broker.bootstrap, topic, RECORDS) == values
+        assert read_from_start(broker.bootstrap, topic, RECORDS) == values
     finally:
         assert broker.stop() == 0

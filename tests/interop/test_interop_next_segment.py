@@ -11,43 +11,20 @@ import os
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
-from interop_support import BrokerProcess, holds_a_batch, named_segments
-from kafka import KafkaConsumer, TopicPartition
+from interop_support import (
+    BrokerProcess,
+    holds_a_batch,
+    named_segments,
+    produce_acked,
+    read_from_start,
+)
 
 from sluice.embedded_cluster import wait_until
 
 SEGMENT_BYTES = 64 * 1024
 RECORDS = 600  # ~600 KiB: about ten segments
-
-
-def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all", "batch.size": 8192}
-    )
-    errors: list[object] = []
-    for value in values:
-        producer.produce(topic, value, on_delivery=lambda e, _m: e and errors.append(e))
-        producer.poll(0)
-    assert producer.flush(30) == 0
-    assert errors == []
-
-
-def _read_kafka_python(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10_000
-    )
-    partition = TopicPartition(topic, 0)
-    consumer.assign([partition])
-    consumer.seek_to_beginning(partition)
-    got: list[bytes] = []
-    for message in consumer:
-        got.append(message.value)
-        if len(got) == count:
-            break
-    consumer.close()
-    return got
 
 
 def _read_confluent(bootstrap: str, topic: str, count: int, group: str) -> list[bytes]:
@@ -82,7 +59,7 @@ def test_rolls_onto_files_made_ahead_keep_every_record_through_restarts_and_a_cr
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         config = {"preallocate": "true"} if preallocate else {}
         admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(15)
-        _produce(broker.bootstrap, topic, values[:200])
+        produce_acked(broker.bootstrap, topic, values[:200], 8192)
         # A burst can roll before the file thread has made the set (the roll then makes
         # its own files); once one is held, the next roll takes it.
         made = SEGMENT_BYTES if preallocate else 0  # allocated whole when made
@@ -95,11 +72,11 @@ def test_rolls_onto_files_made_ahead_keep_every_record_through_restarts_and_a_cr
         wait_until(set_made, 15, "a set made ahead")
         held = next(directory.glob("*.log.next"))
         assert not holds_a_batch(held)
-        _produce(broker.bootstrap, topic, values[200:400])
+        produce_acked(broker.bootstrap, topic, values[200:400], 8192)
         segments = named_segments(directory)
         assert len(segments) >= 6 and not held.exists()
         assert "(on files created ahead)" in broker.log_path.read_text()
-        assert _read_kafka_python(broker.bootstrap, topic, 400) == values[:400]
+        assert read_from_start(broker.bootstrap, topic, 400) == values[:400]
         assert _read_confluent(broker.bootstrap, topic, 400, "first") == values[:400]
     finally:
         assert broker.stop() == 0
@@ -107,14 +84,14 @@ def test_rolls_onto_files_made_ahead_keep_every_record_through_restarts_and_a_cr
 
     broker = BrokerProcess(data, port=broker.port, **settings).start()
     try:
-        assert _read_kafka_python(broker.bootstrap, topic, 400) == values[:400]
-        _produce(broker.bootstrap, topic, values[400:])
+        assert read_from_start(broker.bootstrap, topic, 400) == values[:400]
+        produce_acked(broker.bootstrap, topic, values[400:], 8192)
     finally:
         broker.kill9()  # at once: the newest roll's files may still be under .next names
 
     broker = BrokerProcess(data, port=broker.port, **settings).start()
     try:
-        assert _read_kafka_python(broker.bootstrap, topic, RECORDS) == values
+        assert read_from_start(broker.bootstrap, topic, RECORDS) == values
         assert _read_confluent(broker.bootstrap, topic, RECORDS, "after") == values
         named_segments(directory)  # the loader named what the crash left under .next names
     finally:

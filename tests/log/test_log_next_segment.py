@@ -48,6 +48,14 @@ def _expected(count: int) -> list[bytes | None]:
     return [b"%03d" % i + b"x" * 397 for i in range(count)]
 
 
+def _filled(directory: Path, clock: ManualClock, count: int, **extra: object) -> Log:
+    """A log in ``directory`` holding records 0 .. ``count`` - 1."""
+    log = Log(directory / "t-0", _config(**extra), clock=clock)
+    for i in range(count):
+        _append(log, clock, i)
+    return log
+
+
 def _next_files(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir() if p.name.endswith(NEXT_FILE_SUFFIX))
 
@@ -109,9 +117,7 @@ def test_a_roll_before_the_files_are_made_creates_its_own_and_keeps_the_set(
     tmp_path: Path, deleter: Deleter
 ) -> None:
     clock = ManualClock()
-    log = Log(tmp_path / "t-0", _config(), clock=clock)
-    for i in range(3):
-        _append(log, clock, i)  # asked at the second append, not made yet
+    log = _filled(tmp_path, clock, 3)  # asked at the second append, not made yet
     assert log.active_segment.named and _stems(log.dir, ".log") == [0, 2]
     assert deleter.run() == 1  # made now, named after segment 0
     _append(log, clock, 3)
@@ -125,18 +131,24 @@ def test_a_roll_before_the_files_are_made_creates_its_own_and_keeps_the_set(
     log.close()
 
 
-def test_a_crash_before_the_naming_leaves_a_data_file_the_loader_names(
-    tmp_path: Path, deleter: Deleter
-) -> None:
-    clock = ManualClock()
-    log = Log(tmp_path / "t-0", _config(), clock=clock)
+def _on_unnamed_files(directory: Path, clock: ManualClock, deleter: Deleter) -> Log:
+    """A log whose active segment (offsets 2 and 3) is on files made ahead, not named yet."""
+    log = Log(directory / "t-0", _config(), clock=clock)
     for i in range(2):
         _append(log, clock, i)
     deleter.run()
     for i in range(2, 4):
-        _append(log, clock, i)  # segment 2 on the .next files; the naming never runs
+        _append(log, clock, i)  # segment 2 on the .next files; the naming is queued
     assert not log.active_segment.named
-    _crash(log, deleter)
+    return log
+
+
+def test_a_crash_before_the_naming_leaves_a_data_file_the_loader_names(
+    tmp_path: Path, deleter: Deleter
+) -> None:
+    clock = ManualClock()
+    log = _on_unnamed_files(tmp_path, clock, deleter)
+    _crash(log, deleter)  # the naming never runs
     reopened = Log(tmp_path / "t-0", _config(), clock=clock)
     assert _next_files(reopened.dir) == []
     assert [s.base_offset for s in reopened.segments] == [0, 2]
@@ -152,12 +164,7 @@ def test_a_crash_between_the_indexes_and_the_data_file_names_rebuilds_the_indexe
     tmp_path: Path, deleter: Deleter
 ) -> None:
     clock = ManualClock()
-    log = Log(tmp_path / "t-0", _config(), clock=clock)
-    for i in range(2):
-        _append(log, clock, i)
-    deleter.run()
-    for i in range(2, 4):
-        _append(log, clock, i)
+    log = _on_unnamed_files(tmp_path, clock, deleter)
     active = log.active_segment
     # The naming stopped after the indexes (their entries may be stale or torn).
     active.offset_index.rename_to(log.dir / "00000000000000000002.index")
@@ -172,9 +179,7 @@ def test_a_crash_between_the_indexes_and_the_data_file_names_rebuilds_the_indexe
 
 def test_files_made_but_not_rolled_onto_go_after_a_crash(tmp_path: Path, deleter: Deleter) -> None:
     clock = ManualClock()
-    log = Log(tmp_path / "t-0", _config(preallocate=True), clock=clock)
-    for i in range(2):
-        _append(log, clock, i)
+    log = _filled(tmp_path, clock, 2, preallocate=True)
     deleter.run()
     prepared = log._local._next._ready
     assert prepared is not None and prepared.log.stale_bytes == 1000  # preallocate
@@ -189,9 +194,7 @@ def test_a_segment_removed_before_its_naming_goes_under_the_names_it_has(
     tmp_path: Path, deleter: Deleter
 ) -> None:
     clock = ManualClock()
-    log = Log(tmp_path / "t-0", _config(), clock=clock)
-    for i in range(2):
-        _append(log, clock, i)
+    log = _filled(tmp_path, clock, 2)
     deleter.run()
     _append(log, clock, 2)
     segment = log.active_segment
@@ -205,9 +208,7 @@ def test_a_segment_removed_before_its_naming_goes_under_the_names_it_has(
 
 def test_a_set_made_after_its_log_closed_is_removed(tmp_path: Path, deleter: Deleter) -> None:
     clock = ManualClock()
-    log = Log(tmp_path / "t-0", _config(), clock=clock)
-    for i in range(2):
-        _append(log, clock, i)
+    log = _filled(tmp_path, clock, 2)
     log.close()  # the set was asked for, not made
     assert deleter.run() == 1
     assert _next_files(log.dir) == []
@@ -217,9 +218,7 @@ def test_a_set_that_cannot_be_made_leaves_nothing_and_the_roll_makes_its_files(
     tmp_path: Path, deleter: Deleter
 ) -> None:
     clock = ManualClock()
-    log = Log(tmp_path / "t-0", _config(), clock=clock)
-    for i in range(2):
-        _append(log, clock, i)
+    log = _filled(tmp_path, clock, 2)
     taken = log.dir / "00000000000000000000.timeindex.next"
     taken.write_bytes(b"")  # a name that exists: the set is not made (O_EXCL)
     deleter.run()
