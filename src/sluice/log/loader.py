@@ -20,7 +20,7 @@ from sluice.log.config import Clock, LogConfig
 from sluice.log.errors import CorruptIndexException
 from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords
 from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
-from sluice.log.next_segment import settle_next_files
+from sluice.log.next_segment import PreparedFiles, settle_next_files
 from sluice.log.segment import LogSegment
 
 __all__ = [
@@ -58,6 +58,7 @@ def open_segment(
     config: LogConfig,
     clock: Clock,
     recycled: FileRecords | None = None,
+    prepared: PreparedFiles | None = None,
 ) -> LogSegment:
     return LogSegment.open(
         directory,
@@ -66,6 +67,7 @@ def open_segment(
         max_index_size=config.max_index_size,
         clock=clock,
         recycled=recycled,
+        prepared=prepared,
         segment_bytes=config.segment_bytes,
         allocate_ahead_bytes=config.segment_allocate_ahead_bytes,
         preallocate=config.preallocate,

@@ -404,21 +404,11 @@ class LocalLog:
             elif bound <= base_offset:
                 self._spare = None
                 recycled = records
-        config = self._config
         prepared = self._next.take() if recycled is None else None
+        segment = open_segment(self.dir, base_offset, self._config, self._clock, recycled, prepared)
         if prepared is not None:
-            segment = LogSegment.from_prepared(
-                prepared,
-                base_offset,
-                index_interval_bytes=config.index_interval_bytes,
-                max_index_size=config.max_index_size,
-                clock=self._clock,
-                segment_bytes=config.segment_bytes,
-                allocate_ahead_bytes=config.segment_allocate_ahead_bytes,
-            )
             delete_soon(segment.take_final_names)  # on the file thread, like the making
             return segment, " (on files created ahead)"
-        segment = open_segment(self.dir, base_offset, config, self._clock, recycled)
         if recycled is not None and segment.log.stale_bytes > 0:
             return segment, " (reusing a removed segment's file)"
         return segment, ""

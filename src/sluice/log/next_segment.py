@@ -30,6 +30,7 @@ from pathlib import Path
 from sluice.log.deletion import delete_soon
 from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords
 from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
+from sluice.log.segment import filename_prefix_from_offset
 
 __all__ = ["NEXT_FILE_SUFFIX", "NextSegment", "PreparedFiles", "settle_next_files"]
 
@@ -37,10 +38,6 @@ logger = logging.getLogger(__name__)
 
 NEXT_FILE_SUFFIX = ".next"
 _SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)
-
-
-def _stem(offset: int) -> str:
-    return f"{offset:020d}"
 
 
 class PreparedFiles:
@@ -67,7 +64,7 @@ class PreparedFiles:
         """Create the files (each must not exist yet); ``preallocate_bytes`` > 0 allocates
         the data file's blocks (Kafka's ``preallocate``). Nothing is left open or on disk
         when one cannot be made."""
-        stem = _stem(stem_offset)
+        stem = filename_prefix_from_offset(stem_offset)
         paths = [directory / f"{stem}{suffix}{NEXT_FILE_SUFFIX}" for suffix in _SUFFIXES]
         fds: list[int] = []
         try:
@@ -174,7 +171,7 @@ def settle_next_files(directory: Path) -> None:
         if base is None:
             path.unlink(missing_ok=True)
             continue
-        stem = _stem(base)
+        stem = filename_prefix_from_offset(base)
         target = directory / f"{stem}{LOG_FILE_SUFFIX}"
         if target.exists():
             # Not made by a roll (its base would be new): keep both, load neither twice.

@@ -108,7 +108,7 @@ class LogSegment:
         self._recent_offsets: list[int] = []
         self._recent_positions: list[int] = []
         # Held while files opened under a prepared set's names get their final ones
-        # (from_prepared); None once they have them, or for files opened by name.
+        # (open(prepared=...)); None once they have them, or for files opened by name.
         self._naming: threading.Lock | None = None
 
     @classmethod
@@ -122,70 +122,54 @@ class LogSegment:
         clock: Clock = system_clock,
         file_suffix: str = "",
         recycled: FileRecords | None = None,
+        prepared: PreparedFiles | None = None,
         segment_bytes: int = 0,
         allocate_ahead_bytes: int = 0,
         preallocate: bool = False,
     ) -> LogSegment:
         """Open the segment files for ``base_offset`` in ``directory``, creating missing ones;
         ``recycled``: a removed segment's data file to write into (see
-        :meth:`FileRecords.recycle_as`). Appends that grow the data file allocate its blocks
+        :meth:`FileRecords.recycle_as`); ``prepared``: files created ahead under temporary
+        names (next_segment.py, allocated there with ``preallocate``), which keep them
+        until :meth:`take_final_names`. Appends that grow the data file allocate its blocks
         ``allocate_ahead_bytes`` ahead, up to ``segment_bytes``; ``preallocate`` (Kafka's
         topic setting) allocates all ``segment_bytes`` of an empty one now."""
         stem = filename_prefix_from_offset(base_offset)
         path = directory / f"{stem}{LOG_FILE_SUFFIX}{file_suffix}"
-        log = recycled.recycle_as(path) if recycled is not None else None
-        if log is None:
-            log = FileRecords.open(path)
+        index_path = directory / f"{stem}{INDEX_FILE_SUFFIX}{file_suffix}"
+        time_index_path = directory / f"{stem}{TIME_INDEX_FILE_SUFFIX}{file_suffix}"
+        index_fd = time_index_fd = None
+        if prepared is not None:
+            log = prepared.log
+            index_path, index_fd = prepared.index_path, prepared.index_fd
+            time_index_path, time_index_fd = prepared.time_index_path, prepared.time_index_fd
+        else:
+            reused = recycled.recycle_as(path) if recycled is not None else None
+            log = reused if reused is not None else FileRecords.open(path)
         log.allocate_ahead(allocate_ahead_bytes, segment_bytes)
-        if preallocate and log.size == 0:
+        if preallocate and prepared is None and log.size == 0:
             log.preallocate(segment_bytes)
-        offset_index = OffsetIndex(
-            directory / f"{stem}{INDEX_FILE_SUFFIX}{file_suffix}", base_offset, max_index_size
+        offset_index = OffsetIndex(index_path, base_offset, max_index_size, index_fd)
+        time_index = TimeIndex(time_index_path, base_offset, max_index_size, time_index_fd)
+        # A prepared segment's base offset is new: no transaction index to look for.
+        txn_index = TransactionIndex(
+            directory / f"{stem}{TXN_INDEX_FILE_SUFFIX}{file_suffix}", new=prepared is not None
         )
-        time_index = TimeIndex(
-            directory / f"{stem}{TIME_INDEX_FILE_SUFFIX}{file_suffix}", base_offset, max_index_size
-        )
-        txn_index = TransactionIndex(directory / f"{stem}{TXN_INDEX_FILE_SUFFIX}{file_suffix}")
-        return cls(
-            log, offset_index, time_index, base_offset, index_interval_bytes, clock, txn_index
-        )
-
-    @classmethod
-    def from_prepared(
-        cls,
-        files: PreparedFiles,
-        base_offset: int,
-        *,
-        index_interval_bytes: int = 4096,
-        max_index_size: int = 10 * 1024 * 1024,
-        clock: Clock = system_clock,
-        segment_bytes: int = 0,
-        allocate_ahead_bytes: int = 0,
-    ) -> LogSegment:
-        """A new segment at ``base_offset`` on files created ahead under temporary names
-        (next_segment.py), which keep them until :meth:`take_final_names`."""
-        log = files.log
-        log.allocate_ahead(allocate_ahead_bytes, segment_bytes)
-        offset_index = OffsetIndex(files.index_path, base_offset, max_index_size, files.index_fd)
-        time_index = TimeIndex(
-            files.time_index_path, base_offset, max_index_size, files.time_index_fd
-        )
-        stem = filename_prefix_from_offset(base_offset)
-        txn_index = TransactionIndex(log.path.with_name(f"{stem}{TXN_INDEX_FILE_SUFFIX}"), new=True)
         segment = cls(
             log, offset_index, time_index, base_offset, index_interval_bytes, clock, txn_index
         )
-        segment._naming = threading.Lock()
+        if prepared is not None:
+            segment._naming = threading.Lock()
         return segment
 
     @property
     def named(self) -> bool:
-        """Whether the files have their final names (always, but for :meth:`from_prepared`
-        until :meth:`take_final_names`)."""
+        """Whether the files have their final names (always, but for files opened
+        ``prepared`` until :meth:`take_final_names`)."""
         return self._naming is None
 
     def take_final_names(self) -> None:
-        """Give files opened under a prepared set's names (:meth:`from_prepared`) the names
+        """Give files opened under a prepared set's names (:meth:`open`) the names
         of this segment's base offset: the indexes first, the data file last, so that a
         crash in between leaves the data file for the loader to name (next_segment.py).
         On any thread; nothing once done, or once the segment was removed or renamed."""
@@ -197,19 +181,14 @@ class LogSegment:
                 return
             try:
                 stem = filename_prefix_from_offset(self.base_offset)
-                self._offset_index.rename_to(self._final_path(self._offset_index.path, stem))
-                self._time_index.rename_to(self._final_path(self._time_index.path, stem))
-                self._log.rename_to(self._final_path(self._log.path, stem))
+                directory = self._log.path.parent
+                self._offset_index.rename_to(directory / f"{stem}{INDEX_FILE_SUFFIX}")
+                self._time_index.rename_to(directory / f"{stem}{TIME_INDEX_FILE_SUFFIX}")
+                self._log.rename_to(directory / f"{stem}{LOG_FILE_SUFFIX}")
             except FileNotFoundError:
                 pass  # the partition directory was renamed for deletion meanwhile
             finally:
                 self._naming = None
-
-    @staticmethod
-    def _final_path(path: Path, stem: str) -> Path:
-        """``<other stem><suffix>.next`` -> ``<stem><suffix>``."""
-        suffix = path.name[path.name.index(".") : path.name.rindex(".")]
-        return path.with_name(stem + suffix)
 
     def _forgo_final_names(self) -> None:
         """The files are renamed or removed as they are: no final names will be taken."""
