@@ -10,7 +10,7 @@ the batch headers of each answer, counting records and checking that offsets fol
 Its cost is per fetch, not per record, so the broker sets the pace.
 
 The codec is Sluice's hand-written Fetch v11 envelope (sluice.server.replica_fetch_wire,
-property-tested against kio) and the batch walk is sluice.log.batch.iter_batches, which
+property-tested against kio) and the batch walk is sluice.protocol.records.batch.iter_batches, which
 stops at a partial trailing batch as Kafka's clients do.
 """
 
@@ -21,7 +21,7 @@ import struct
 import time
 from dataclasses import dataclass
 
-from sluice.log.batch import iter_batches
+from sluice.protocol.records.batch import iter_batches
 from sluice.server.replica_fetch_wire import (
     FetchedPartition,
     FetchPartitionRequest,

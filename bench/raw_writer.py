@@ -6,7 +6,7 @@ frames each one; on two vCPUs those clients waited for a CPU as long as the brok
 and the soak's p99 measured the machine's run queue. This writer's cost is per request,
 not per record, as bench/raw_reader.py's is per fetch: it builds, once, a v2 batch of
 ``n`` records of one value (Sluice's producer batch builder,
-sluice.client.records.MemoryRecordsBuilder), and for each request writes the send time
+sluice.protocol.records.builder.MemoryRecordsBuilder), and for each request writes the send time
 into the batch's two timestamps and the CRC-32C over it again (C-backed), then sends
 Produce v9 (acks=1) for every partition of the topic with ``sendmsg`` straight from those
 buffers. Records are stamped with the time their request is sent: the producer does
@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import raw_reader
-from sluice.checksum import crc32c
 from sluice.client.produce_request import decode_produce_response, encode_produce_request
-from sluice.client.records import MemoryRecordsBuilder
-from sluice.log.batch import ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, CRC_OFFSET
 from sluice.protocol.errors import ErrorCode
 from sluice.protocol.headers import encode_request_header
+from sluice.protocol.records.batch import ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, CRC_OFFSET
+from sluice.protocol.records.builder import MemoryRecordsBuilder
+from sluice.protocol.records.crc import crc32c
 
 PRODUCE_API_KEY = 0
 PRODUCE_VERSION = 9

@@ -50,7 +50,7 @@ import raw_reader
 import raw_writer
 from produce_consume import MB, consumer_config, create_topic, delete_topic, producer_config
 from producers import multi_produce
-from sluice.log.batch import iter_batches
+from sluice.protocol.records.batch import iter_batches
 from sluice.server.replica_fetch_wire import FetchPartitionRequest
 from sluice.tools_impl.common import UsageError, parse_assignments
 

@@ -24,7 +24,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from sluice.clock import ManualClock, MonotonicClock
+from sluice.base.clock import ManualClock, MonotonicClock
 from sluice.timer import FunctionTask, SystemTimer
 
 FAR_MIN_MS, FAR_MAX_MS = 1_000, 60_000  # pending timers: request-timeout-like delays

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from sluice.log.batch import HEADER_STRUCT
+from sluice.protocol.records.batch import HEADER_STRUCT
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 

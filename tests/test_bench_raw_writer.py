@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice.log.batch import validate_records
+from sluice.protocol.records.batch import validate_records
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 

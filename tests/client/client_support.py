@@ -144,7 +144,7 @@ class MockClient:
         """The record batches of a sent Produce request, by topic-partition."""
         from kio.serial import entity_reader
 
-        from sluice.common import TopicPartition
+        from sluice.base import TopicPartition
         from sluice.protocol import ApiKey
         from sluice.protocol.apis import request_type
 

@@ -9,14 +9,14 @@ from collections.abc import Iterator
 import pytest
 from client_support import NODE1, NODE2, cluster, read_batches, wait_until
 
+from sluice.base import TopicPartition
+from sluice.base.clock import Clock, ManualClock, MonotonicClock
 from sluice.client.accumulator import AccumulatorConfig, RecordAccumulator
 from sluice.client.buffer_pool import BufferPool
 from sluice.client.errors import KafkaException
 from sluice.client.partitioner import BuiltInPartitioner
 from sluice.client.producer_batch import ProducerBatch, RecordMetadata
 from sluice.client.transaction_manager import ProducerIdAndEpoch, TransactionManager
-from sluice.clock import Clock, ManualClock, MonotonicClock
-from sluice.common import TopicPartition
 
 T0 = 1_700_000_000_000
 TP0, TP1, TP2 = (TopicPartition("t", p) for p in range(3))

@@ -7,9 +7,9 @@ import threading
 import pytest
 from client_support import wait_until
 
+from sluice.base.clock import ManualClock, MonotonicClock
 from sluice.client.buffer_pool import BufferPool
 from sluice.client.errors import BufferExhaustedException, KafkaException
-from sluice.clock import ManualClock, MonotonicClock
 
 BLOCK_MS = 30_000  # real-thread tests: long enough never to expire
 

@@ -340,7 +340,7 @@ def _batch(base_offset: int, pid: int, values: list[bytes], attrs: int, key: byt
     """A v2 batch written by hand (transactional 0x10, control 0x20)."""
     from crc32c import crc32c
 
-    from sluice.client.records import zigzag_varint as zz
+    from sluice.protocol.records.varint import encode_varint as zz
 
     body = b""
     for i, value in enumerate(values):

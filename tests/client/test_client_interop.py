@@ -15,7 +15,7 @@ from client_support import (
 
 import sluice
 from sluice.client import Producer
-from sluice.client.compression import CompressionType
+from sluice.protocol.records.compression import CompressionType
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 T0 = 1_700_000_000_000

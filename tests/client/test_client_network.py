@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from sluice.base.clock import MonotonicClock
 from sluice.client.cluster import Node
 from sluice.client.metadata import Metadata
 from sluice.client.network_client import ClientRequest, NetworkClient
 from sluice.client.network_support import ClientResponse
 from sluice.client.requests import metadata_request
-from sluice.clock import MonotonicClock
 from sluice.protocol import (
     DEFAULT_VERSIONS,
     ApiKey,

@@ -11,15 +11,15 @@ from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_new_batch
 from kio.static.primitive import i8, i16, i32, i64
 
-from sluice.client.compression import CompressionType, compress, decompress
-from sluice.client.records import (
-    RECORD_BATCH_OVERHEAD,
-    CompressionRatioEstimator,
+from sluice.client.accumulator import CompressionRatioEstimator
+from sluice.protocol.records.batch import BATCH_HEADER_SIZE
+from sluice.protocol.records.builder import (
     MemoryRecordsBuilder,
     encode_headers,
     estimate_size_in_bytes_upper_bound,
-    zigzag_varint,
 )
+from sluice.protocol.records.compression import CompressionType, compress, decompress
+from sluice.protocol.records.varint import encode_varint
 
 T0 = 1_700_000_000_123
 
@@ -50,13 +50,13 @@ def _kio_batch(records: list[tuple[int, bytes | None, bytes | None, list[tuple[s
     return buf.getvalue()
 
 
-def test_zigzag_varints_match_kafka() -> None:
-    assert zigzag_varint(0) == b"\x00"
-    assert zigzag_varint(-1) == b"\x01"
-    assert zigzag_varint(1) == b"\x02"
-    assert zigzag_varint(63) == b"\x7e"
-    assert zigzag_varint(64) == b"\x80\x01"
-    assert zigzag_varint(-(2**63)) == b"\xff" * 9 + b"\x01"
+def test_encode_varints_match_kafka() -> None:
+    assert encode_varint(0) == b"\x00"
+    assert encode_varint(-1) == b"\x01"
+    assert encode_varint(1) == b"\x02"
+    assert encode_varint(63) == b"\x7e"
+    assert encode_varint(64) == b"\x80\x01"
+    assert encode_varint(-(2**63)) == b"\xff" * 9 + b"\x01"
 
 
 def test_uncompressed_batch_is_byte_identical_to_kios_writer() -> None:
@@ -124,7 +124,7 @@ def test_compressed_batches_estimate_their_size_and_grow_off_the_pooled_buffer()
 
 
 def test_a_closed_or_empty_builder() -> None:
-    builder = MemoryRecordsBuilder(bytearray(RECORD_BATCH_OVERHEAD + 10))
+    builder = MemoryRecordsBuilder(bytearray(BATCH_HEADER_SIZE + 10))
     with pytest.raises(ValueError, match="empty"):
         builder.close()
     builder.close_for_record_appends()

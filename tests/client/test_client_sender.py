@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from client_support import NODE1, MockClient, cluster, read_batches
 
+from sluice.base import TopicPartition
+from sluice.base.clock import ManualClock
 from sluice.client.accumulator import AccumulatorConfig, RecordAccumulator
 from sluice.client.buffer_pool import BufferPool
 from sluice.client.errors import (
@@ -22,8 +24,6 @@ from sluice.client.producer_batch import FutureRecordMetadata, RecordMetadata
 from sluice.client.requests import build
 from sluice.client.sender import Sender, SenderConfig
 from sluice.client.transaction_manager import TransactionManager
-from sluice.clock import ManualClock
-from sluice.common import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode
 from sluice.protocol.apis import response_type
 

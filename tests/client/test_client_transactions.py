@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 import sluice
+from sluice.base import TopicPartition
 from sluice.client import Consumer, Producer
 from sluice.client.errors import KafkaException, ProducerFencedException
-from sluice.common import TopicPartition
 
 CONFIG = {"transaction.state.log.num.partitions": "4", "offsets.topic.num.partitions": "4",
           "num.partitions": "2"}  # fmt: skip

@@ -77,7 +77,7 @@ def test_one_controller_and_failover(cluster3: EmbeddedCluster, zk: object) -> N
     # The old controller's epoch is fenced: a LeaderAndIsr carrying it is refused...
     import asyncio
 
-    from sluice.common import TopicPartition
+    from sluice.base import TopicPartition
     from sluice.controller.requests import LeaderAndIsrPartitionState, LeaderAndIsrRequest
     from sluice.protocol import ErrorCode
     from sluice.server.inter_broker import BrokerConnection

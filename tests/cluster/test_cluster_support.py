@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 
 import sluice
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.server.handlers import metadata
 from sluice.server.messages import field
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sluice.clock import ManualClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import ManualClock
 from sluice.controller import (
     AdminZkClient,
     Broker,

@@ -8,8 +8,8 @@ import threading
 import pytest
 from controller_support import InProcessCluster, wait_until
 
-from sluice.clock import MonotonicClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import MonotonicClock
 from sluice.controller import (
     Broker,
     ControlledShutdownResult,

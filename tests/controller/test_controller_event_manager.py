@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from sluice.clock import ManualClock, MonotonicClock
+from sluice.base.clock import ManualClock, MonotonicClock
 from sluice.controller import ControllerEvent, ControllerEventManager
 from sluice.controller.events import BrokerChange, ControlledShutdown, Expire, TopicChange
 

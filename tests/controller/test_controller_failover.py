@@ -8,7 +8,7 @@ from controller_support import (
     update_metadata_to,
 )
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller import PartitionState, ReplicaState
 from sluice.controller.states import PartitionAndReplica
 from sluice.controller.zk_data import IsrChangeNotificationZNode, TopicZNode

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller import (
     LeaderAndIsr,
     controlled_shutdown_partition_leader_election,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from controller_support import InProcessCluster, leader_and_isr_to, stop_replica_to
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller import (
     AUTO_LEADER_REBALANCE_TASK,
     ControlledShutdownResult,

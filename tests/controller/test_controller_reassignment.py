@@ -12,7 +12,7 @@ from controller_support import (
     update_metadata_to,
 )
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller import KafkaController, ReplicaAssignment, ReplicaState
 from sluice.controller.events import ApiError
 from sluice.controller.states import PartitionAndReplica

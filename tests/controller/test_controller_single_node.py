@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from controller_support import wait_until
 
-from sluice.clock import MonotonicClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import MonotonicClock
 from sluice.controller import (
     AdminZkClient,
     Broker,

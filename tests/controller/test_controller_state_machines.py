@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller import (
     AdminZkClient,
     Broker,

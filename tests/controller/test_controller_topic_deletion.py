@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller_support import InProcessCluster, stop_replica_to, update_metadata_to
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller import ReplicaState, StopReplicaResponse
 from sluice.controller.model import LEADER_DURING_DELETE
 from sluice.controller.states import PartitionAndReplica

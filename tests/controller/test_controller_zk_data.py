@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller import (
     Broker,
     EndPoint,

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import pytest
 from controller_support import wait_until
 
-from sluice.clock import MonotonicClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import MonotonicClock
 from sluice.controller import (
     AdminZkClient,
     Broker,

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from coord_support import StoreFactory, unique_base, zookeeper_or_skip
 
-from sluice.clock import ManualClock
+from sluice.base.clock import ManualClock
 from sluice.coordination import (
     CoordinationStore,
     DataTree,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sluice.clock import ManualClock
+from sluice.base.clock import ManualClock
 from sluice.coordination import (
     CreateMode,
     DataTree,

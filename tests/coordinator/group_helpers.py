@@ -7,8 +7,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from sluice.clock import ManualClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import ManualClock
 from sluice.coordinator.group import (
     GroupConfig,
     GroupCoordinator,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from group_helpers import Harness, subscription
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.coordinator.group import GroupState
 from sluice.coordinator.group.records import read_key
 from sluice.protocol import ErrorCode

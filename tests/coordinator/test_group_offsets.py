@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from group_helpers import START_MS, Harness, MemoryGroupLog, subscription
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.coordinator.group import GroupState, OffsetAndMetadata
 from sluice.coordinator.group.records import read_key
 from sluice.protocol import ErrorCode

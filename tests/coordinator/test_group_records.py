@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from sluice.clock import ManualClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import ManualClock
 from sluice.coordinator.group import OffsetAndMetadata, java_string_hash, partition_for
 from sluice.coordinator.group.records import (
     GroupMetadataKey,
@@ -29,10 +29,10 @@ from sluice.coordinator.group.records import (
     read_offset_commit_value,
     read_subscription_topics,
 )
-from sluice.coordinator.runtime import ReplicaManagerGroupLog
 from sluice.log import Log, LogConfig
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
+from sluice.server.group_runtime import ReplicaManagerGroupLog
 from sluice.server.replica_manager import ReplicaManager
 
 

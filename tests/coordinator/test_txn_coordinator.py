@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from group_helpers import MemoryGroupLog
 
-from sluice.clock import ManualClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import ManualClock
 from sluice.coordinator.group import GroupCoordinator, OffsetAndMetadata
 from sluice.coordinator.transaction import (
     TransactionConfig,

@@ -29,9 +29,9 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as Init
 from kio.schema.produce.v9 import request as produce_req
 from kio.static.primitive import i8, i16, i32, i64
 
-from sluice.log.batch import iter_batches
 from sluice.ports import free_port
 from sluice.protocol import ErrorCode
+from sluice.protocol.records.batch import iter_batches
 
 TIMEOUT = datetime.timedelta(seconds=10)
 

@@ -18,8 +18,8 @@ import cramjam
 from crc32c import crc32c
 
 from sluice.log import Log, LogConfig, deletion
-from sluice.log.cleaner_records import _unsnappy
 from sluice.log.file_records import FileRecords
+from sluice.protocol.records import compression
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 ATTEMPTS = 5
@@ -124,7 +124,7 @@ def decompress(codec: int, data: bytes) -> bytes:
     if codec == 1:
         return gzip.decompress(data)
     if codec == 2:
-        return _unsnappy(data)
+        return compression.decompress(compression.CompressionType.SNAPPY, data)
     if codec == 3:
         return bytes(cramjam.lz4.decompress(data))
     return bytes(cramjam.zstd.decompress(data))

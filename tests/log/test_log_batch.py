@@ -8,13 +8,13 @@ import pytest
 from kio.records.readers import read_batch
 from sluice_log_helpers import Rec, build_batch, decode_batches
 
-from sluice.log import batch as b
 from sluice.log.errors import (
     CorruptRecordException,
     RecordTooLargeException,
     UnsupportedForMessageFormatException,
 )
 from sluice.log.record_scan import record_offsets_and_timestamps
+from sluice.protocol.records import batch as b
 
 
 def _batch(n: int = 3, **kw: object) -> bytes:

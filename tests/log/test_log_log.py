@@ -22,7 +22,7 @@ from sluice.log import (
     RecordTooLargeException,
     UnexpectedAppendOffsetException,
 )
-from sluice.log.batch import iter_batches
+from sluice.protocol.records.batch import iter_batches
 
 DAY = 24 * 3600 * 1000
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from sluice_log_helpers import ManualClock, build_batch
 
 from sluice.log import Log, LogConfig
-from sluice.log.batch import iter_batches
 from sluice.log.patched import PatchedRecords, pwrite_all
+from sluice.protocol.records.batch import iter_batches
 
 
 def _stored(log: Log) -> bytes:

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sluice_log_helpers import ManualClock, Rec, build_batch, values_of
 
-from sluice.log.batch import iter_batches
 from sluice.log.segment import LogSegment
+from sluice.protocol.records.batch import iter_batches
 
 
 def _open(tmp_path: Path, base: int = 0, interval: int = 200, **kw: object) -> LogSegment:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sluice_log_helpers import ManualClock, Rec, build_batch
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.log import AppendOrigin, Log, LogConfig
 from sluice.log.transaction_index import AbortedTxn, TransactionIndex
 from sluice.server.partition import FetchIsolation, Partition

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from sluice.clock import ManualClock
+from sluice.base.clock import ManualClock
 from sluice.purgatory import DelayedOperation, DelayedOperationPurgatory, TopicPartition
 
 

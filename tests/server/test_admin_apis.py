@@ -39,7 +39,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader
 
 import sluice
-from sluice.common import TopicPartition as SluiceTP
+from sluice.base import TopicPartition as SluiceTP
 from sluice.config import TOPIC_CONFIGS
 from sluice.log import Log
 from sluice.protocol import ErrorCode, encode_request

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.log.transaction_index import AbortedTxn
 from sluice.protocol import ErrorCode, Request, apis
 from sluice.protocol.headers import RequestHeader

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.protocol import ErrorCode
 from sluice.server.fetch_session import FetchSessionCache, PartitionState
 

@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.embedded_cluster import EmbeddedCluster, wait_until
 from sluice.protocol.codec import decode_request
 from sluice.server.replica_fetch_wire import FetchedPartition

@@ -20,8 +20,8 @@ from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 from kio.static.primitive import i8, i16, i32, i64
 
-from sluice.clock import ManualClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig, deletion
 from sluice.log.append import AppendOrigin
 from sluice.log.group_flush import GroupFlusher

@@ -154,7 +154,7 @@ def test_the_apis_served_before_the_coordinators_do_not_import_them() -> None:
     assert "sluice.server.handlers.metadata" in modules
     early = ("sluice.coordinator", "sluice.log.cleaner", "importlib.metadata")
     assert _offenders(modules, early) == []
-    assert "crc32c" not in modules  # only its C extension (sluice.checksum)
+    assert "crc32c" not in modules  # only its C extension (sluice.protocol.records.crc)
 
 
 def test_handler_modules_cover_the_advertised_apis() -> None:

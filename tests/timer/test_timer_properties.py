@@ -9,7 +9,7 @@ import threading
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sluice.clock import ManualClock
+from sluice.base.clock import ManualClock
 from sluice.timer import FunctionTask, SystemTimer
 
 Op = tuple[str, int]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.clock import ManualClock
+from sluice.base.clock import ManualClock
 from sluice.timer import FunctionTask, SystemTimer, TimerTask, TimerTaskEntry
 
 

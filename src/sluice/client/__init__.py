@@ -16,6 +16,8 @@ See ``docs/producer.md``.
 
 from __future__ import annotations
 
+from sluice.protocol.records.compression import CompressionType
+
 from .accumulator import ReadyCheckResult, RecordAccumulator, RecordAppendResult
 from .admin import (
     Admin,
@@ -30,7 +32,6 @@ from .admin import (
 )
 from .buffer_pool import BufferPool
 from .cluster import Cluster, Node, PartitionInfo
-from .compression import CompressionType
 from .consumer import (
     Consumer,
     ConsumerRebalanceListener,

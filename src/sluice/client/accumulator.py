@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from sluice.clock import Clock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import Clock
+from sluice.protocol.records.builder import MemoryRecordsBuilder, estimate_size_in_bytes_upper_bound
+from sluice.protocol.records.compression import CompressionType
 
 from .accumulator_queues import BatchQueues
 from .accumulator_support import (
@@ -41,14 +43,8 @@ from .accumulator_support import (
 )
 from .backoff import ExponentialBackoff
 from .buffer_pool import BufferPool
-from .compression import CompressionType
 from .errors import KafkaException
 from .producer_batch import Callback, ProducerBatch
-from .records import (
-    CompressionRatioEstimator,
-    MemoryRecordsBuilder,
-    estimate_size_in_bytes_upper_bound,
-)
 
 if TYPE_CHECKING:
     from .cluster import Cluster, Node
@@ -57,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "UNKNOWN_PARTITION",
     "AccumulatorConfig",
+    "CompressionRatioEstimator",
     "ReadyCheckResult",
     "RecordAccumulator",
     "RecordAppendResult",
@@ -66,6 +63,30 @@ log = logging.getLogger(__name__)
 
 _FOREVER = 2**63 - 1
 _new_result = tuple.__new__
+
+
+class CompressionRatioEstimator:
+    """Per-topic compressed/uncompressed ratio estimates, Kafka's algorithm: start at
+    1.0, step down slowly (0.005) when batches compress better, up fast (0.05)
+    when worse. The accumulator uses them to size compressed batches."""
+
+    IMPROVING_STEP: Final = 0.005
+    DETERIORATE_STEP: Final = 0.05
+
+    def __init__(self) -> None:
+        self._ratios: dict[str, float] = {}
+
+    def estimation(self, topic: str) -> float:
+        return self._ratios.get(topic, 1.0)
+
+    def update_estimation(self, topic: str, observed: float) -> float:
+        current = self._ratios.get(topic, 1.0)
+        if observed > current:
+            current = max(current + self.DETERIORATE_STEP, observed)
+        elif observed < current:
+            current = max(current - self.IMPROVING_STEP, observed)
+        self._ratios[topic] = current
+        return current
 
 
 class RecordAccumulator(BatchQueues):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from sluice.clock import Clock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import Clock
 
 from .accumulator_support import (
     AccumulatorConfig,

@@ -7,9 +7,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from sluice.clock import Clock
+from sluice.base.clock import Clock
+from sluice.protocol.records.compression import CompressionType
 
-from .compression import CompressionType
 from .partitioner import BuiltInPartitioner
 from .producer_batch import FutureRecordMetadata, ProducerBatch
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from sluice.clock import Clock
+from sluice.base.clock import Clock
 
 from .errors import BufferExhaustedException, KafkaException
 

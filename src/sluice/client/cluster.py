@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 
 __all__ = ["Cluster", "Node", "PartitionInfo"]
 

@@ -20,8 +20,9 @@ import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
+from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode
 
 from .consumer_net import BlockingClient
@@ -54,11 +55,6 @@ _METADATA_ERRORS = {
     ErrorCode.unknown_leader_epoch,
     ErrorCode.kafka_storage_error,
 }
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 @dataclass

@@ -1,22 +1,23 @@
 """Reading record batches from Fetch responses: magic v2 batches (every codec) and
 legacy v0/v1 message sets, control batches skipped, aborted transactions filtered.
 
-The producer's :mod:`.records` writes batches; this is the reading side. The
-decompression codecs are the producer's (:func:`.compression.decompress`), which
-read gzip, snappy (raw and xerial framing), lz4 frames and zstd.
+v2 batches are read with the record-batch format's own header reader and record
+decoder (:mod:`sluice.protocol.records`); this module adds what only a consumer needs:
+the legacy formats, ``ConsumerRecord`` and read_committed filtering.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from sluice.checksum import crc32c
+from sluice.protocol.records import batch as record_batch
+from sluice.protocol.records.compression import decompress
+from sluice.protocol.records.errors import CorruptRecordException as InvalidBatch
+from sluice.protocol.records.reader import batch_records, control_type
 
-from .compression import decompress
 from .errors import CorruptRecordException
 
 __all__ = [
@@ -32,14 +33,8 @@ TIMESTAMP_NOT_AVAILABLE: Final = 0
 TIMESTAMP_CREATE_TIME: Final = 1
 TIMESTAMP_LOG_APPEND_TIME: Final = 2
 
-_HEAD: Final = struct.Struct(">qiib")  # baseOffset, batchLength, leaderEpoch, magic
-_V2: Final = struct.Struct(
-    ">IhiqqqhiI"
-)  # crc attrs lastOffsetDelta baseTs maxTs pid epoch seq count
 _LEGACY: Final = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
-_CONTROL_FLAG: Final = 0x20
-_TRANSACTIONAL_FLAG: Final = 0x10
-_LOG_APPEND_FLAG: Final = 0x08
+_LOG_APPEND_FLAG: Final = record_batch.TIMESTAMP_TYPE_MASK
 
 
 class ConsumerRecord(NamedTuple):
@@ -69,71 +64,6 @@ class RecordBatchInfo:
     control_type: int = -1  # 0 abort, 1 commit
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = 0
-    result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-    return (result >> 1) ^ -(result & 1), pos
-
-
-def _v2_records(
-    topic: str, partition: int, data: bytes, count: int, base_offset: int, base_ts: int,
-    ts_type: int, max_ts: int, leader_epoch: int,
-) -> list[ConsumerRecord]:  # fmt: skip
-    out: list[ConsumerRecord] = []
-    pos = 0
-    for _ in range(count):
-        length, pos = _varint(data, pos)
-        end = pos + length
-        pos += 1  # attributes
-        ts_delta, pos = _varint(data, pos)
-        off_delta, pos = _varint(data, pos)
-        klen, pos = _varint(data, pos)
-        key = None
-        if klen >= 0:
-            key = data[pos : pos + klen]
-            pos += klen
-        vlen, pos = _varint(data, pos)
-        value = None
-        if vlen >= 0:
-            value = data[pos : pos + vlen]
-            pos += vlen
-        hcount, pos = _varint(data, pos)
-        headers: list[tuple[str, bytes | None]] = []
-        for _h in range(hcount):
-            hk, pos = _varint(data, pos)
-            hkey = data[pos : pos + hk].decode("utf-8", "replace")
-            pos += hk
-            hv, pos = _varint(data, pos)
-            hval = None
-            if hv >= 0:
-                hval = data[pos : pos + hv]
-                pos += hv
-            headers.append((hkey, hval))
-        pos = end
-        timestamp = max_ts if ts_type == TIMESTAMP_LOG_APPEND_TIME else base_ts + ts_delta
-        out.append(
-            ConsumerRecord(
-                topic,
-                partition,
-                base_offset + off_delta,
-                timestamp,
-                ts_type,
-                key,
-                value,
-                headers,
-                leader_epoch,
-            )
-        )
-    return out
-
-
 def iter_batches(
     topic: str, partition: int, data: Any, check_crcs: bool = True
 ) -> Iterator[RecordBatchInfo]:
@@ -141,13 +71,14 @@ def iter_batches(
     buf = bytes(data)
     pos = 0
     size = len(buf)
-    while pos + _HEAD.size <= size:
-        base_offset, length, leader_epoch, magic = _HEAD.unpack_from(buf, pos)
-        end = pos + 12 + length
-        if end > size:
+    while pos + record_batch.LOG_OVERHEAD <= size:
+        _base_offset, length = record_batch.read_base_offset_and_length(buf, pos)
+        end = pos + record_batch.LOG_OVERHEAD + length
+        if end > size or size - pos <= record_batch.MAGIC_OFFSET:
             return  # partial batch at the end of a fetch response
-        if magic == 2:
-            yield _decode_v2(topic, partition, buf, pos, end, base_offset, leader_epoch, check_crcs)
+        magic = buf[pos + record_batch.MAGIC_OFFSET]
+        if magic == record_batch.CURRENT_MAGIC:
+            yield _decode_v2(topic, partition, buf, record_batch.read_header(buf, pos), check_crcs)
         elif magic in (0, 1):
             yield from _decode_legacy(topic, partition, buf[pos:end])
         else:
@@ -156,32 +87,41 @@ def iter_batches(
 
 
 def _decode_v2(
-    topic: str, partition: int, buf: bytes, pos: int, end: int, base_offset: int,
-    leader_epoch: int, check_crcs: bool,
-) -> RecordBatchInfo:  # fmt: skip
-    crc, attrs, last_delta, base_ts, max_ts, pid, _epoch, _seq, count = _V2.unpack_from(
-        buf, pos + _HEAD.size
-    )
-    body_start = pos + _HEAD.size + _V2.size
-    if check_crcs and crc32c(buf[pos + 21 : end]) != crc:
-        raise CorruptRecordException(f"{topic}-{partition}: CRC mismatch at offset {base_offset}")
+    topic: str, partition: int, buf: bytes, header: record_batch.BatchHeader, check_crcs: bool
+) -> RecordBatchInfo:
+    base_offset = header.base_offset
     info = RecordBatchInfo(
-        base_offset, base_offset + last_delta, pid, bool(attrs & _TRANSACTIONAL_FLAG),
-        bool(attrs & _CONTROL_FLAG),
+        base_offset, header.last_offset, header.producer_id, header.is_transactional,
+        header.is_control,
     )  # fmt: skip
-    codec = attrs & 0x07
-    data = buf[body_start:end]
-    if codec:
-        data = decompress(codec, data)
-    ts_type = TIMESTAMP_LOG_APPEND_TIME if attrs & _LOG_APPEND_FLAG else TIMESTAMP_CREATE_TIME
-    records = _v2_records(
-        topic, partition, data, count, base_offset, base_ts, ts_type, max_ts, leader_epoch
-    )
+    try:
+        records = batch_records(buf, header, check_crcs)
+    except InvalidBatch as exc:  # the client's own exception, for the application
+        raise CorruptRecordException(f"{topic}-{partition}: {exc}") from exc
     if info.is_control:
-        if records and records[0].key is not None and len(records[0].key) >= 4:
-            info.control_type = struct.unpack_from(">h", records[0].key, 2)[0]
-    else:
-        info.records = records
+        kind = control_type(records[0]) if records else None
+        if kind is not None:
+            info.control_type = kind
+        return info
+    log_append_time = header.timestamp_type is record_batch.TimestampType.LOG_APPEND_TIME
+    ts_type = TIMESTAMP_LOG_APPEND_TIME if log_append_time else TIMESTAMP_CREATE_TIME
+    base_ts = header.base_timestamp
+    max_ts = header.max_timestamp
+    epoch = header.partition_leader_epoch
+    info.records = [
+        ConsumerRecord(
+            topic,
+            partition,
+            base_offset + r.offset_delta,
+            max_ts if log_append_time else base_ts + r.timestamp_delta,
+            ts_type,
+            r.key,
+            r.value,
+            r.headers,
+            epoch,
+        )
+        for r in records
+    ]
     return info
 
 
@@ -209,7 +149,7 @@ def _decode_legacy(topic: str, partition: int, buf: bytes) -> Iterator[RecordBat
     if magic == 1:
         ts_type = TIMESTAMP_LOG_APPEND_TIME if attrs & _LOG_APPEND_FLAG else TIMESTAMP_CREATE_TIME
     if codec and value is not None:
-        inner = decompress(codec, value) if codec != 1 else zlib.decompress(value, 47)
+        inner = decompress(codec, value)
         inner_batches = list(iter_batches(topic, partition, inner))
         records = [r for b in inner_batches for r in b.records]
         if records and magic == 1:  # inner offsets are relative to the wrapper's last

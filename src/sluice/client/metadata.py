@@ -20,7 +20,7 @@ import logging
 import threading
 from typing import Any
 
-from sluice.clock import Clock
+from sluice.base.clock import Clock
 from sluice.protocol.errors import ErrorCode
 
 from .backoff import ExponentialBackoff

@@ -21,7 +21,7 @@ import selectors
 import socket
 from typing import Any
 
-from sluice.clock import Clock
+from sluice.base.clock import Clock
 from sluice.protocol import ApiKey, ErrorCode, ProtocolError, encode_request
 from sluice.protocol.responses import decode_response
 

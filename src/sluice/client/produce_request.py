@@ -13,10 +13,11 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from sluice.common import TopicPartition
-from sluice.protocol._wire import BytesLike, encode_uvarint, read_uvarint
+from sluice.base import TopicPartition
+from sluice.protocol._wire import BytesLike
 from sluice.protocol.errors import ErrorCode, MalformedRequestError
 from sluice.protocol.headers import skip_tagged_fields
+from sluice.protocol.records.varint import encode_uvarint, read_uvarint
 
 __all__ = [
     "PartitionResponse",

@@ -24,9 +24,10 @@ from time import time_ns as _time_ns
 from types import TracebackType
 from typing import Any
 
-from sluice.clock import Clock, MonotonicClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import Clock, MonotonicClock
 from sluice.protocol.errors import ErrorCode
+from sluice.protocol.records.builder import encode_headers, estimate_size_in_bytes_upper_bound
 
 from .accumulator import UNKNOWN_PARTITION, AccumulatorConfig, RecordAccumulator
 from .buffer_pool import BufferPool
@@ -45,7 +46,6 @@ from .network_client import NetworkClient
 from .partitioner import murmur2
 from .producer_batch import Callback, FutureRecordMetadata, ProduceRequestResult
 from .producer_config import ProducerConfig
-from .records import encode_headers, estimate_size_in_bytes_upper_bound
 from .sender import Sender, SenderConfig
 from .transaction_manager import ProducerIdAndEpoch, TransactionManager
 from .transactions import ProducerTransactions, TransactionCoordinatorClient

@@ -15,10 +15,11 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+from sluice.protocol.records.builder import MemoryRecordsBuilder
 
 from .errors import TimeoutException
-from .records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, MemoryRecordsBuilder
 
 __all__ = [
     "Callback",

@@ -17,7 +17,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .compression import CompressionType
+from sluice.protocol.records.compression import CompressionType
+
 from .config import (
     BOOL,
     CALLABLE,

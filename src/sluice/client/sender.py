@@ -27,8 +27,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.clock import Clock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import Clock
 from sluice.protocol import ApiKey, ErrorCode
 
 from .accumulator import RecordAccumulator

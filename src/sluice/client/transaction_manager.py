@@ -24,8 +24,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.protocol.errors import ErrorCode
+from sluice.protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
 from .errors import (
     KafkaException,
@@ -35,7 +36,6 @@ from .errors import (
     exception_for,
 )
 from .producer_batch import ProducerBatch
-from .records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
 __all__ = ["ProducerIdAndEpoch", "TransactionManager"]
 

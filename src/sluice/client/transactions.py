@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.protocol import ApiKey
 from sluice.protocol.errors import ErrorCode
 

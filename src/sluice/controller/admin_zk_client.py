@@ -9,7 +9,8 @@ import contextlib
 import random
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from ..coordination import NodeExistsError, ensure_path
 from .kafka_zk_client import KafkaZkClient
 from .model import ReplicaAssignment

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from .model import (
     INITIAL_CONTROLLER_EPOCH,
     INITIAL_CONTROLLER_EPOCH_ZK_VERSION,

@@ -5,7 +5,7 @@ called for one event at a time on one thread, in the order the events were put:
 there are no locks around the controller's state. Delayed events (the auto leader
 rebalance) wait in a small timer list on the manager's clock.
 
-Tests with a :class:`~sluice.clock.ManualClock` do not start the thread: they call
+Tests with a :class:`~sluice.base.clock.ManualClock` do not start the thread: they call
 :meth:`ControllerEventManager.process_pending` to run the queue on their own thread.
 """
 
@@ -18,7 +18,8 @@ import threading
 from collections import deque
 from typing import Protocol
 
-from ..clock import Clock
+from sluice.base.clock import Clock
+
 from .events import ControllerEvent, ShutdownEventThread
 
 __all__ = ["ControllerEventManager", "ControllerEventProcessor", "QueuedEvent"]

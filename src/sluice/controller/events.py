@@ -12,7 +12,8 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from ..protocol.errors import ErrorCode
 from .model import ReplicaAssignment
 

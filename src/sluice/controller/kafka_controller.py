@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..clock import Clock
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import Clock
+
 from ..coordination import EventType, WatchedEvent
 from ..protocol.errors import ErrorCode
 from .broker_events import BrokerEventHandler

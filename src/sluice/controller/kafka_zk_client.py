@@ -12,7 +12,9 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import wall_clock_ms
+
 from ..coordination import (
     BadVersionError,
     CheckOp,
@@ -56,7 +58,6 @@ from .zk_data import (
     TopicPartitionZNode,
     TopicsZNode,
     TopicZNode,
-    now_ms,
 )
 
 __all__ = ["KafkaZkClient", "UpdateLeaderAndIsrResult"]
@@ -73,7 +74,9 @@ class UpdateLeaderAndIsrResult:
 class KafkaZkClient:
     """Reads and writes Kafka's znodes; the controller's and the broker's only ZooKeeper API."""
 
-    def __init__(self, store: CoordinationStore, wall_clock_ms: Callable[[], int] = now_ms) -> None:
+    def __init__(
+        self, store: CoordinationStore, wall_clock_ms: Callable[[], int] = wall_clock_ms
+    ) -> None:
         self.store = store
         self.wall_clock_ms = wall_clock_ms
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from .model import LeaderAndIsr
 
 __all__ = [

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from ..protocol.errors import ErrorCode, KafkaError
 from .errors import (
     BrokerNotAvailableError,

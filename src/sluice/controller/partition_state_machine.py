@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from .context import ControllerContext
 from .errors import ControllerMovedError, IllegalStateError, StateChangeFailedError
 from .kafka_zk_client import KafkaZkClient

@@ -25,7 +25,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from ..protocol.errors import ErrorCode
 from .errors import ControllerMovedError, IllegalStateError, StateChangeFailedError
 from .events import ApiError, ApiPartitionReassignment, ListPartitionReassignments

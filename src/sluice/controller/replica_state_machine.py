@@ -13,7 +13,8 @@ import logging
 from collections.abc import Iterable
 from dataclasses import replace
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from .context import ControllerContext
 from .errors import ControllerMovedError, StateChangeFailedError
 from .kafka_zk_client import KafkaZkClient

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from ..protocol.errors import ErrorCode
 from .context import ControllerContext
 from .errors import IllegalStateError

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from ..protocol.errors import ErrorCode
 from .model import Broker
 

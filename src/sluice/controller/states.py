@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
 
 __all__ = [
     "PARTITION_VALID_PREVIOUS_STATES",

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from .context import ControllerContext
 from .partition_state_machine import PartitionStateMachine
 from .replica_state_machine import ReplicaStateMachine

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..common import TopicPartition
+from sluice.base import TopicPartition
+
 from ..coordination import Stat
 from .model import (
     Broker,
@@ -45,7 +45,6 @@ __all__ = [
     "TopicZNode",
     "TopicsZNode",
     "new_topic_id",
-    "now_ms",
 ]
 
 
@@ -55,11 +54,6 @@ def _dumps(value: Any) -> bytes:
 
 def _loads(data: bytes) -> Any:
     return json.loads(data.decode("utf-8")) if data else None
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds, for the ``timestamp`` fields Kafka writes."""
-    return time.time_ns() // 1_000_000
 
 
 def new_topic_id() -> str:

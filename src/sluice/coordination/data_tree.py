@@ -13,7 +13,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..clock import Clock, MonotonicClock
+from sluice.base.clock import Clock, MonotonicClock
+
 from .errors import (
     BadVersionError,
     CoordinationError,

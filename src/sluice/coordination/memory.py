@@ -3,7 +3,7 @@
 :class:`InProcessStore` behaves like :class:`~sluice.coordination.zookeeper.ZooKeeperStore`.
 A single-node broker uses ``InProcessStore()`` (a private tree); an in-process cluster
 opens one store per broker on a shared tree (``InProcessStore(tree)``). Session
-timeouts follow the tree's clock: with a :class:`~sluice.clock.ManualClock`, advance
+timeouts follow the tree's clock: with a :class:`~sluice.base.clock.ManualClock`, advance
 it and call :meth:`DataTree.expire_timed_out_sessions`.
 
 Watch callbacks and session listeners run on the thread that caused them (the one
@@ -16,7 +16,8 @@ import logging
 import threading
 from collections.abc import Sequence
 
-from ..clock import Clock
+from sluice.base.clock import Clock
+
 from .data_tree import DataTree
 from .errors import SessionClosedError
 from .store import CreateMode, Op, OpResult, SessionListener, Stat, Watcher

@@ -1,5 +1,5 @@
 """Coordinators: the classic group coordinator (``sluice.coordinator.group``) and its
-broker wiring (``sluice.coordinator.runtime``)."""
+broker wiring (``sluice.server.group_runtime``)."""
 
 from sluice.coordinator.group import GroupConfig, GroupCoordinator
 

@@ -6,7 +6,6 @@ Follows Apache Kafka's log layer: :class:`Log` (UnifiedLog) over :class:`LocalLo
 """
 
 from sluice.log.append import AppendOrigin, LogAppendInfo
-from sluice.log.batch import BatchHeader, CompressionType, TimestampType
 from sluice.log.config import Clock, LogConfig, system_clock
 from sluice.log.errors import (
     ConfigException,
@@ -41,6 +40,7 @@ from sluice.log.log import (
 )
 from sluice.log.manager import LogManager, TopicPartition
 from sluice.log.segment import LogSegment
+from sluice.protocol.records.batch import BatchHeader, CompressionType, TimestampType
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",

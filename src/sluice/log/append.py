@@ -5,14 +5,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from sluice.log.batch import (
-    NO_TIMESTAMP,
-    BatchHeader,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-    validate_records,
-)
 from sluice.log.config import LogConfig
 from sluice.log.errors import (
     InvalidRecordException,
@@ -21,6 +13,14 @@ from sluice.log.errors import (
     UnexpectedAppendOffsetException,
 )
 from sluice.log.patched import PatchedRecords
+from sluice.protocol.records.batch import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_records,
+)
 
 Buffer = bytes | bytearray | memoryview
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.log.batch import BatchHeader
 from sluice.log.cleaner_files import (
     commit_cleaned_segment,
     finish_swap,
@@ -30,6 +29,7 @@ from sluice.log.cleaner_records import (
 from sluice.log.config import Clock, LogConfig, system_clock
 from sluice.log.log import Log
 from sluice.log.segment import LogSegment
+from sluice.protocol.records.batch import BatchHeader
 
 __all__ = [
     "DEFAULT_MAX_MAP_ENTRIES",

@@ -1,8 +1,8 @@
 """Record-level work of the log cleaner (the part of Kafka's ``MemoryRecords.filterTo`` it uses).
 
 The append and fetch paths treat batches as opaque bytes; compaction is the one place that has
-to look inside them. This module decompresses a v2 batch (gzip through :mod:`zlib`, snappy, lz4
-and zstd through ``cramjam``), walks its records just far enough to know each one's offset
+to look inside them. This module decompresses a v2 batch (the record format's codecs), walks
+its records just far enough to know each one's offset
 delta, timestamp delta, key and whether it has a value, and writes a replacement batch holding
 only the surviving records. Survivors keep their offsets: the batch keeps its base offset and
 each record keeps its ``offsetDelta``; the record bytes are copied unchanged unless the batch's
@@ -15,125 +15,43 @@ with ``INVALID_RECORD`` ("Compacted topic cannot accept message without key").
 
 from __future__ import annotations
 
-import gzip
-import struct
 import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import cramjam
 
-from sluice.checksum import crc32c
-from sluice.log.batch import (
+from sluice.log.errors import CorruptRecordException, InvalidRecordException
+from sluice.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     DELETE_HORIZON_FLAG_MASK,
     NO_TIMESTAMP,
     BatchHeader,
     CompressionType,
     TimestampType,
+    assemble_batch,
     compute_crc,
 )
-from sluice.log.errors import CorruptRecordException, InvalidRecordException
+from sluice.protocol.records.compression import compress, decompress
+from sluice.protocol.records.varint import encode_varint, read_varint
 
 __all__ = [
     "RecordInfo",
     "build_batch_from_records",
     "check_keys_present",
-    "compress",
     "decode_records",
-    "decompress",
     "delete_horizon_of",
     "empty_batch",
-    "read_varint",
 ]
 
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
-_XERIAL_BLOCK = 32 * 1024
-_INT32 = struct.Struct(">i")
-_PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-_BODY = struct.Struct(">hiqqqhii")  # attributes .. recordsCount (the CRC-covered header part)
 _ATTRIBUTES_KEEP = ~(DELETE_HORIZON_FLAG_MASK | 0x07) & 0xFFFF
 
 Buffer = bytes | bytearray | memoryview
 
 
-# -- codecs ---------------------------------------------------------------------------------
-def decompress(codec: int, data: Buffer) -> bytes | memoryview:
-    """The records payload of a batch compressed with ``codec`` (a CompressionType id)."""
-    if codec == CompressionType.NONE:
-        return memoryview(data)
-    if codec == CompressionType.GZIP:
-        return zlib.decompress(data, 32 + zlib.MAX_WBITS)
-    if codec == CompressionType.SNAPPY:
-        return _unsnappy(memoryview(data))
-    if codec == CompressionType.LZ4:
-        return bytes(cramjam.lz4.decompress(data))
-    if codec == CompressionType.ZSTD:
-        return bytes(cramjam.zstd.decompress(data))
-    raise CorruptRecordException(f"Unknown compression codec {codec}")
-
-
-def compress(codec: int, data: Buffer) -> bytes:
-    """``data`` compressed the way Kafka's Java producer does for ``codec``: gzip member,
-    xerial-framed snappy, LZ4 frame (independent blocks), zstd frame."""
-    if codec == CompressionType.NONE:
-        return bytes(data)
-    if codec == CompressionType.GZIP:
-        return gzip.compress(bytes(data), mtime=0)
-    if codec == CompressionType.SNAPPY:
-        out = bytearray(_XERIAL_HEADER)
-        view = memoryview(data)
-        for start in range(0, len(view), _XERIAL_BLOCK):
-            block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
-            out += _INT32.pack(len(block))
-            out += block
-        return bytes(out)
-    if codec == CompressionType.LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    if codec == CompressionType.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    raise CorruptRecordException(f"Unknown compression codec {codec}")
-
-
-def _unsnappy(view: memoryview) -> bytes:
-    """Kafka's snappy payloads use xerial (snappy-java) block framing; fall back to raw."""
-    if bytes(view[:8]) != _XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
-    parts: list[bytes] = []
-    position = 16
-    while position + 4 <= len(view):
-        size = _INT32.unpack_from(view, position)[0]
-        position += 4
-        parts.append(bytes(cramjam.snappy.decompress_raw(view[position : position + size])))
-        position += size
-    return b"".join(parts)
-
-
-# -- varints --------------------------------------------------------------------------------
-def read_varint(buf: Buffer, position: int) -> tuple[int, int]:
-    """Decode a zig-zag varint/varlong at ``position``; returns (value, next position)."""
-    result = 0
-    shift = 0
-    while True:
-        byte = buf[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), position
-        shift += 7
-        if shift > 63:
-            raise ValueError("Varint is too long")
-
-
-def _encode_varint(value: int) -> bytes:
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag > 0x7F:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
+def _records_section(codec: int, data: Buffer) -> Buffer:
+    """The uncompressed records section (a view when it is not compressed)."""
+    return memoryview(data) if codec == CompressionType.NONE else decompress(codec, data)
 
 
 # -- decoding -------------------------------------------------------------------------------
@@ -175,7 +93,7 @@ def decode_records(batch: Buffer, header: BatchHeader) -> tuple[Buffer, list[Rec
             f"(stored crc = {header.crc}, computed crc = {crc})"
         )
     try:
-        payload = decompress(header.compression_type, view[BATCH_HEADER_SIZE:size])
+        payload = _records_section(header.compression_type, view[BATCH_HEADER_SIZE:size])
         records: list[RecordInfo] = []
         position = 0
         for _ in range(header.records_count):
@@ -235,18 +153,19 @@ def build_batch_from_records(
         else:
             body = (
                 bytes(view[record.attributes : record.attributes + 1])
-                + _encode_varint(timestamp - base_timestamp)
+                + encode_varint(timestamp - base_timestamp)
                 + bytes(view[record.after_timestamp : record.end])
             )
-            parts.append(_encode_varint(len(body)))
+            parts.append(encode_varint(len(body)))
             parts.append(body)
     attributes = (header.attributes & _ATTRIBUTES_KEEP) | header.compression_type
     if delete_horizon:
         attributes |= DELETE_HORIZON_FLAG_MASK
-    records = compress(header.compression_type, b"".join(parts))
-    return _assemble(
-        header, attributes, header.last_offset_delta, base_timestamp, max_timestamp,
-        len(kept), records,
+    records = compress(CompressionType(header.compression_type), b"".join(parts))
+    return assemble_batch(
+        header.base_offset, header.partition_leader_epoch, attributes, header.last_offset_delta,
+        base_timestamp, max_timestamp, header.producer_id, header.producer_epoch,
+        header.base_sequence, len(kept), records,
     )  # fmt: skip
 
 
@@ -254,33 +173,11 @@ def empty_batch(header: BatchHeader) -> bytes:
     """Kafka's ``writeEmptyHeader``: the batch with every record removed but its offsets,
     producer id, epoch and sequence kept (retained to preserve a producer's state)."""
     attributes = header.attributes & _ATTRIBUTES_KEEP  # uncompressed, no delete horizon
-    return _assemble(
-        header, attributes, header.last_offset_delta, header.max_timestamp,
-        header.max_timestamp, 0, b"",
+    return assemble_batch(
+        header.base_offset, header.partition_leader_epoch, attributes, header.last_offset_delta,
+        header.max_timestamp, header.max_timestamp, header.producer_id, header.producer_epoch,
+        header.base_sequence, 0, b"",
     )  # fmt: skip
-
-
-def _assemble(
-    header: BatchHeader,
-    attributes: int,
-    last_offset_delta: int,
-    base_timestamp: int,
-    max_timestamp: int,
-    count: int,
-    records: bytes,
-) -> bytes:
-    body = _BODY.pack(
-        _signed16(attributes), last_offset_delta, base_timestamp, max_timestamp,
-        header.producer_id, header.producer_epoch, header.base_sequence, count,
-    ) + records  # fmt: skip
-    crc = crc32c(body)
-    length = 4 + 1 + 4 + len(body)  # partitionLeaderEpoch + magic + crc + the rest
-    prefix = _PREFIX.pack(header.base_offset, length, header.partition_leader_epoch, 2, crc)
-    return prefix + body
-
-
-def _signed16(value: int) -> int:
-    return value - 0x10000 if value & 0x8000 else value
 
 
 # -- produce-time check -----------------------------------------------------------------------
@@ -293,7 +190,7 @@ def check_keys_present(buf: Buffer, headers: Sequence[BatchHeader], partition: s
             continue
         start = header.position
         try:
-            payload = decompress(
+            payload = _records_section(
                 header.compression_type,
                 view[start + BATCH_HEADER_SIZE : start + header.size_in_bytes],
             )

@@ -22,7 +22,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from sluice.log.batch import (
+from sluice.log.direct import DirectWriter
+from sluice.log.errors import KafkaStorageException
+from sluice.log.patched import PatchedRecords, pwrite_all
+from sluice.log.record_scan import record_offsets_and_timestamps
+from sluice.protocol.records.batch import (
     BATCH_HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -32,10 +36,6 @@ from sluice.log.batch import (
     batch_error,
     read_header,
 )
-from sluice.log.direct import DirectWriter
-from sluice.log.errors import KafkaStorageException
-from sluice.log.patched import PatchedRecords, pwrite_all
-from sluice.log.record_scan import record_offsets_and_timestamps
 
 __all__ = [
     "LOG_FILE_SUFFIX",

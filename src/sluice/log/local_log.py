@@ -11,7 +11,6 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
-from sluice.log.batch import BatchHeader
 from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile, fsync_directory
 from sluice.log.config import Clock, LogConfig
 from sluice.log.deletion import delete_soon, in_background
@@ -28,6 +27,7 @@ from sluice.log.patched import PatchedRecords
 from sluice.log.readers import NO_OFFSET_DUE, LogReaders
 from sluice.log.segment import LogSegment
 from sluice.log.writer import WriteJob, Writer
+from sluice.protocol.records.batch import BatchHeader
 
 __all__ = ["FlushWork", "LocalLog"]
 

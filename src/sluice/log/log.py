@@ -11,7 +11,6 @@ from sluice.log.append import (
     prepare_follower_append,
     prepare_leader_append,
 )
-from sluice.log.batch import NO_TIMESTAMP, BatchHeader
 from sluice.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -36,6 +35,7 @@ from sluice.log.producer_state_manager import (
 from sluice.log.segment import LogSegment
 from sluice.log.transaction_index import AbortedTxn
 from sluice.log.writer import Writer
+from sluice.protocol.records.batch import NO_TIMESTAMP, BatchHeader
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",

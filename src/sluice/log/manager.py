@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import NamedTuple
 
+from sluice.base import TopicPartition
 from sluice.log.checkpoint import fsync_directory
 from sluice.log.config import Clock, LogConfig, system_clock
 from sluice.log.errors import InvalidTopicException, KafkaStorageException
@@ -26,13 +26,6 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-class TopicPartition(NamedTuple):
-    """A (topic, partition) pair, the key of a partition log."""
-
-    topic: str
-    partition: int
 
 
 class LogManager:

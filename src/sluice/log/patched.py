@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from sluice.log.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader
+from sluice.protocol.records.batch import PARTITION_LEADER_EPOCH_OFFSET, BatchHeader
 
 __all__ = ["PATCHED_HEAD_BYTES", "PatchedRecords", "pwrite_all"]
 

@@ -21,8 +21,15 @@ from typing import NamedTuple
 from kio.schema.errors import ErrorCode
 
 from sluice.log.append import AppendOrigin
-from sluice.log.batch import BATCH_HEADER_SIZE, BatchHeader
 from sluice.log.errors import LogError
+from sluice.protocol.records.batch import BatchHeader
+from sluice.protocol.records.errors import CorruptRecordException
+from sluice.protocol.records.reader import (
+    CONTROL_TYPE_ABORT,
+    CONTROL_TYPE_COMMIT,
+    batch_records,
+    control_type,
+)
 
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",
@@ -49,33 +56,32 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NUM_BATCHES_TO_RETAIN = 5
-CONTROL_TYPE_ABORT = 0
-CONTROL_TYPE_COMMIT = 1
+_END_TXN_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 
 
 class OutOfOrderSequenceException(LogError):
     """A batch's sequence number does not follow the producer's last one (a gap, a duplicate
     older than the five cached batches, or a new epoch not starting at 0)."""
 
-    error_code = ErrorCode.out_of_order_sequence_number
+    code = ErrorCode.out_of_order_sequence_number
 
 
 class InvalidProducerEpochException(LogError):
     """A batch's producer epoch is older than the partition's latest one for that producer."""
 
-    error_code = ErrorCode.invalid_producer_epoch
+    code = ErrorCode.invalid_producer_epoch
 
 
 class InvalidTxnStateException(LogError):
     """A non-transactional batch from a producer with a transaction open in the partition."""
 
-    error_code = ErrorCode.invalid_txn_state
+    code = ErrorCode.invalid_txn_state
 
 
 class TransactionCoordinatorFencedException(LogError):
     """A transaction marker from a coordinator older than the last one seen."""
 
-    error_code = ErrorCode.transaction_coordinator_fenced
+    code = ErrorCode.transaction_coordinator_fenced
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -385,40 +391,12 @@ def read_end_txn_marker(
     if not header.records_count or header.compression_type:
         return None
     try:
-        return _parse_end_txn_marker(memoryview(buf), header.position + BATCH_HEADER_SIZE)
-    except (IndexError, struct.error):
+        record = batch_records(buf, header, check_crc=False)[0]
+    except CorruptRecordException:
         return None  # a malformed control record is not a transaction marker
-
-
-def _parse_end_txn_marker(view: memoryview, pos: int) -> EndTxnMarker | None:
-    pos = _skip_varint(view, pos)  # record length
-    pos += 1  # attributes
-    pos = _skip_varint(view, pos)  # timestamp delta
-    pos = _skip_varint(view, pos)  # offset delta
-    key_length, pos = _read_varint(view, pos)
-    if key_length < 4:
+    kind = control_type(record)
+    value = record.value
+    if kind not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT) or value is None or len(value) < 6:
         return None
-    _version, control_type = struct.unpack_from(">hh", view, pos)
-    pos += key_length
-    value_length, pos = _read_varint(view, pos)
-    if control_type not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT) or value_length < 6:
-        return None
-    _version, coordinator_epoch = struct.unpack_from(">hi", view, pos)
-    return EndTxnMarker(control_type, coordinator_epoch)
-
-
-def _read_varint(view: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = view[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-
-
-def _skip_varint(view: memoryview, pos: int) -> int:
-    while view[pos] & 0x80:
-        pos += 1
-    return pos + 1
+    _version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    return EndTxnMarker(kind, coordinator_epoch)

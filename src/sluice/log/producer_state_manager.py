@@ -21,9 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from sluice.checksum import crc32c
 from sluice.log.append import AppendOrigin
-from sluice.log.batch import BatchHeader
 from sluice.log.checkpoint import fsync_directory
 from sluice.log.errors import LogError
 from sluice.log.producer_state import (
@@ -38,6 +36,8 @@ from sluice.log.producer_state import (
 )
 from sluice.log.segment import LogSegment, filename_prefix_from_offset
 from sluice.log.transaction_index import AbortedTxn
+from sluice.protocol.records.batch import BatchHeader
+from sluice.protocol.records.crc import crc32c
 
 __all__ = [
     "PRODUCER_SNAPSHOT_SUFFIX",

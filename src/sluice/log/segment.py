@@ -9,7 +9,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sluice.log.batch import LOG_OVERHEAD, NO_TIMESTAMP, BatchHeader, iter_batches
 from sluice.log.config import Clock, system_clock
 from sluice.log.file_records import (
     LOG_FILE_SUFFIX,
@@ -26,6 +25,7 @@ from sluice.log.index import (
 )
 from sluice.log.patched import PatchedRecords
 from sluice.log.transaction_index import TXN_INDEX_FILE_SUFFIX, TransactionIndex
+from sluice.protocol.records.batch import LOG_OVERHEAD, NO_TIMESTAMP, BatchHeader, iter_batches
 
 if TYPE_CHECKING:
     from sluice.log.next_segment import PreparedFiles

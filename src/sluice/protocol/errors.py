@@ -73,6 +73,11 @@ class KafkaError(Exception):
         return self.code.name.upper()
 
     @property
+    def error_name(self) -> str:
+        """Kafka's name of the error code, e.g. ``CORRUPT_MESSAGE``."""
+        return self.code.name.upper()
+
+    @property
     def retriable(self) -> bool:
         """Whether Kafka marks this error code as retriable for clients."""
         return bool(self.code.retriable)

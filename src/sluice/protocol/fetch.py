@@ -20,8 +20,9 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 from kio.static.protocol import ResponsePayload
 
-from ._wire import INT16, INT32, BytesLike, encode_uvarint
+from ._wire import INT16, INT32, BytesLike
 from .headers import encode_response_header
+from .records.varint import encode_uvarint
 
 __all__ = [
     "INLINE_RECORDS_MAX",

@@ -34,8 +34,9 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from ._wire import INT16, INT32, BytesLike, encode_uvarint, read_uvarint
+from ._wire import INT16, INT32, BytesLike
 from .errors import MalformedRequestError
+from .records.varint import encode_uvarint, read_uvarint
 
 __all__ = ["check_request", "walk"]
 

@@ -19,8 +19,9 @@ import struct
 from typing import Final, NamedTuple
 
 from . import apis
-from ._wire import INT16, INT32, BytesLike, read_uvarint
+from ._wire import INT16, INT32, BytesLike
 from .errors import MalformedRequestError, UnknownApiKeyError
+from .records.varint import read_uvarint
 
 __all__ = [
     "RequestHeader",

@@ -22,6 +22,8 @@ import sys
 from typing import Any
 
 from .apis import ApiKey, request_type
+from .errors import MalformedRequestError
+from .records.varint import read_uvarint
 
 __all__ = ["decode_produce_request"]
 
@@ -45,19 +47,6 @@ def _classes(version: int) -> tuple[Any, Any, Any]:
 
 class _Unusual(Exception):
     """The request is not of the common shape: let the general codec decide."""
-
-
-def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while pos < end and shift < 35:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-    raise _Unusual
 
 
 def _count(value: int, pos: int, end: int) -> int:
@@ -141,7 +130,7 @@ def _no_tags(buf: memoryview, pos: int, end: int) -> int:
 
 def _decode_flexible(buf: memoryview, pos: int, end: int, version: int) -> Any:
     request_cls, topic_cls, partition_cls = _classes(version)
-    length, pos = _uvarint(buf, pos, end)
+    length, pos = read_uvarint(buf, pos, end)
     transactional_id = None
     if length:
         length -= 1
@@ -153,23 +142,23 @@ def _decode_flexible(buf: memoryview, pos: int, end: int, version: int) -> Any:
         raise _Unusual
     acks, timeout_ms = _I16_I32.unpack_from(buf, pos)
     pos += 6
-    topic_count, pos = _uvarint(buf, pos, end)
+    topic_count, pos = read_uvarint(buf, pos, end)
     topics = []
     for _ in range(_count(topic_count - 1, pos, end)):
-        length, pos = _uvarint(buf, pos, end)
+        length, pos = read_uvarint(buf, pos, end)
         length -= 1
         if length < 0 or length > end - pos:
             raise _Unusual
         name = str(buf[pos : pos + length], "utf-8")
         pos += length
-        partition_count, pos = _uvarint(buf, pos, end)
+        partition_count, pos = read_uvarint(buf, pos, end)
         partitions = []
         for _ in range(_count(partition_count - 1, pos, end)):
             if end - pos < 4:
                 raise _Unusual
             (index,) = _I32.unpack_from(buf, pos)
             pos += 4
-            size, pos = _uvarint(buf, pos, end)
+            size, pos = read_uvarint(buf, pos, end)
             records = None
             if size:
                 size -= 1
@@ -202,5 +191,5 @@ def decode_produce_request(frame: memoryview | bytes, offset: int, version: int)
         if version >= _FIRST_FLEXIBLE:
             return _decode_flexible(buf, offset, len(buf), version)
         return _decode_legacy(buf, offset, len(buf), version)
-    except (_Unusual, UnicodeDecodeError):
+    except (_Unusual, MalformedRequestError, UnicodeDecodeError):
         return None

@@ -18,8 +18,9 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._wire import INT16, INT32, encode_uvarint
+from ._wire import INT16, INT32
 from .apis import ApiKey
+from .records.varint import encode_uvarint
 
 __all__ = ["EncodedResponse", "PartitionResult", "encode_produce_response"]
 

@@ -1,6 +1,6 @@
 """Delayed operations and the purgatory that holds them (DESIGN.md section 3)."""
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.purgatory.operation import DelayedOperation
 from sluice.purgatory.purgatory import DelayedOperationPurgatory, Watchers
 

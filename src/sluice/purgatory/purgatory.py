@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
-from sluice.clock import Clock
+from sluice.base.clock import Clock
 from sluice.purgatory.operation import DelayedOperation
 from sluice.timer import Executor, SystemTimer
 

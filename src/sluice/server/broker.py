@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sluice.clock import Clock, MonotonicClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import Clock, MonotonicClock, wall_clock_ms
 from sluice.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -56,10 +56,6 @@ __all__ = ["Broker"]
 log = logging.getLogger(__name__)
 
 _LOG_CONFIG_KEYS = frozenset(LogConfig.kafka_names())
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 QUIET_S = 0.01
@@ -214,7 +210,7 @@ class Broker:
         the held coordinator requests are served last, in arrival order."""
         slices = _Slices(enabled=gate is not None)
         await slices.pause()
-        from sluice.coordinator.runtime import (  # the one block of 20-50 ms
+        from sluice.server.group_runtime import (  # the one block of 20-50 ms
             build_group_coordinator,
             create_offsets_topic,
             run_group_coordinator,
@@ -232,7 +228,7 @@ class Broker:
                 handlers.update(build_handlers([key]))
             await slices.pause()
             import sluice.log.cleaner  # noqa: F401  # for _start_log_cleaner(), in a slice
-            from sluice.coordinator.txn_runtime import (
+            from sluice.server.txn_runtime import (
                 build_transaction_coordinator,
                 run_transaction_coordinator,
             )
@@ -458,7 +454,7 @@ class Broker:
     def run_retention(self) -> int:
         hws = {tp: p.high_watermark for tp, p in self.replica_manager.partitions.items()}
         started = time.perf_counter()
-        deleted = self.log_manager.cleanup_logs(hws)  # type: ignore[arg-type]
+        deleted = self.log_manager.cleanup_logs(hws)
         if deleted:  # with the time the pass held the event loop
             log.info("retention deleted %d segments in %.1f ms", deleted,
                      (time.perf_counter() - started) * 1000)  # fmt: skip

@@ -14,8 +14,8 @@ import uuid
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from sluice.clock import MonotonicClock
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import MonotonicClock
 from sluice.controller import (
     AdminZkClient,
     ControllerConfig,
@@ -38,14 +38,14 @@ from sluice.controller.requests import (
 )
 from sluice.coordination import NodeExistsError
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from sluice.coordinator.runtime import load_offsets_partition
 from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
-from sluice.coordinator.txn_runtime import load_transaction_partition
 from sluice.protocol import ErrorCode
+from sluice.server.group_runtime import load_offsets_partition
 from sluice.server.inter_broker import BrokerConnection, NetworkControllerChannel
 from sluice.server.partition import Partition
 from sluice.server.replica_fetcher import ReplicaFetcher
 from sluice.server.topics import TopicInfo
+from sluice.server.txn_runtime import load_transaction_partition
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker

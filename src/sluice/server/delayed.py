@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.log import LogOffsetMetadata
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperation

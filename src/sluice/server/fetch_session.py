@@ -13,7 +13,7 @@ import itertools
 import random
 from collections.abc import Iterable
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.protocol import ErrorCode
 
 __all__ = [

@@ -19,7 +19,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller.events import ControlledShutdownResult
 from sluice.controller.model import Broker, EndPoint
 from sluice.controller.requests import (

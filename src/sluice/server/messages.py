@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.protocol import ErrorCode
 from sluice.protocol.build import build, field, ms
 

@@ -6,7 +6,7 @@ import enum
 import logging
 from collections.abc import Callable, Hashable
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata
 from sluice.log.append import AppendOrigin
 from sluice.log.transaction_index import AbortedTxn

@@ -25,9 +25,9 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sluice.common import TopicPartition
-from sluice.log.batch import LENGTH_OFFSET, LOG_OVERHEAD
+from sluice.base import TopicPartition
 from sluice.protocol import ErrorCode
+from sluice.protocol.records.batch import LENGTH_OFFSET, LOG_OVERHEAD
 from sluice.server.inter_broker import BrokerConnection
 from sluice.server.partition import Partition
 from sluice.server.replica_fetch_wire import (

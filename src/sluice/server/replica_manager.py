@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.log import (
     FileSlice,
     Log,

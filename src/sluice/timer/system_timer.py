@@ -8,7 +8,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from sluice.clock import Clock, MonotonicClock
+from sluice.base.clock import Clock, MonotonicClock
 from sluice.timer.task import TaskCounter, TimerTask, TimerTaskEntry, TimerTaskList
 from sluice.timer.wheel import TimingWheel
 

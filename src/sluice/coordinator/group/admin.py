@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.coordinator.group.coordinator_base import CoordinatorBase, log
 from sluice.coordinator.group.member import UNKNOWN_MEMBER_ID
 from sluice.coordinator.group.metadata import GroupMetadata, GroupState

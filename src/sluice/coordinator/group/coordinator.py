@@ -3,7 +3,7 @@
 Requests come in as plain values with a callback (or return a result); time
 passes only through the purgatories' timers; records go to a ``GroupLog``.
 The broker wires it to the network, the replica manager and its event loop
-(``sluice.coordinator.runtime``); tests drive it with a manual clock.
+(``sluice.server.group_runtime``); tests drive it with a manual clock.
 """
 
 from __future__ import annotations

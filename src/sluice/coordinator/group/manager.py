@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.coordinator.group.config import GroupConfig
 from sluice.coordinator.group.member import MemberMetadata
 from sluice.coordinator.group.metadata import GroupMetadata, GroupState

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

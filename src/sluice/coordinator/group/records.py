@@ -6,23 +6,20 @@ partition), ``GroupMetadataKey`` (version 2: group), ``OffsetCommitValue``
 else v3, as Kafka 2.1+ does) and ``GroupMetadataValue`` (versions 0-3; written
 as v3). Each is a version int16 followed by the struct in Kafka's classic
 (non-flexible) encoding. A null value is a tombstone. Batches are built and
-read with kio's record-batch writer and reader.
+read with the record-batch format's builder and reader (:mod:`sluice.protocol.records`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import io
 import struct
 from collections.abc import Iterator
 
-from kio.records.readers import read_batch
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
-from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
-
 from sluice.coordinator.group.offsets import OffsetAndMetadata
+from sluice.protocol.records import batch as record_batch
+from sluice.protocol.records.builder import build_batch as build_record_batch
+from sluice.protocol.records.errors import CorruptRecordException
+from sluice.protocol.records.reader import CONTROL_TYPE_COMMIT, batch_records, control_type
 
 __all__ = [
     "BatchEntry",
@@ -43,12 +40,6 @@ __all__ = [
     "read_offset_commit_value",
     "read_subscription_topics",
 ]
-
-_COMPRESSION_MASK = 0x07
-_CONTROL_FLAG = 0x20
-_TRANSACTIONAL_FLAG = 0x10
-_PRODUCER_ID_AT = 43  # ... attributes 2, last offset delta 4, two timestamps 16
-_ATTRIBUTES_AT = 21  # base offset 8, length 4, epoch 4, magic 1, crc 4
 
 
 class RecordError(ValueError):
@@ -292,42 +283,13 @@ def build_batch(
 ) -> bytes:
     """An uncompressed magic-v2 batch of (key, value) records; the log assigns offsets.
     With a producer id it is a transactional batch (TxnOffsetCommit)."""
-    ts = TZAwareMicros.parse(datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC))
-    batch = NewRecordBatch(
-        producer_id=i64(producer_id),
-        producer_epoch=i16(producer_epoch),
-        base_sequence=i32(-1),
-        attributes=i16(_TRANSACTIONAL_FLAG if producer_id >= 0 else 0),
-        records=tuple(
-            Record(attributes=i8(0), timestamp=ts, offset=i64(i), key=k, value=v, headers=())
-            for i, (k, v) in enumerate(records)
-        ),
+    return build_record_batch(
+        records,
+        timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=producer_id >= 0,
     )
-    buf = io.BytesIO()
-    write_new_batch(buf, batch)
-    return buf.getvalue()
-
-
-def read_batches(data: bytes) -> Iterator[tuple[int, int, list[tuple[bytes | None, bytes | None]]]]:
-    """(base offset, next offset, [(key, value), ...]) per whole batch in ``data``; a control batch
-    has no records, a partial batch at the end is left out, a compressed one is rejected."""
-    pos = 0
-    view = memoryview(data).toreadonly()
-    while pos + 12 <= len(data):
-        base_offset, length = struct.unpack_from(">qi", data, pos)
-        end = pos + 12 + length
-        if length < _ATTRIBUTES_AT or end > len(data):
-            return
-        (attributes,) = struct.unpack_from(">h", data, pos + _ATTRIBUTES_AT)
-        if attributes & _COMPRESSION_MASK:
-            raise RecordError(f"compressed batch at offset {base_offset} in __consumer_offsets")
-        try:
-            batch, _ = read_batch(view, pos)
-        except ValueError as exc:
-            raise RecordError(f"bad batch at offset {base_offset}: {exc}") from exc
-        records = [] if attributes & _CONTROL_FLAG else [(r.key, r.value) for r in batch.records]
-        yield base_offset, base_offset + batch.last_offset_delta + 1, records
-        pos = end
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -345,23 +307,32 @@ class BatchEntry:
 
 
 def read_batch_entries(data: bytes) -> Iterator[BatchEntry]:
-    """Like :func:`read_batches`, with the producer and marker fields of each batch."""
-    pos = 0
-    for base_offset, next_offset, records in read_batches(data):
-        while True:  # the batch read_batches yielded starts at or after pos
-            start, length = struct.unpack_from(">qi", data, pos)
-            if start == base_offset:
-                break
-            pos += 12 + length
-        (attributes,) = struct.unpack_from(">h", data, pos + _ATTRIBUTES_AT)
-        (producer_id,) = struct.unpack_from(">q", data, pos + _PRODUCER_ID_AT)
+    """Every whole batch in ``data`` with its records as (key, value) pairs; a control
+    batch has no records, a partial batch at the end is left out, a compressed or
+    undecodable one raises :class:`RecordError`."""
+    for header in record_batch.iter_batches(data):
+        if header.compression_type:
+            raise RecordError(
+                f"compressed batch at offset {header.base_offset} in an internal topic"
+            )
+        try:
+            records = batch_records(data, header)
+        except CorruptRecordException as exc:
+            raise RecordError(f"bad batch at offset {header.base_offset}: {exc}") from exc
         commits = False
-        if attributes & _CONTROL_FLAG:
-            batch, _ = read_batch(memoryview(data).toreadonly(), pos)
-            key = batch.records[0].key if batch.records else None
-            commits = key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 1
+        pairs: list[tuple[bytes | None, bytes | None]] = []
+        if header.is_control:
+            commits = bool(records) and control_type(records[0]) == CONTROL_TYPE_COMMIT
+        else:
+            pairs = [(r.key, r.value) for r in records]
         yield BatchEntry(
-            base_offset, next_offset, producer_id, bool(attributes & _TRANSACTIONAL_FLAG),
-            bool(attributes & _CONTROL_FLAG), commits, records,
+            header.base_offset, header.next_offset, header.producer_id,
+            header.is_transactional, header.is_control, commits, pairs,
         )  # fmt: skip
-        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+
+
+def read_batches(data: bytes) -> Iterator[tuple[int, int, list[tuple[bytes | None, bytes | None]]]]:
+    """(base offset, next offset, [(key, value), ...]) per whole batch in ``data``, as
+    :func:`read_batch_entries` reads them."""
+    for entry in read_batch_entries(data):
+        yield entry.base_offset, entry.next_offset, entry.records

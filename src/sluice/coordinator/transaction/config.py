@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 
 __all__ = ["TRANSACTION_STATE_TOPIC_NAME", "TransactionConfig", "TxnMarkerWriter"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.coordinator.group.manager import GroupLog, map_store_error, partition_for
 from sluice.coordinator.group.records import RecordError, build_batch, read_batches
 from sluice.coordinator.transaction.admin import TransactionAdminSupport

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 
 __all__ = ["TransactionMetadata", "TransactionState"]
 

@@ -4,16 +4,13 @@ state, partitions, timestamps), plus the control batch of a transaction marker."
 
 from __future__ import annotations
 
-import io
 import struct
 
-from kio.records.schema import NewRecordBatch, Record
-from kio.records.writers import write_new_batch
-from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
-
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.coordinator.group.records import RecordError
 from sluice.coordinator.transaction.metadata import TransactionMetadata, TransactionState
+from sluice.protocol.records.builder import build_batch
+from sluice.protocol.records.reader import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
 
 __all__ = [
     "build_marker_batch",
@@ -22,11 +19,6 @@ __all__ = [
     "txn_key",
     "txn_value",
 ]
-
-_TRANSACTIONAL_FLAG = 0x10
-_CONTROL_FLAG = 0x20
-CONTROL_TYPE_ABORT = 0
-CONTROL_TYPE_COMMIT = 1
 
 
 def _string(out: bytearray, value: str) -> None:
@@ -104,26 +96,13 @@ def build_marker_batch(
 ) -> bytes:
     """A transaction marker: a control batch whose one record has the key (version 0,
     COMMIT or ABORT) and the value (version 0, coordinator epoch)."""
-    import datetime
-
-    ts = TZAwareMicros.parse(datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC))
     control_type = CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT
-    batch = NewRecordBatch(
-        producer_id=i64(producer_id),
-        producer_epoch=i16(producer_epoch),
-        base_sequence=i32(-1),
-        attributes=i16(_TRANSACTIONAL_FLAG | _CONTROL_FLAG),
-        records=(
-            Record(
-                attributes=i8(0),
-                timestamp=ts,
-                offset=i64(0),
-                key=struct.pack(">hh", 0, control_type),
-                value=struct.pack(">hi", 0, coordinator_epoch),
-                headers=(),
-            ),
-        ),
+    marker = (struct.pack(">hh", 0, control_type), struct.pack(">hi", 0, coordinator_epoch))
+    return build_batch(
+        [marker],
+        timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
     )
-    buf = io.BytesIO()
-    write_new_batch(buf, batch)
-    return buf.getvalue()

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from sluice.coordinator.runtime import deferred
-from sluice.coordinator.txn_runtime import ensure_transaction_state
 from sluice.protocol import ErrorCode, Request
+from sluice.server.group_runtime import deferred
 from sluice.server.messages import build
+from sluice.server.txn_runtime import ensure_transaction_state
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker

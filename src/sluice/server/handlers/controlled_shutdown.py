@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sluice.controller.events import ControlledShutdownResult
-from sluice.coordinator.runtime import answer_from_thread
 from sluice.protocol import ErrorCode
+from sluice.server.group_runtime import answer_from_thread
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker

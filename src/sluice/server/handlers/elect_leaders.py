@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller.events import ElectionType, ReplicaLeaderElectionResults
-from sluice.coordinator.runtime import answer_from_thread
 from sluice.protocol import ErrorCode, Request
 from sluice.protocol.errors import KafkaError
+from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ import datetime
 import typing
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.protocol import ErrorCode, Request
 from sluice.server.answer import Answer
 from sluice.server.fetch_session import FetchContext, PartitionState

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from sluice.coordinator.txn_runtime import ensure_transaction_state
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build, field
+from sluice.server.txn_runtime import ensure_transaction_state
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker
@@ -47,7 +47,7 @@ def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
 
 def _cluster_group_coordinator(broker: Broker, key: str) -> dict[str, Any]:
     """In a cluster the coordinator is the leader of the group's offsets partition."""
-    from sluice.coordinator.runtime import OFFSETS_TOPIC_CONFIGS
+    from sluice.server.group_runtime import OFFSETS_TOPIC_CONFIGS
 
     coordinator = broker.group_coordinator
     return _leader_of(
@@ -61,7 +61,7 @@ def _cluster_txn_coordinator(broker: Broker, key: str) -> dict[str, Any]:
     """In a cluster the transaction coordinator is the leader of the id's
     ``__transaction_state`` partition (created on first use, like the offsets topic)."""
     from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
-    from sluice.coordinator.txn_runtime import TRANSACTION_TOPIC_CONFIGS
+    from sluice.server.txn_runtime import TRANSACTION_TOPIC_CONFIGS
 
     coordinator = broker.txn_coordinator
     return _leader_of(

@@ -15,11 +15,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.coordinator.runtime import deferred
-from sluice.coordinator.txn_runtime import ensure_transaction_state
 from sluice.protocol import ErrorCode, Request
+from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms
 from sluice.server.producer_ids import ProducerIdsExhaustedError
+from sluice.server.txn_runtime import ensure_transaction_state
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.controller.events import ApiError
 from sluice.controller.model import ReplicaAssignment
-from sluice.coordinator.runtime import answer_from_thread
 from sluice.protocol import ErrorCode, Request
+from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build
 
 if TYPE_CHECKING:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import OffsetAndMetadata
-from sluice.coordinator.runtime import deferred, wall_clock_ms
 from sluice.protocol import ErrorCode, Request
+from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms, partition_errors_by_topic
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.coordinator.group import OffsetAndMetadata
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build, field

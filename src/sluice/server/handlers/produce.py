@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
 from sluice.protocol import ErrorCode, Request
 from sluice.protocol.produce_response import PartitionResult, encode_produce_response
 from sluice.server.answer import Answer

@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.group import SyncGroupResult
-from sluice.coordinator.runtime import deferred
 from sluice.protocol import Request
+from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:

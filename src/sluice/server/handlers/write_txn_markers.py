@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from sluice.common import TopicPartition
-from sluice.coordinator.txn_runtime import write_marker
+from sluice.base import TopicPartition
 from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build
+from sluice.server.txn_runtime import write_marker
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker

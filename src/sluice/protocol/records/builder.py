@@ -1,73 +1,60 @@
-"""``MemoryRecordsBuilder``: writes one magic-v2 record batch straight into a buffer.
+"""Writing v2 record batches: ``MemoryRecordsBuilder`` for the producer, :func:`build_batch`
+for the coordinators' internal records and transaction markers.
 
-A v2 batch is a 61-byte header and then the records (Kafka's ``DefaultRecordBatch``)::
+Each record (Kafka's ``DefaultRecord``) is ``length varint | attributes int8 |
+timestampDelta varlong | offsetDelta varint | keyLength varint | key | valueLength varint |
+value | headerCount varint | headers``, every varint zig-zag encoded; the batch header
+is :mod:`.batch`'s. The builder reserves the header, appends records after it
+(uncompressed), and on :meth:`~MemoryRecordsBuilder.close` compresses the records section
+in place when a codec is set, fills the header and computes the CRC. The batch then is a
+memoryview of the buffer, written to the socket without a copy.
 
-    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 (2)
-    | crc uint32 (CRC32C of everything after it) | attributes int16 | lastOffsetDelta int32
-    | baseTimestamp int64 | maxTimestamp int64 | producerId int64 | producerEpoch int16
-    | baseSequence int32 | recordCount int32 | records...
-
-and each record (``DefaultRecord``) is ``length varint | attributes int8 |
-timestampDelta varlong | offsetDelta varint | keyLength varint | key |
-valueLength varint | value | headerCount varint | headers``, all varints zig-zag
-encoded. The builder reserves the header, appends records after it (uncompressed),
-and on :meth:`close` compresses the records section in place when a codec is set,
-fills the header and computes the CRC. The batch then is a memoryview of the
-buffer, written to the socket without a copy.
-
-The per-record path is one ``bytes.join`` and one slice assignment; varints below
-16384 come from a precomputed table.
+The per-record path is one ``bytes.join`` and one slice assignment; varints below 16384
+come from a precomputed table.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from sluice.checksum import crc32c
-
+from .batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    CURRENT_MAGIC,
+    HEADER_BODY_STRUCT,
+    HEADER_PREFIX_STRUCT,
+    LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TRANSACTIONAL_FLAG_MASK,
+    assemble_batch,
+)
 from .compression import CompressionType, compress
+from .crc import crc32c
+from .varint import SMALL_VARINT_LIMIT, SMALL_VARINTS, encode_varint
 
 __all__ = [
-    "RECORD_BATCH_OVERHEAD",
-    "CompressionRatioEstimator",
     "MemoryRecordsBuilder",
+    "build_batch",
     "encode_headers",
+    "encode_record",
     "estimate_size_in_bytes_upper_bound",
-    "zigzag_varint",
 ]
 
-RECORD_BATCH_OVERHEAD: Final = 61
 MAX_RECORD_OVERHEAD: Final = 21  # length varint 5 + attributes 1 + ts varlong 10 + offset 5
-NO_PRODUCER_ID: Final = -1
-NO_PRODUCER_EPOCH: Final = -1
-NO_SEQUENCE: Final = -1
-TRANSACTIONAL_FLAG: Final = 0x10
 COMPRESSION_RATE_ESTIMATION_FACTOR: Final = 1.05
 
-_HEAD: Final = struct.Struct(">qiib")  # baseOffset, batchLength, leaderEpoch, magic
-_CRC: Final = struct.Struct(">I")
-_TAIL: Final = struct.Struct(">hiqqqhii")  # attributes .. recordCount
-_CRC_OFFSET: Final = _HEAD.size
-_ATTRIBUTES_OFFSET: Final = _HEAD.size + _CRC.size
-
-
-def zigzag_varint(value: int) -> bytes:
-    """Kafka's signed varint/varlong: zig-zag, then 7 bits a byte, low bits first."""
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_TABLE_SIZE: Final = 1 << 14
-_ZZ: Final[tuple[bytes, ...]] = tuple(zigzag_varint(n) for n in range(_TABLE_SIZE))
-_NULL: Final = zigzag_varint(-1)
+_ZZ: Final = SMALL_VARINTS
+_TABLE_SIZE: Final = SMALL_VARINT_LIMIT
+_NULL: Final = encode_varint(-1)
 _NO_HEADERS: Final = b"\x00"
+_UINT32: Final = struct.Struct(">I")
 
 
 def encode_headers(headers: Iterable[tuple[str | bytes, Any]] | Mapping[str, Any] | None) -> bytes:
@@ -82,7 +69,7 @@ def encode_headers(headers: Iterable[tuple[str | bytes, Any]] | Mapping[str, Any
     count = 0
     for key, value in items:
         raw_key = key.encode() if isinstance(key, str) else bytes(key)
-        parts.append(zigzag_varint(len(raw_key)))
+        parts.append(encode_varint(len(raw_key)))
         parts.append(raw_key)
         if value is None:
             parts.append(_NULL)
@@ -90,40 +77,61 @@ def encode_headers(headers: Iterable[tuple[str | bytes, Any]] | Mapping[str, Any
             if isinstance(value, str):
                 raise TypeError(f"header {key!r}: value must be bytes or None, not str")
             raw = bytes(value)
-            parts.append(zigzag_varint(len(raw)))
+            parts.append(encode_varint(len(raw)))
             parts.append(raw)
         count += 1
-    return zigzag_varint(count) + b"".join(parts)
+    return encode_varint(count) + b"".join(parts)
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: bytes = _NO_HEADERS,
+) -> bytes:
+    """One record (``DefaultRecord``) with ``headers`` already encoded."""
+    body = b"".join(
+        (
+            b"\x00",  # record attributes
+            encode_varint(timestamp_delta),
+            encode_varint(offset_delta),
+            _NULL if key is None else encode_varint(len(key)) + key,
+            _NULL if value is None else encode_varint(len(value)) + value,
+            headers,
+        )
+    )
+    return encode_varint(len(body)) + body
+
+
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    timestamp_ms: int,
+    *,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    transactional: bool = False,
+    control: bool = False,
+) -> bytes:
+    """An uncompressed batch of ``(key, value)`` records at base offset 0 (the log assigns
+    offsets), every record stamped ``timestamp_ms``: the coordinators' internal records and,
+    with ``control``, transaction markers."""
+    if not records:
+        raise ValueError("cannot build an empty record batch")
+    attributes = (TRANSACTIONAL_FLAG_MASK if transactional else 0) | (
+        CONTROL_FLAG_MASK if control else 0
+    )
+    payload = b"".join(encode_record(i, 0, k, v) for i, (k, v) in enumerate(records))
+    return assemble_batch(
+        0, NO_PARTITION_LEADER_EPOCH, attributes, len(records) - 1, timestamp_ms, timestamp_ms,
+        producer_id, producer_epoch, NO_SEQUENCE, len(records), payload,
+    )  # fmt: skip
 
 
 def estimate_size_in_bytes_upper_bound(key_size: int, value_size: int, headers_size: int) -> int:
     """An upper bound of the size of a batch holding one such record (Kafka's
     ``estimateSizeInBytesUpperBound``); the size checked against max.request.size."""
-    return RECORD_BATCH_OVERHEAD + MAX_RECORD_OVERHEAD + 10 + key_size + value_size + headers_size
-
-
-class CompressionRatioEstimator:
-    """Per-topic compressed/uncompressed ratio estimates, Kafka's algorithm: start at
-    1.0, step down slowly (0.005) when batches compress better, up fast (0.05)
-    when worse. The accumulator uses them to size compressed batches."""
-
-    IMPROVING_STEP: Final = 0.005
-    DETERIORATE_STEP: Final = 0.05
-
-    def __init__(self) -> None:
-        self._ratios: dict[str, float] = {}
-
-    def estimation(self, topic: str) -> float:
-        return self._ratios.get(topic, 1.0)
-
-    def update_estimation(self, topic: str, observed: float) -> float:
-        current = self._ratios.get(topic, 1.0)
-        if observed > current:
-            current = max(current + self.DETERIORATE_STEP, observed)
-        elif observed < current:
-            current = max(current - self.IMPROVING_STEP, observed)
-        self._ratios[topic] = current
-        return current
+    return BATCH_HEADER_SIZE + MAX_RECORD_OVERHEAD + 10 + key_size + value_size + headers_size
 
 
 class MemoryRecordsBuilder:
@@ -157,15 +165,15 @@ class MemoryRecordsBuilder:
         estimated_compression_ratio: float = 1.0,
         compression_level: int | None = None,
     ) -> None:
-        if len(buffer) < RECORD_BATCH_OVERHEAD:
-            raise ValueError(f"a batch buffer needs at least {RECORD_BATCH_OVERHEAD} bytes")
+        if len(buffer) < BATCH_HEADER_SIZE:
+            raise ValueError(f"a batch buffer needs at least {BATCH_HEADER_SIZE} bytes")
         self._buffer = buffer
         self._codec = compression
         self._compressed = compression != CompressionType.NONE
         self._level = compression_level
         self._write_limit = len(buffer) if write_limit is None else write_limit
         self._ratio_factor = estimated_compression_ratio * COMPRESSION_RATE_ESTIMATION_FACTOR
-        self._pos = RECORD_BATCH_OVERHEAD
+        self._pos = BATCH_HEADER_SIZE
         self._count = 0
         self._base_timestamp = 0
         self._max_timestamp = -1
@@ -197,8 +205,8 @@ class MemoryRecordsBuilder:
         estimate when compressing."""
         if not self._compressed:
             return self._pos
-        uncompressed = self._pos - RECORD_BATCH_OVERHEAD
-        return RECORD_BATCH_OVERHEAD + int(uncompressed * self._ratio_factor)
+        uncompressed = self._pos - BATCH_HEADER_SIZE
+        return BATCH_HEADER_SIZE + int(uncompressed * self._ratio_factor)
 
     def is_full(self) -> bool:
         """No more appends: closed, or the write limit is reached."""
@@ -219,8 +227,8 @@ class MemoryRecordsBuilder:
             delta = timestamp - self._base_timestamp
             head = (
                 b"\x00"  # record attributes
-                + (_ZZ[delta] if 0 <= delta < _TABLE_SIZE else zigzag_varint(delta))
-                + (_ZZ[count] if count < _TABLE_SIZE else zigzag_varint(count))
+                + (_ZZ[delta] if 0 <= delta < _TABLE_SIZE else encode_varint(delta))
+                + (_ZZ[count] if count < _TABLE_SIZE else encode_varint(count))
             )
         else:
             head = b"\x00\x00\x00"  # attributes, timestamp delta 0, offset delta 0
@@ -228,17 +236,17 @@ class MemoryRecordsBuilder:
             head += _NULL
         else:
             n = len(key)
-            head += (_ZZ[n] if n < _TABLE_SIZE else zigzag_varint(n)) + key
+            head += (_ZZ[n] if n < _TABLE_SIZE else encode_varint(n)) + key
         if value is None:
             head += _NULL
             value = b""
             n = 0
         else:
             n = len(value)
-            head += _ZZ[n] if n < _TABLE_SIZE else zigzag_varint(n)
+            head += _ZZ[n] if n < _TABLE_SIZE else encode_varint(n)
         body = len(head) + n + len(headers)
         record = b"".join(
-            (_ZZ[body] if body < _TABLE_SIZE else zigzag_varint(body), head, value, headers)
+            (_ZZ[body] if body < _TABLE_SIZE else encode_varint(body), head, value, headers)
         )
         size = len(record)
         pos = self._pos
@@ -246,13 +254,9 @@ class MemoryRecordsBuilder:
         limit = self._write_limit
         if self._compressed:
             factor = self._ratio_factor
-            if (
-                count
-                and RECORD_BATCH_OVERHEAD + int((pos - RECORD_BATCH_OVERHEAD) * factor) + size
-                > limit
-            ):
+            if count and BATCH_HEADER_SIZE + int((pos - BATCH_HEADER_SIZE) * factor) + size > limit:
                 return 0
-            self.full = RECORD_BATCH_OVERHEAD + int((end - RECORD_BATCH_OVERHEAD) * factor) >= limit
+            self.full = BATCH_HEADER_SIZE + int((end - BATCH_HEADER_SIZE) * factor) >= limit
         else:
             if count and end > limit:
                 return 0
@@ -314,25 +318,27 @@ class MemoryRecordsBuilder:
             raise ValueError("cannot build an empty record batch")
         end = self._pos
         if self._compressed:
-            raw = memoryview(self._buffer)[RECORD_BATCH_OVERHEAD:end]
+            raw = memoryview(self._buffer)[BATCH_HEADER_SIZE:end]
             packed = compress(self._codec, raw, self._level)
             raw.release()
-            self.compression_ratio = len(packed) / (end - RECORD_BATCH_OVERHEAD)
-            end = RECORD_BATCH_OVERHEAD + len(packed)
+            self.compression_ratio = len(packed) / (end - BATCH_HEADER_SIZE)
+            end = BATCH_HEADER_SIZE + len(packed)
             if end > len(self._buffer):
                 self._grow(end)
-            self._buffer[RECORD_BATCH_OVERHEAD:end] = packed
+            self._buffer[BATCH_HEADER_SIZE:end] = packed
         self._write_header(end)
         self._built = memoryview(self._buffer)[:end]
         return self._built
 
     def _write_header(self, end: int) -> None:
         buffer = self._buffer
-        attributes = int(self._codec) | (TRANSACTIONAL_FLAG if self._is_transactional else 0)
-        _HEAD.pack_into(buffer, 0, 0, end - 12, -1, 2)
-        _TAIL.pack_into(
+        attributes = int(self._codec) | (TRANSACTIONAL_FLAG_MASK if self._is_transactional else 0)
+        HEADER_PREFIX_STRUCT.pack_into(
+            buffer, 0, 0, end - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, CURRENT_MAGIC
+        )
+        HEADER_BODY_STRUCT.pack_into(
             buffer,
-            _ATTRIBUTES_OFFSET,
+            ATTRIBUTES_OFFSET,
             attributes,
             self._count - 1,
             self._base_timestamp,
@@ -343,7 +349,7 @@ class MemoryRecordsBuilder:
             self._count,
         )
         view = memoryview(buffer)
-        _CRC.pack_into(buffer, _CRC_OFFSET, crc32c(view[_ATTRIBUTES_OFFSET:end]))
+        _UINT32.pack_into(buffer, CRC_OFFSET, crc32c(view[ATTRIBUTES_OFFSET:end]))
         view.release()
 
     def size_in_bytes(self) -> int:

@@ -1,4 +1,8 @@
-"""Record batch (magic v2) header handling that never decodes the records themselves.
+"""The record batch (magic v2) header: the one definition of its layout in Sluice.
+
+The broker's append and fetch paths, the clients and the coordinators all read and
+write batch headers through this module; it never decodes the records themselves
+(:mod:`.reader` does, :mod:`.builder` writes them).
 
 Layout of a v2 batch (big-endian), 61 bytes of header followed by the records::
 
@@ -19,10 +23,10 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from sluice.checksum import crc32c
-from sluice.log.errors import (
+from .compression import CompressionType
+from .crc import crc32c
+from .errors import (
     CorruptRecordException,
-    LogError,
     RecordTooLargeException,
     UnsupportedForMessageFormatException,
 )
@@ -30,23 +34,38 @@ from sluice.log.errors import (
 __all__ = [
     "ATTRIBUTES_OFFSET",
     "BATCH_HEADER_SIZE",
+    "CONTROL_FLAG_MASK",
     "CRC_OFFSET",
+    "CURRENT_MAGIC",
+    "DELETE_HORIZON_FLAG_MASK",
+    "HEADER_BODY_STRUCT",
+    "HEADER_PREFIX_STRUCT",
     "HEADER_STRUCT",
+    "LENGTH_OFFSET",
     "LOG_OVERHEAD",
     "MAGIC_OFFSET",
     "MAX_TIMESTAMP_OFFSET",
     "MIN_BATCH_LENGTH",
     "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
     "NO_TIMESTAMP",
+    "PRODUCER_ID_OFFSET",
+    "TIMESTAMP_TYPE_MASK",
+    "TRANSACTIONAL_FLAG_MASK",
     "BatchHeader",
     "CompressionType",
     "TimestampType",
+    "assemble_batch",
     "batch_error",
     "compression_type",
     "compute_crc",
+    "header_error",
     "is_control",
     "is_transactional",
     "iter_batches",
+    "read_base_offset_and_length",
     "read_header",
     "set_base_offset",
     "set_log_append_time",
@@ -69,10 +88,14 @@ ATTRIBUTES_OFFSET = 21
 LAST_OFFSET_DELTA_OFFSET = 23
 BASE_TIMESTAMP_OFFSET = 27
 MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
 RECORDS_COUNT_OFFSET = 57
 
 NO_TIMESTAMP = -1
 NO_PARTITION_LEADER_EPOCH = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
 
 COMPRESSION_CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -81,22 +104,16 @@ CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+HEADER_PREFIX_STRUCT = struct.Struct(">qiib")
+"""baseOffset, batchLength, partitionLeaderEpoch, magic: the fields before the CRC."""
+HEADER_BODY_STRUCT = struct.Struct(">hiqqqhii")
+"""attributes .. recordsCount: the part of the header the CRC covers."""
 _HEADER = HEADER_STRUCT
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
-
-
-class CompressionType(enum.IntEnum):
-    """The compression codec id held in the low three bits of the batch attributes."""
-
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
 
 
 class TimestampType(enum.IntEnum):
@@ -225,7 +242,7 @@ def compute_crc(buf: bytes | bytearray | memoryview, position: int, size: int) -
 
 def _structure_error(
     buf: bytes | bytearray | memoryview, position: int, limit: int
-) -> LogError | None:
+) -> CorruptRecordException | RecordTooLargeException | UnsupportedForMessageFormatException | None:
     """Check that a whole batch of plausible size and magic 2 starts at ``position``."""
     remaining = limit - position
     if remaining < LOG_OVERHEAD:
@@ -258,7 +275,7 @@ def batch_error(
     position: int = 0,
     max_message_bytes: int | None = None,
     end: int | None = None,
-) -> LogError | None:
+) -> CorruptRecordException | RecordTooLargeException | UnsupportedForMessageFormatException | None:
     """Validate the batch at ``position``; return the exception to raise, or None if valid.
 
     Checks (in Kafka's order): whole batch present, magic 2, size against
@@ -274,7 +291,7 @@ def batch_error(
 
 def header_error(
     buf: bytes | bytearray | memoryview, header: BatchHeader, max_message_bytes: int | None
-) -> LogError | None:
+) -> CorruptRecordException | RecordTooLargeException | UnsupportedForMessageFormatException | None:
     """The checks of :func:`batch_error` that need the decoded header (size, counts, CRC)."""
     size = header.batch_length + LOG_OVERHEAD
     if max_message_bytes is not None and size > max_message_bytes:
@@ -371,6 +388,39 @@ def set_log_append_time(buf: bytearray | memoryview, position: int, timestamp: i
     size = _INT32.unpack_from(buf, position + LENGTH_OFFSET)[0] + LOG_OVERHEAD
     _UINT32.pack_into(buf, position + CRC_OFFSET, compute_crc(buf, position, size))
     return True
+
+
+def assemble_batch(
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+    records: bytes | bytearray | memoryview,
+) -> bytes:
+    """A whole batch: the header over ``records`` (the records section, compressed or not,
+    as ``attributes`` says), with its length and CRC32C computed."""
+    body = (
+        HEADER_BODY_STRUCT.pack(
+            attributes - 0x10000 if attributes & 0x8000 else attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            records_count,
+        )
+        + records
+    )
+    length = BATCH_HEADER_SIZE - LOG_OVERHEAD - HEADER_BODY_STRUCT.size + len(body)
+    prefix = HEADER_PREFIX_STRUCT.pack(base_offset, length, partition_leader_epoch, CURRENT_MAGIC)
+    return prefix + _UINT32.pack(crc32c(body)) + body
 
 
 def read_base_offset_and_length(

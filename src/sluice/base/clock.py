@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "ManualClock", "MonotonicClock"]
+__all__ = ["Clock", "ManualClock", "MonotonicClock", "wall_clock_ms"]
 
 
 class Clock(Protocol):
@@ -75,3 +75,9 @@ class ManualClock:
         with self._lock:
             if deadline_ms > self._now_ms:
                 self._now_ms = deadline_ms
+
+
+def wall_clock_ms() -> int:
+    """Wall-clock time in epoch milliseconds: the timestamps Kafka writes (commits, segment
+    times, ZooKeeper registrations), as opposed to the monotonic time of timeouts."""
+    return time.time_ns() // 1_000_000

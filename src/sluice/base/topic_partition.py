@@ -1,4 +1,5 @@
-"""Small value types shared across the broker."""
+"""The topic-partition pair, the one definition used by the broker, the clients and the
+controller."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ The codec id lives in the low three bits of a v2 batch's attributes
   installed, else cramjam's frame encoder.
 * zstd: a zstd frame (cramjam).
 
-:func:`decompress` reads all of the above (and raw snappy), for tests and for
-consumers.
+:func:`compress` serves the producer and the log cleaner; :func:`decompress` reads
+all of the above (and raw snappy) for the consumer, the cleaner and timestamp look-ups.
 """
 
 from __future__ import annotations

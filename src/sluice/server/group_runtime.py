@@ -10,7 +10,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME, GroupConfig, GroupCoordinator
 from sluice.coordinator.group.manager import AppendCallback
 from sluice.log.append import AppendOrigin
@@ -29,7 +30,6 @@ __all__ = [
     "load_elected_partition",
     "load_offsets_partition",
     "run_group_coordinator",
-    "wall_clock_ms",
 ]
 
 log = logging.getLogger(__name__)
@@ -38,11 +38,6 @@ T = TypeVar("T")
 
 # Kafka's offsetsTopicConfigs: compacted, 100 MiB segments (offsets.topic.segment.bytes).
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
-
-
-def wall_clock_ms() -> int:
-    """Commit and state timestamps are wall-clock time, as in Kafka."""
-    return time.time_ns() // 1_000_000
 
 
 class ReplicaManagerGroupLog:

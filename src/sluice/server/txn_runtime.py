@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sluice.common import TopicPartition
+from sluice.base import TopicPartition
+from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from sluice.coordinator.runtime import ReplicaManagerGroupLog, load_elected_partition, wall_clock_ms
 from sluice.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC_NAME,
     TransactionConfig,
@@ -23,6 +23,7 @@ from sluice.coordinator.transaction import (
 from sluice.log.append import AppendOrigin
 from sluice.protocol import ErrorCode
 from sluice.server.delayed import ProducePartitionStatus
+from sluice.server.group_runtime import ReplicaManagerGroupLog, load_elected_partition
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker
