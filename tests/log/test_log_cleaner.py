@@ -323,7 +323,7 @@ def test_compacted_topics_reject_records_without_a_key(tmp_path: Path, clock: Ma
         with pytest.raises(InvalidRecordException, match="without key"):
             log.append_as_leader(kv_batch([(b"a", b"1"), (None, b"2")], clock, codec), 0)
     assert log.log_end_offset == 0
-    assert InvalidRecordException.error_code.name == "invalid_record"
+    assert InvalidRecordException.code.name == "invalid_record"
     log.append_as_leader(kv_batch([(b"a", None)], clock), 0)  # a keyed tombstone is fine
     plain = open_log(tmp_path / "p-0", clock, cleanup_policy="delete")
     plain.append_as_leader(kv_batch([(None, b"2")], clock), 0)

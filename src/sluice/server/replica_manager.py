@@ -14,7 +14,6 @@ from sluice.base import TopicPartition
 from sluice.log import (
     FileSlice,
     Log,
-    LogError,
     LogOffsetMetadata,
     OffsetOutOfRangeException,
 )
@@ -23,6 +22,7 @@ from sluice.log.checkpoint import OffsetCheckpointFile
 from sluice.log.transaction_index import AbortedTxn
 from sluice.log.writer import Writer
 from sluice.protocol import ErrorCode
+from sluice.protocol.errors import KafkaError
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.delayed import (
     DelayedDeleteRecords,
@@ -265,7 +265,7 @@ class ReplicaManager:
             )
         except NotEnoughReplicasError as exc:
             return ProducePartitionStatus(-1, -1, error=exc.code, error_message=str(exc))
-        except LogError as exc:
+        except KafkaError as exc:  # the log's and the record format's errors
             log.debug("append to %s rejected: %s", tp, exc)
             return ProducePartitionStatus(-1, -1, error=_error_of(exc), error_message=str(exc))
         hw_moved = partition.maybe_increment_high_watermark()
@@ -466,7 +466,7 @@ class ReplicaManager:
                 continue
             try:
                 partition.log.delete_records_before(target, partition.high_watermark)
-            except LogError as exc:
+            except KafkaError as exc:
                 results[tp] = (-1, _error_of(exc))
                 continue
             results[tp] = (partition.low_watermark(), ErrorCode.none)
