@@ -8,7 +8,7 @@
 
 Two modes. By default the brokers run in this process, each on its own event-loop
 thread, coordinated through one in-process store (a shared
-:class:`~sluice.coordination.DataTree`): nothing to install, quick to start.
+:class:`~sluice.metastore.DataTree`): nothing to install, quick to start.
 ``EmbeddedCluster(zookeeper=True)`` starts a real ZooKeeper (Debian's ``zookeeper``
 package, on a free loopback port) and each broker as its own process
 (``python -m sluice broker --override ...``), where ``kill_broker`` is a real SIGKILL.
@@ -31,10 +31,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sluice.coordination.data_tree import DataTree
-from sluice.coordination.memory import InProcessStore
-from sluice.coordination.zk_server import ZooKeeperServer
 from sluice.embedded import EmbeddedBroker
+from sluice.metastore.data_tree import DataTree
+from sluice.metastore.memory import InProcessStore
+from sluice.metastore.zk_server import ZooKeeperServer
 from sluice.ports import free_port
 
 __all__ = ["EmbeddedCluster", "wait_until"]
@@ -329,7 +329,7 @@ class EmbeddedCluster:
     def _keep_sessions(self) -> None:
         """What a ZooKeeper server and its clients do for sessions: live brokers ping,
         and sessions not heard from within their timeout expire."""
-        from sluice.coordination.errors import SessionClosedError, SessionExpiredError
+        from sluice.metastore.errors import SessionClosedError, SessionExpiredError
 
         assert self.tree is not None
         while not self._closing.wait(0.1):

@@ -10,12 +10,12 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "coordination"))
+sys.path.insert(0, str(HERE.parent / "metastore"))
 
 from controller_support import InProcessCluster  # noqa: E402
 from coord_support import zookeeper_or_skip  # noqa: E402
 
-from sluice.coordination.zk_server import ZooKeeperServer  # noqa: E402
+from sluice.metastore.zk_server import ZooKeeperServer  # noqa: E402
 
 
 @pytest.fixture

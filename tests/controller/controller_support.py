@@ -28,7 +28,7 @@ from sluice.controller import (
     UpdateMetadataRequest,
 )
 from sluice.controller.requests import SentRequest
-from sluice.coordination import DataTree, InProcessStore
+from sluice.metastore import DataTree, InProcessStore
 
 
 @dataclass

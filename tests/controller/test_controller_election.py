@@ -23,7 +23,7 @@ from sluice.controller import (
     UpdateMetadataRequest,
 )
 from sluice.controller.zk_data import ControllerZNode
-from sluice.coordination import DataTree, InProcessStore
+from sluice.metastore import DataTree, InProcessStore
 from sluice.protocol.errors import ErrorCode
 
 

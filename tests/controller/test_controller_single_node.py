@@ -16,7 +16,7 @@ from sluice.controller import (
     LeaderAndIsrRequest,
     RecordingControllerChannel,
 )
-from sluice.coordination import InProcessStore
+from sluice.metastore import InProcessStore
 from sluice.protocol.errors import ErrorCode
 
 

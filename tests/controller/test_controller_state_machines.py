@@ -31,7 +31,7 @@ from sluice.controller.states import (
     REPLICA_VALID_PREVIOUS_STATES,
     PartitionAndReplica,
 )
-from sluice.coordination import InProcessStore
+from sluice.metastore import InProcessStore
 
 P, R = PartitionState, ReplicaState
 TP = TopicPartition("t", 0)

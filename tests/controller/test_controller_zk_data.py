@@ -25,7 +25,7 @@ from sluice.controller.zk_data import (
     TopicZNode,
     new_topic_id,
 )
-from sluice.coordination import Stat
+from sluice.metastore import Stat
 
 TP = TopicPartition("orders", 3)
 

@@ -22,7 +22,7 @@ from sluice.controller import (
     LeaderAndIsr,
     RecordingControllerChannel,
 )
-from sluice.coordination.zk_server import ZooKeeperServer
+from sluice.metastore.zk_server import ZooKeeperServer
 
 
 @dataclass
@@ -54,7 +54,7 @@ class ZkCluster:
 
 @pytest.fixture
 def zk_cluster(zookeeper_server: ZooKeeperServer) -> Iterator[ZkCluster]:
-    from sluice.coordination.zookeeper import ZooKeeperStore
+    from sluice.metastore.zookeeper import ZooKeeperStore
 
     hosts = f"{zookeeper_server.connect_string}/sluice-{uuid.uuid4().hex[:8]}"
     admin = KafkaZkClient(ZooKeeperStore(hosts, session_timeout_ms=6_000))

@@ -40,7 +40,7 @@ def test_a_malformed_block_file_is_refused(tmp_path: Path) -> None:
 def test_cluster_blocks_come_from_zookeeper_and_never_overlap(tmp_path: Path) -> None:
     """Brokers of a cluster reserve blocks in /latest_producer_id_block with a version
     check: interleaved allocations on three brokers never hand out an id twice."""
-    from sluice.coordination.memory import InProcessStore
+    from sluice.metastore.memory import InProcessStore
     from sluice.server.producer_ids import ZkProducerIdBlockSource
 
     store = InProcessStore()
@@ -57,7 +57,7 @@ def test_cluster_blocks_come_from_zookeeper_and_never_overlap(tmp_path: Path) ->
 
 
 def test_a_lost_race_for_the_block_znode_is_retried() -> None:
-    from sluice.coordination.memory import InProcessStore
+    from sluice.metastore.memory import InProcessStore
     from sluice.server.producer_ids import ZkProducerIdBlockSource
 
     store = InProcessStore()

@@ -34,7 +34,7 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 NOT_BEFORE_LISTENING = (
     "sluice.coordinator",  # group and transaction coordinators: built after the listeners
     "sluice.controller.kafka_controller",
-    "sluice.coordination",
+    "sluice.metastore",
     "sluice.server.cluster",
     "kazoo",
     "sluice.log.cleaner",
@@ -60,7 +60,7 @@ NEVER_IN_SINGLE_NODE = (
     "sluice.controller.partition_state_machine",
     "sluice.controller.replica_state_machine",
     "sluice.controller.event_manager",
-    "sluice.coordination",
+    "sluice.metastore",
     "sluice.server.cluster",
     "sluice.server.inter_broker",
     "kazoo",

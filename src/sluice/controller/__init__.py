@@ -1,7 +1,7 @@
 """The cluster controller, sans I/O: Kafka's ZooKeeper-based controller in Python.
 
 :class:`KafkaController` is elected through a coordination store
-(:mod:`sluice.coordination`), processes events on one thread
+(:mod:`sluice.metastore`), processes events on one thread
 (:class:`ControllerEventManager`), drives the :class:`PartitionStateMachine` and
 :class:`ReplicaStateMachine` with Kafka's leader election strategies, and emits
 LeaderAndIsr / UpdateMetadata / StopReplica requests through a

@@ -10,8 +10,8 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 
 from sluice.base import TopicPartition
+from sluice.metastore import NodeExistsError, ensure_path
 
-from ..coordination import NodeExistsError, ensure_path
 from .kafka_zk_client import KafkaZkClient
 from .model import ReplicaAssignment
 from .zk_data import (

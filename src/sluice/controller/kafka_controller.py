@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 from sluice.base import TopicPartition
 from sluice.base.clock import Clock
+from sluice.metastore import EventType, WatchedEvent
 
-from ..coordination import EventType, WatchedEvent
 from ..protocol.errors import ErrorCode
 from .broker_events import BrokerEventHandler
 from .context import ControllerContext

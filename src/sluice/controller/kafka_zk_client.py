@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 from sluice.base import TopicPartition
 from sluice.base.clock import wall_clock_ms
-
-from ..coordination import (
+from sluice.metastore import (
     BadVersionError,
     CheckOp,
     CoordinationError,
@@ -32,6 +31,7 @@ from ..coordination import (
     Watcher,
     ensure_path,
 )
+
 from .errors import ControllerMovedError
 from .model import (
     INITIAL_CONTROLLER_EPOCH,

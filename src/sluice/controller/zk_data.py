@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sluice.base import TopicPartition
+from sluice.metastore import Stat
 
-from ..coordination import Stat
 from .model import (
     Broker,
     EndPoint,

@@ -12,7 +12,7 @@ from sluice.log.errors import (
     RecordBatchTooLargeException,
     UnexpectedAppendOffsetException,
 )
-from sluice.log.patched import PatchedRecords
+from sluice.log.patched_records import PatchedRecords
 from sluice.protocol.records.batch import (
     NO_TIMESTAMP,
     BatchHeader,

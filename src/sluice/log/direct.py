@@ -26,7 +26,7 @@ import os
 import threading
 from pathlib import Path
 
-from sluice.log.patched import pwrite_all
+from sluice.log.patched_records import pwrite_all
 
 __all__ = ["BLOCK_SIZE", "DirectWriter"]
 

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from sluice.log.direct import DirectWriter
 from sluice.log.errors import KafkaStorageException
-from sluice.log.patched import PatchedRecords, pwrite_all
+from sluice.log.patched_records import PatchedRecords, pwrite_all
 from sluice.log.record_scan import record_offsets_and_timestamps
 from sluice.protocol.records.batch import (
     BATCH_HEADER_SIZE,

@@ -23,7 +23,7 @@ from sluice.log.file_records import (
 )
 from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
 from sluice.log.next_segment import NextSegment
-from sluice.log.patched import PatchedRecords
+from sluice.log.patched_records import PatchedRecords
 from sluice.log.readers import NO_OFFSET_DUE, LogReaders
 from sluice.log.segment import LogSegment
 from sluice.log.writer import WriteJob, Writer

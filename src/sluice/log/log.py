@@ -25,7 +25,7 @@ from sluice.log.errors import (
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from sluice.log.loader import load_log
 from sluice.log.local_log import FlushWork, LocalLog
-from sluice.log.patched import PatchedRecords
+from sluice.log.patched_records import PatchedRecords
 from sluice.log.producer_state import read_end_txn_marker
 from sluice.log.producer_state_manager import (
     ProducerStateAnalysis,

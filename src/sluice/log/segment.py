@@ -23,7 +23,7 @@ from sluice.log.index import (
     OffsetIndex,
     TimeIndex,
 )
-from sluice.log.patched import PatchedRecords
+from sluice.log.patched_records import PatchedRecords
 from sluice.log.transaction_index import TXN_INDEX_FILE_SUFFIX, TransactionIndex
 from sluice.protocol.records.batch import LOG_OVERHEAD, NO_TIMESTAMP, BatchHeader, iter_batches
 

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from sluice.log.patched import pwrite_all
+from sluice.log.patched_records import pwrite_all
 
 if TYPE_CHECKING:
     from sluice.log.file_records import FileRecords

@@ -36,9 +36,9 @@ from sluice.controller.requests import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from sluice.coordination import NodeExistsError
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
+from sluice.metastore import NodeExistsError
 from sluice.protocol import ErrorCode
 from sluice.server.group_runtime import load_offsets_partition
 from sluice.server.inter_broker import BrokerConnection, NetworkControllerChannel
@@ -100,7 +100,7 @@ class ClusterManager:
         if self._store_factory is not None:
             self.store = self._store_factory()
         else:
-            from sluice.coordination.zookeeper import ZooKeeperStore
+            from sluice.metastore.zookeeper import ZooKeeperStore
 
             self.store = ZooKeeperStore(
                 self.config["zookeeper.connect"],
@@ -121,7 +121,7 @@ class ClusterManager:
     def _cluster_id(self, local: str) -> str:
         """The cluster's id in /cluster/id (created from ours by the first broker)."""
         from sluice.controller.zk_data import ClusterIdZNode
-        from sluice.coordination.store import ensure_path
+        from sluice.metastore.store import ensure_path
 
         ensure_path(self.store, "/cluster")
         with contextlib.suppress(NodeExistsError):
@@ -357,7 +357,7 @@ class ClusterManager:
             ConfigEntityChangeNotificationZNode as Change,
         )
         from sluice.controller.zk_data import TopicConfigZNode
-        from sluice.coordination.store import CreateMode, ensure_path
+        from sluice.metastore.store import CreateMode, ensure_path
 
         ensure_path(self.store, "/config/topics")
         path, data = TopicConfigZNode.path(topic), TopicConfigZNode.encode(configs)
@@ -374,7 +374,7 @@ class ClusterManager:
     def _watch_config_changes(self) -> None:
         """Arm the /config/changes watch; new notifications are applied on the loop."""
         from sluice.controller.zk_data import ConfigEntityChangeNotificationZNode as Change
-        from sluice.coordination.store import ensure_path
+        from sluice.metastore.store import ensure_path
 
         loop = asyncio.get_running_loop()
 

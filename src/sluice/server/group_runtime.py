@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from sluice.base import TopicPartition
@@ -159,21 +159,32 @@ async def load_elected_partition(
     )  # fmt: skip
 
 
-async def run_group_coordinator(coordinator: GroupCoordinator) -> None:
-    """Load the offsets partitions one by one (groups in a partition not loaded yet get
-    COORDINATOR_LOAD_IN_PROGRESS), then expire old offsets every
-    offsets.retention.check.interval.ms."""
+async def load_owned_partitions(
+    load: Callable[[int], int], topic: str, partitions: Iterable[int], what: str
+) -> None:
+    """Load a coordinator's partitions of ``topic`` one by one at start, yielding to the
+    event loop between them (what a partition holds answers COORDINATOR_LOAD_IN_PROGRESS
+    until it is loaded)."""
     started = time.monotonic()
-    groups = 0
-    for partition in sorted(coordinator.group_manager.loading_partitions):
+    loaded = 0
+    for partition in sorted(partitions):
         try:
-            groups += coordinator.load_partition(partition)
+            loaded += load(partition)
         except Exception:
-            log.exception("failed to load %s-%d", GROUP_METADATA_TOPIC_NAME, partition)
+            log.exception("failed to load %s-%d", topic, partition)
         await asyncio.sleep(0)
     log.info(
-        "Loaded %d groups from %s in %.0f ms",
-        groups, GROUP_METADATA_TOPIC_NAME, (time.monotonic() - started) * 1000,
+        "Loaded %d %s from %s in %.0f ms", loaded, what, topic,
+        (time.monotonic() - started) * 1000,
+    )  # fmt: skip
+
+
+async def run_group_coordinator(coordinator: GroupCoordinator) -> None:
+    """Load the offsets partitions, then expire old offsets every
+    offsets.retention.check.interval.ms."""
+    await load_owned_partitions(
+        coordinator.load_partition, GROUP_METADATA_TOPIC_NAME,
+        coordinator.group_manager.loading_partitions, "groups",
     )  # fmt: skip
     interval_s = coordinator.config.offsets_retention_check_interval_ms / 1000
     while True:

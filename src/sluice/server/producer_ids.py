@@ -90,7 +90,7 @@ class ZkProducerIdBlockSource:
         self.block_size = block_size
 
     def __call__(self) -> ProducerIdBlock:
-        from sluice.coordination.errors import BadVersionError, NodeExistsError, NoNodeError
+        from sluice.metastore.errors import BadVersionError, NodeExistsError, NoNodeError
 
         path = LATEST_PRODUCER_ID_BLOCK_ZNODE
         while True:

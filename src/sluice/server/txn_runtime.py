@@ -23,7 +23,11 @@ from sluice.coordinator.transaction import (
 from sluice.log.append import AppendOrigin
 from sluice.protocol import ErrorCode
 from sluice.server.delayed import ProducePartitionStatus
-from sluice.server.group_runtime import ReplicaManagerGroupLog, load_elected_partition
+from sluice.server.group_runtime import (
+    ReplicaManagerGroupLog,
+    load_elected_partition,
+    load_owned_partitions,
+)
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker
@@ -244,19 +248,10 @@ async def load_transaction_partition(coordinator: TransactionCoordinator, partit
 
 
 async def run_transaction_coordinator(coordinator: TransactionCoordinator) -> None:
-    """Load the owned partitions (ids in a partition not loaded yet get
-    COORDINATOR_LOAD_IN_PROGRESS), then sweep for timed-out transactions."""
-    started = time.monotonic()
-    loaded = 0
-    for partition in sorted(coordinator.loading):
-        try:
-            loaded += coordinator.load_partition(partition)
-        except Exception:
-            log.exception("failed to load %s-%d", TRANSACTION_STATE_TOPIC_NAME, partition)
-        await asyncio.sleep(0)
-    log.info(
-        "Loaded %d transactional ids from %s in %.0f ms",
-        loaded, TRANSACTION_STATE_TOPIC_NAME, (time.monotonic() - started) * 1000,
+    """Load the owned partitions, then sweep for timed-out transactions."""
+    await load_owned_partitions(
+        coordinator.load_partition, TRANSACTION_STATE_TOPIC_NAME, coordinator.loading,
+        "transactional ids",
     )  # fmt: skip
     next_expiration = time.monotonic() + EXPIRE_TRANSACTIONAL_IDS_INTERVAL_S
     while True:

@@ -56,6 +56,10 @@ def encode_uvarint(value: int) -> bytes:
     """A non-negative int as an unsigned varint."""
     if value < 0x80:
         return _SMALL_UVARINTS[value]
+    return _seven_bits_a_byte(value)
+
+
+def _seven_bits_a_byte(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -91,13 +95,7 @@ def skip_varint(buf: BytesLike, pos: int) -> int:
 
 
 def _zigzag(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return _seven_bits_a_byte((value << 1) ^ (value >> 63))
 
 
 SMALL_VARINT_LIMIT: Final = 1 << 14

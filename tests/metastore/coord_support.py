@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from sluice.coordination import CoordinationStore, EventType, WatchedEvent
-from sluice.coordination.zk_server import (
+from sluice.metastore import CoordinationStore, EventType, WatchedEvent
+from sluice.metastore.zk_server import (
     ZooKeeperServer,
     find_java,
     find_zookeeper_classpath,

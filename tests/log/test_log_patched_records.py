@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sluice_log_helpers import ManualClock, build_batch
 
 from sluice.log import Log, LogConfig
-from sluice.log.patched import PatchedRecords, pwrite_all
+from sluice.log.patched_records import PatchedRecords, pwrite_all
 from sluice.protocol.records.batch import iter_batches
 
 

@@ -7,7 +7,7 @@ import threading
 import pytest
 from coord_support import EventSink, StoreFactory, barrier
 
-from sluice.coordination import (
+from sluice.metastore import (
     BadArgumentsError,
     BadVersionError,
     CheckOp,

@@ -6,9 +6,9 @@ sequential), get with a :class:`Stat`, set and delete with an expected version,
 exists, children, one-shot watches delivered as callbacks, atomic ``multi``
 transactions, and a session whose ephemeral znodes vanish when it closes or expires.
 
-Two implementations behave the same way: :class:`~sluice.coordination.memory.InProcessStore`
+Two implementations behave the same way: :class:`~sluice.metastore.memory.InProcessStore`
 (a thread-safe in-memory tree, for single-node brokers and fast cluster tests) and
-:class:`~sluice.coordination.zookeeper.ZooKeeperStore` (a real ZooKeeper via kazoo).
+:class:`~sluice.metastore.zookeeper.ZooKeeperStore` (a real ZooKeeper via kazoo).
 
 Semantics shared by both, as in ZooKeeper:
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sluice.base.clock import ManualClock
-from sluice.coordination import (
+from sluice.metastore import (
     CreateMode,
     DataTree,
     EventType,

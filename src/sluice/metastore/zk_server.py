@@ -12,7 +12,7 @@ dependencies in /usr/share/java), else the jars of an Apache tarball under
 :func:`ensure_zookeeper_installed` runs ``apt-get install -y zookeeper`` when nothing
 is found (as root, or through sudo).
 
-Run ``python -m sluice.coordination.zk_server`` to keep one up for a hand-made cluster:
+Run ``python -m sluice.metastore.zk_server`` to keep one up for a hand-made cluster:
 it prints the connect string and stops on Ctrl-C or SIGTERM.
 """
 

@@ -18,13 +18,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coord_support import StoreFactory, unique_base, zookeeper_or_skip
 
 from sluice.base.clock import ManualClock
-from sluice.coordination import (
+from sluice.metastore import (
     CoordinationStore,
     DataTree,
     InProcessStore,
     delete_recursive,
 )
-from sluice.coordination.zk_server import ZooKeeperServer
+from sluice.metastore.zk_server import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +46,7 @@ def store_factory(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
 
     else:
         server: ZooKeeperServer = request.getfixturevalue("zookeeper_server")
-        from sluice.coordination.zookeeper import ZooKeeperStore
+        from sluice.metastore.zookeeper import ZooKeeperStore
 
         def make() -> CoordinationStore:
             store = ZooKeeperStore(server.connect_string, session_timeout_ms=6_000)

@@ -1,6 +1,6 @@
 """The in-process coordination store: one session on an in-memory :class:`DataTree`.
 
-:class:`InProcessStore` behaves like :class:`~sluice.coordination.zookeeper.ZooKeeperStore`.
+:class:`InProcessStore` behaves like :class:`~sluice.metastore.zookeeper.ZooKeeperStore`.
 A single-node broker uses ``InProcessStore()`` (a private tree); an in-process cluster
 opens one store per broker on a shared tree (``InProcessStore(tree)``). Session
 timeouts follow the tree's clock: with a :class:`~sluice.base.clock.ManualClock`, advance

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from sluice.coordination.zk_server import (
+from sluice.metastore.zk_server import (
     ZooKeeperServer,
     ensure_zookeeper_installed,
     find_zookeeper_classpath,
@@ -24,7 +24,7 @@ def test_a_server_starts_and_stops(zookeeper_server: ZooKeeperServer) -> None:
     # zookeeper_server only guarantees the package is there (or skips).
     assert find_zookeeper_classpath() is not None
     assert ensure_zookeeper_installed() == find_zookeeper_classpath()
-    from sluice.coordination.zookeeper import ZooKeeperStore
+    from sluice.metastore.zookeeper import ZooKeeperStore
 
     server = ZooKeeperServer(startup_timeout_s=60)
     with server:

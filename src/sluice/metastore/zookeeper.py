@@ -1,8 +1,8 @@
 """The coordination store over a real ZooKeeper ensemble, through kazoo.
 
 :class:`ZooKeeperStore` wraps one :class:`kazoo.client.KazooClient` (one session) and
-gives it the :class:`~sluice.coordination.store.CoordinationStore` behaviour that
-:class:`~sluice.coordination.memory.InProcessStore` has: kazoo exceptions become the
+gives it the :class:`~sluice.metastore.store.CoordinationStore` behaviour that
+:class:`~sluice.metastore.memory.InProcessStore` has: kazoo exceptions become the
 interface's errors, watch events become :class:`WatchedEvent`, transactions report the
 failing operation, and after a session expiry kazoo's new session is announced to the
 session listeners (on kazoo's callback thread, like watch callbacks).
