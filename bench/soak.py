@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                          "default); by default the soak's broker frees them")  # fmt: skip
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a property of the soak's broker, as `sluice broker --override` "
-                         "takes it (repeatable), e.g. log.write.thread=true")  # fmt: skip
+                         "takes it (repeatable), e.g. log.segment.recycle=false")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         overrides = parse_assignments(args.override, "--override")

@@ -194,15 +194,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "as in Kafka, what is acknowledged is flushed). Off: the append fsyncs on the event "
         "loop, as Kafka's does on its handler thread.",
     ),
-    ConfigDef(
-        "log.write.thread",
-        "bool",
-        False,
-        "Sluice: a leader's appends from producers are written to the segment file on a "
-        "writer thread, off the event loop; the log end offset, the high watermark and the "
-        "acks=1 answer follow the write. Off: on the benchmark VM it cost CPU and memory "
-        "for no better latency (docs/performance.md).",
-    ),
     ConfigDef("log.cleanup.policy", "list", ["delete"], "delete, compact.", choices=_CLEANUP),
     ConfigDef(
         "log.message.timestamp.type", "string", "CreateTime", "Timestamp kind.", choices=_TS_TYPES

@@ -5,7 +5,6 @@ the appends go on without it."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -99,18 +98,6 @@ def test_allocation_stops_at_the_segment_size(tmp_path: Path) -> None:
     assert path.stat().st_size == 12_100
     records.close()
     assert path.stat().st_size == 12_100
-
-
-def test_writes_reserved_for_a_writer_thread_are_allocated_too(tmp_path: Path) -> None:
-    path = tmp_path / "0.log"
-    records = _records(path)
-    parts, position = records.reserve(b"r" * 1000)
-    assert position == 0 and path.stat().st_size >= 1000
-    os.pwritev(records.fileno(), parts, position)
-    records.commit(1000)
-    assert records.read(0, 1000) == b"r" * 1000
-    records.close()
-    assert path.stat().st_size == 1000
 
 
 def test_where_allocating_fails_appends_go_on_without_it(

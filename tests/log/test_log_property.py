@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from sluice_log_helpers import ManualClock, Rec, build_batch, decode_batches
 
-from sluice.log import Log, LogAppendInfo, LogConfig
+from sluice.log import Log, LogConfig
 
 
 @dataclasses.dataclass
@@ -73,24 +73,13 @@ class LogMachine(RuleBasedStateMachine):
             value = (b"%d:" % self.counter).ljust(size, b"x")
             recs.append(Rec(value, timestamp=self.clock() + jitter[j]))
         data = build_batch(recs, compression=codec)
-        info = self.append_batch(data)
-        first = self.assigned_end
+        info = self.log.append_as_leader(data, leader_epoch=1)
+        first = self.end
         assert (info.first_offset, info.last_offset) == (first, first + len(recs) - 1)
-        self.assigned(
+        self.batches.append(
             ModelBatch(first, info.last_offset, len(data),
                        [(first + j, r.value or b"", r.timestamp or 0) for j, r in enumerate(recs)])
         )  # fmt: skip
-
-    # What an append does, kept apart for the write-behind machine (test_log_writer_property).
-    def append_batch(self, data: bytes) -> LogAppendInfo:
-        return self.log.append_as_leader(data, leader_epoch=1)
-
-    @property
-    def assigned_end(self) -> int:
-        return self.end
-
-    def assigned(self, batch: ModelBatch) -> None:
-        self.batches.append(batch)
 
     @rule(
         data=st.data(),

@@ -23,9 +23,7 @@ from kio.static.primitive import i8, i16, i32, i64
 from sluice.clock import ManualClock
 from sluice.common import TopicPartition
 from sluice.log import Log, LogConfig, deletion
-from sluice.log.append import AppendOrigin
 from sluice.log.group_flush import GroupFlusher
-from sluice.log.writer import ManualLogWriter
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.partition import FetchIsolation
@@ -86,60 +84,6 @@ def test_acks_one_answers_at_once(h: Harness) -> None:
     h.rm.append_records(1000, 1, {TP: batch(b"a", b"b")}, out.append)
     assert len(out) == 1 and out[0][TP].error == ErrorCode.none and out[0][TP].base_offset == 0
     assert h.partition.high_watermark == 2
-
-
-def test_acks_one_with_a_writer_answers_once_the_write_is_done(h: Harness) -> None:
-    writer = ManualLogWriter()
-    h.rm.writer = writer
-    fetched: list[Any] = []
-    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 1 << 20)], fetched.append)
-    out: list[Any] = []
-    h.rm.append_records(1000, 1, {TP: batch(b"a", b"b")}, out.append)
-    assert out == [] and fetched == [] and h.partition.high_watermark == 0
-    assert h.log.log_end_offset == 0 and h.rm.produce_purgatory.delayed == 1
-    assert writer.run() == 1 and out == []  # written; answered on the owner's thread
-    writer.deliver()
-    assert out[0][TP].error == ErrorCode.none and out[0][TP].base_offset == 0
-    assert h.partition.high_watermark == 2 and fetched[0][0][1].records.size > 0
-    acks_zero: list[Any] = []
-    h.rm.append_records(1000, 0, {TP: batch(b"c")}, acks_zero.append)
-    assert len(acks_zero) == 1 and h.log.log_end_offset == 2  # acks=0 does not wait
-    writer.run()
-    writer.deliver()
-    assert h.log.log_end_offset == 3
-
-
-def test_acks_all_with_a_writer_waits_for_the_write_then_the_hw(h: Harness) -> None:
-    writer = ManualLogWriter()
-    h.rm.writer = writer
-    out: list[Any] = []
-    h.rm.append_records(1000, -1, {TP: batch(b"a")}, out.append)
-    assert out == [] and h.partition.high_watermark == 0
-    writer.run()
-    writer.deliver()
-    assert out[0][TP].error == ErrorCode.none and h.partition.high_watermark == 1
-
-
-def test_a_failed_write_answers_kafka_storage_error(h: Harness) -> None:
-    writer = ManualLogWriter()
-    h.rm.writer = writer
-    out: list[Any] = []
-    h.rm.append_records(1000, 1, {TP: batch(b"a")}, out.append)
-    writer.fail_next(OSError(5, "Input/output error"))
-    writer.run()
-    writer.deliver()
-    assert out[0][TP].error == ErrorCode.kafka_storage_error
-    h.rm.append_records(1000, 1, {TP: batch(b"b")}, out.append)
-    assert out[1][TP].error == ErrorCode.kafka_storage_error  # the log is offline
-
-
-def test_coordinator_appends_are_written_at_once(h: Harness) -> None:
-    writer = ManualLogWriter()
-    h.rm.writer = writer
-    out: list[Any] = []
-    h.rm.append_records(1000, 1, {TP: batch(b"a")}, out.append, AppendOrigin.COORDINATOR)
-    assert out[0][TP].error == ErrorCode.none and h.log.log_end_offset == 1
-    assert not writer.queued
 
 
 class Rounds:

@@ -116,13 +116,12 @@ class TimestampAndOffset(NamedTuple):
 class FileRecords:
     """An open segment data file: appends at the end, positional reads, header scans."""
 
-    __slots__ = ("_ahead", "_direct", "_fd", "_length", "_limit", "_reserved", "_size", "path")
+    __slots__ = ("_ahead", "_direct", "_fd", "_length", "_limit", "_size", "path")
 
     def __init__(self, path: Path, fd: int, size: int, length: int | None = None) -> None:
         self.path = path
         self._fd = fd
         self._size = size  # bytes of records
-        self._reserved = size  # >= size: bytes claimed by appends a writer thread still writes
         self._length = size if length is None else length  # bytes in the file, >= size
         self._direct: DirectWriter | None = None
         self._ahead = 0  # bytes allocated past an append that outgrows the file (0: none)
@@ -137,12 +136,6 @@ class FileRecords:
     @property
     def size(self) -> int:
         return self._size
-
-    @property
-    def reserved(self) -> int:
-        """Where the next append goes: :attr:`size` plus the bytes of appends handed to a
-        writer thread and not written yet (:meth:`reserve`)."""
-        return self._reserved
 
     @property
     def stale_bytes(self) -> int:
@@ -191,8 +184,6 @@ class FileRecords:
         """Write ``data`` at the end of the file; returns the number of bytes written.
         ``direct``: its whole 4 KiB blocks bypass the page cache (a follower's append;
         sluice.log.direct), where the filesystem allows it."""
-        if self._reserved != self._size:
-            raise KafkaStorageException(f"{self.path}: append while a reserved write is pending")
         if self._ahead:
             self._allocate_for(self._size + len(data))
         if isinstance(data, PatchedRecords):  # heads and views, gathered by the kernel
@@ -214,28 +205,8 @@ class FileRecords:
         self._grow(total)
         return total
 
-    def reserve(
-        self, data: bytes | bytearray | memoryview | PatchedRecords
-    ) -> tuple[list[bytearray | memoryview], int]:
-        """Claim the next ``len(data)`` bytes for a write done elsewhere (a writer thread):
-        returns the parts to write and their position. Reads do not reach them until
-        :meth:`commit` says they are written."""
-        parts: list[bytearray | memoryview] = (
-            data.parts if isinstance(data, PatchedRecords) else [memoryview(data)]
-        )
-        position = self._reserved
-        self._reserved += len(data)
-        if self._ahead:
-            self._allocate_for(self._reserved)
-        return parts, position
-
-    def commit(self, position: int) -> None:
-        """The reserved bytes up to ``position`` are written: make them readable."""
-        self._grow(position - self._size)
-
     def _grow(self, written: int) -> None:
         self._size += written
-        self._reserved = max(self._reserved, self._size)
         if self._size > self._length:
             self._length = self._size
 
@@ -262,7 +233,7 @@ class FileRecords:
         removed = self._size - size
         if removed or self._length > size:
             os.ftruncate(self.fileno(), size)
-            self._size = self._length = self._reserved = size
+            self._size = self._length = size
         return removed
 
     def trim(self) -> None:

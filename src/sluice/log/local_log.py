@@ -7,7 +7,6 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
@@ -27,7 +26,6 @@ from sluice.log.next_segment import NextSegment
 from sluice.log.patched import PatchedRecords
 from sluice.log.readers import NO_OFFSET_DUE, LogReaders
 from sluice.log.segment import LogSegment
-from sluice.log.writer import WriteJob, Writer
 
 __all__ = ["FlushWork", "LocalLog"]
 
@@ -94,9 +92,7 @@ class LocalLog:
         "_log_end_offset",
         "_next",
         "_next_at",
-        "_next_offset",
         "_paged",
-        "_pending",
         "_pending_deletes",
         "_readers",
         "_recovery_point",
@@ -106,7 +102,6 @@ class LocalLog:
         "_spare",
         "_truncations",
         "_write_error",
-        "_writer",
         "dir",
         "partition",
         "topic",
@@ -130,11 +125,7 @@ class LocalLog:
         self._clock = clock
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
-        self._log_end_offset = log_end_offset  # what is written: readers stop here
-        self._next_offset = log_end_offset  # what is assigned: > LEO while writes are pending
-        # Appends a writer thread is writing, in order (sluice.log.writer).
-        self._pending: deque[tuple[WriteJob, Callable[[], None] | None]] = deque()
-        self._writer: Writer | None = None
+        self._log_end_offset = log_end_offset
         self._write_error: OSError | None = None
         self._recovery_point = recovery_point
         self._last_flush_ms = clock()
@@ -179,12 +170,6 @@ class LocalLog:
     @property
     def log_end_offset(self) -> int:
         return self._log_end_offset
-
-    @property
-    def next_offset(self) -> int:
-        """The offset the next append gets: the log end offset plus the records of
-        appends still being written (:meth:`append` with a writer)."""
-        return self._next_offset
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
@@ -233,44 +218,23 @@ class LocalLog:
         last: int,
         max_timestamp: int,
         direct: bool = False,
-        writer: Writer | None = None,
-        on_written: Callable[[], None] | None = None,
         defer_flush: bool = False,
     ) -> bool:
         """Append batches holding offsets ``first..last``, rolling first if needed;
         ``direct``: whole blocks past the page cache (:meth:`FileRecords.append`).
 
-        With a ``writer`` the bytes are written on its thread: the log end offset moves
-        when they are in the file (:meth:`publish_written`), which then calls
-        ``on_written`` on this thread. Without one, earlier such writes are waited for
-        first and the append is written here.
-
         When ``flush.messages`` messages have been appended since the recovery point
         (or since the end of the last deferred flush) the log is flushed here, or, with
         ``defer_flush``, True is returned and the caller has the flush done
         (:meth:`flush_work`, sluice.log.group_flush); False otherwise."""
-        if writer is None:
-            self.drain()
         segment = self._maybe_roll(len(buf), first, last, max_timestamp)
-        reserved = segment.append(
-            last, max_timestamp, buf, headers, direct, reserve=writer is not None
-        )
-        self._next_offset = last + 1
-        if reserved is None or writer is None:
-            self._log_end_offset = last + 1
-        else:
-            parts, position = reserved
-            records = segment.log
-            job = WriteJob(records, parts, position, position + len(buf), last + 1,
-                           self.publish_written)  # fmt: skip
-            self._writer = writer
-            self._pending.append((job, on_written))
-            writer.submit(job)
+        segment.append(last, max_timestamp, buf, headers, direct)
+        self._log_end_offset = last + 1
         flushed_to = max(self._recovery_point, self._flush_wanted)
-        if self._next_offset - flushed_to < self._config.flush_messages:
+        if self._log_end_offset - flushed_to < self._config.flush_messages:
             return False
         if defer_flush:
-            self._flush_wanted = self._next_offset
+            self._flush_wanted = self._log_end_offset
             return True
         self.flush()
         return False
@@ -281,46 +245,11 @@ class LocalLog:
         the recovery point to reach it."""
         return self._flush_wanted
 
-    def publish_written(self, inline: bool = False) -> None:
-        """Make the written appends readable, in order: each moves its file's size and
-        the log end offset. Called back on the owner's thread once the writer has written
-        one; ``inline`` (from :meth:`drain`) posts the ``on_written`` calls instead of
-        making them, so that nobody is called back from inside a log operation."""
-        pending = self._pending
-        notify: Callable[[], None] | None = None
-        while pending and pending[0][0].done:
-            job, on_written = pending.popleft()
-            if job.error is not None:
-                self._fail(job.error)
-                notify = on_written or notify
-                break
-            job.records.commit(job.end_position)
-            self._log_end_offset = job.end_offset
-            notify = on_written or notify
-        if notify is not None:
-            if inline and self._writer is not None:
-                self._writer.post(notify)
-            else:
-                notify()
-
     def _fail(self, error: OSError) -> None:
-        """A write failed: nothing after it is made readable and the log refuses appends
-        and reads from now on (``KafkaStorageException``)."""
+        """An fsync failed: the log refuses appends and reads from now on
+        (``KafkaStorageException``)."""
         self._write_error = error
-        self._next_offset = self._log_end_offset
-        self._pending.clear()
         logger.error("%s: a segment write failed, the log is offline: %s", self.dir.name, error)
-
-    def drain(self) -> None:
-        """Wait for every pending write and make it readable."""
-        pending = self._pending
-        if not pending:
-            return
-        writer = self._writer
-        assert writer is not None
-        for job, _ in pending:
-            writer.wait(job)
-        self.publish_written(inline=True)
 
     def _maybe_roll(self, size: int, first: int, last: int, max_timestamp: int) -> LogSegment:
         config = self._config
@@ -359,9 +288,7 @@ class LocalLog:
             self._next.ask(active.base_offset, config.segment_bytes if config.preallocate else 0)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at the log end offset (or ``expected_next_offset``),
-        once the pending writes are in the old one."""
-        self.drain()  # nothing is pending once the log is closed or offline
+        """Start a new active segment at the log end offset (or ``expected_next_offset``)."""
         self.check_open()
         new_offset = max(expected_next_offset or 0, self._log_end_offset)
         active = self._segments[-1]
@@ -613,7 +540,6 @@ class LocalLog:
     def truncate_to(self, target: int) -> int:
         """Remove every batch holding offsets >= ``target``; returns the new log end offset
         (``target``, or the base offset of a batch that straddled it)."""
-        self.drain()
         index = self.segment_index_for(target)
         later = self._segments[index + 1 :]
         if later:
@@ -622,7 +548,7 @@ class LocalLog:
         straddling = segment.translate_offset(target)
         segment.truncate_to(target)
         new_end = target if straddling is None else min(target, straddling.base_offset)
-        self._log_end_offset = self._next_offset = max(new_end, segment.base_offset)
+        self._log_end_offset = max(new_end, segment.base_offset)
         self._truncations += 1
         self._flush_wanted = min(self._flush_wanted, self._log_end_offset)
         self._set_recovery_point(min(self._recovery_point, self._log_end_offset))
@@ -631,11 +557,10 @@ class LocalLog:
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset``."""
-        self.drain()
         self.remove_and_delete_segments(list(self._segments))
         self._segments = [self._new_segment(new_offset)[0]]
         self._bases = [new_offset]
-        self._log_end_offset = self._next_offset = new_offset
+        self._log_end_offset = new_offset
         self._truncations += 1
         self._flush_wanted = 0
         self._set_recovery_point(new_offset)
@@ -660,7 +585,6 @@ class LocalLog:
         """What :meth:`flush` would fsync (None: nothing below ``offset`` is unflushed).
         ``detached``: with duplicated descriptors, for fsyncs run on another thread while
         this one goes on (then :meth:`flushed` on this thread)."""
-        self.drain()  # nothing is pending once the log is closed or offline
         self.check_open()
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
         if target <= self._recovery_point:
@@ -704,7 +628,6 @@ class LocalLog:
         """Close every segment (writing final time index entries) and the checkpoint."""
         if self._closed:
             return
-        self.drain()
         self.delete_pending_files(force=True)
         self.write_recovery_point_checkpoint()
         for segment in self._segments:

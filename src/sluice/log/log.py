@@ -35,7 +35,6 @@ from sluice.log.producer_state_manager import (
 )
 from sluice.log.segment import LogSegment
 from sluice.log.transaction_index import AbortedTxn
-from sluice.log.writer import Writer
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -175,7 +174,7 @@ class Log:
 
     @property
     def write_error(self) -> OSError | None:
-        """The error of a failed write on a writer thread, which took this log offline."""
+        """The error of a failed fsync, which took this log offline."""
         return self._local.write_error
 
     @property
@@ -188,15 +187,9 @@ class Log:
         records: bytes | bytearray | memoryview,
         leader_epoch: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
-        writer: Writer | None = None,
-        on_written: Callable[[], None] | None = None,
     ) -> LogAppendInfo:
         """Validate the v2 batches, give them consecutive offsets from the log end offset and
         the leader epoch (and the append time for LogAppendTime topics), and append them.
-
-        With a ``writer`` the bytes are written on its thread (sluice.log.writer): the
-        log end offset reaches them, and ``on_written`` is called, once they are in the
-        file. The records must then stay unchanged until that call.
 
         A writable buffer (bytearray, writable memoryview) is rewritten in place; of a
         read-only one only the batch heads are copied (:class:`PatchedRecords`), except for
@@ -209,7 +202,7 @@ class Log:
         config = local.config
         append_time = self._clock() if config.log_append_time else NO_TIMESTAMP
         buf, headers, info = prepare_leader_append(
-            records, config, local.next_offset, leader_epoch, origin, append_time,
+            records, config, local.log_end_offset, leader_epoch, origin, append_time,
             self._log_start_offset, self.dir.name,
         )  # fmt: skip
         # Keys and markers are read from the records as received (only offsets changed).
@@ -226,10 +219,7 @@ class Log:
                     duplicate.last_offset, duplicate.timestamp if config.log_append_time
                     else NO_TIMESTAMP, self._log_start_offset, 0, 0, 0, leader_epoch,
                 )  # fmt: skip
-            self._append(
-                buf, headers, info, analysis, writer=writer, on_written=on_written,
-                flush_group=self.flush_group,
-            )  # fmt: skip
+            self._append(buf, headers, info, analysis, flush_group=self.flush_group)
         return info
 
     def append_as_follower(
@@ -244,7 +234,6 @@ class Log:
         """
         local = self._local
         local.check_open()
-        local.drain()
         buf, headers, info = prepare_follower_append(
             records, local.config, local.log_end_offset, self._log_start_offset, self.dir.name
         )
@@ -262,8 +251,6 @@ class Log:
         info: LogAppendInfo,
         analysis: ProducerStateAnalysis,
         direct: bool = False,
-        writer: Writer | None = None,
-        on_written: Callable[[], None] | None = None,
         flush_group: Callable[[Log], None] | None = None,
     ) -> None:
         """Append to the segments, then record the producer state: a roll in between
@@ -273,7 +260,7 @@ class Log:
         active = local.active_segment
         flush_due = local.append(
             buf, headers, info.first_offset, info.last_offset, info.max_timestamp, direct,
-            writer, on_written, defer_flush=flush_group is not None,
+            defer_flush=flush_group is not None,
         )  # fmt: skip
         state = self._producer_state
         if local.active_segment is not active:
@@ -444,8 +431,6 @@ class Log:
         if timestamp == LATEST_TIMESTAMP:
             leo = local.log_end_offset
             return TimestampAndOffset(NO_TIMESTAMP, leo, self._epoch_of(leo - 1))
-        # The indexes already hold appends still being written: wait for them first.
-        local.drain()
         if timestamp == MAX_TIMESTAMP:
             segments = local.segments
             best = max(segments, key=lambda segment: segment.max_timestamp_so_far)
@@ -465,7 +450,6 @@ class Log:
         log already ends at or before it."""
         local = self._local
         local.check_open()
-        local.drain()
         if target_offset < 0:
             raise ValueError(f"Cannot truncate to a negative offset ({target_offset})")
         if target_offset >= local.log_end_offset:
@@ -521,7 +505,6 @@ class Log:
     def close(self) -> None:
         """Snapshot the producer state and close every file; the log object is unusable
         afterwards."""
-        self._local.drain()
         if not self._local.is_closed:
             self._producer_state.update_map_end_offset(self._local.log_end_offset)
             self._producer_state.take_snapshot()

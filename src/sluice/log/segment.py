@@ -280,7 +280,7 @@ class LogSegment:
         now_ms: int,
     ) -> bool:
         """Whether an append of ``messages_size`` bytes must go to a new segment."""
-        size = self._log.reserved
+        size = self._log.size
         if size > max_segment_bytes - messages_size:
             return True
         if (
@@ -303,31 +303,24 @@ class LogSegment:
         records: bytes | bytearray | memoryview | PatchedRecords,
         batches: Iterable[BatchHeader] | None = None,
         direct: bool = False,
-        reserve: bool = False,
-    ) -> tuple[list[bytearray | memoryview], int] | None:
+    ) -> None:
         """Append whole batches whose offsets are already assigned.
 
         ``batches`` are the headers of ``records`` (positions relative to ``records``), as
         returned by validation; they are re-read from ``records`` when omitted.
         ``direct``: write whole blocks past the page cache (:meth:`FileRecords.append`).
-        ``reserve``: index them but leave the write to the caller (a writer thread,
-        sluice.log.writer); returns the parts to write and their file position.
         """
         if not len(records):
-            return None
+            return
         if not self.can_convert_to_relative_offset(largest_offset):
             raise ValueError(
                 f"Offset {largest_offset} is out of range for segment {self.base_offset}"
             )
-        physical_position = self._log.reserved
+        physical_position = self._log.size
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
         max_timestamp = self.max_timestamp_so_far
-        reserved = None
-        if reserve:
-            reserved = self._log.reserve(records)
-        else:
-            self._log.append(records, direct)
+        self._log.append(records, direct)
         self._last_modified_ms = self._clock()
         since = self._bytes_since_last_index_entry
         interval = self._index_interval_bytes
@@ -351,7 +344,6 @@ class LogSegment:
                 since = 0
             since += header.batch_length + LOG_OVERHEAD
         self._bytes_since_last_index_entry = since
-        return reserved
 
     def _remember_append(self, base_offset: int, position: int) -> None:
         offsets, positions = self._recent_offsets, self._recent_positions

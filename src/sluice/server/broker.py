@@ -24,7 +24,6 @@ from sluice.config import (
 )
 from sluice.log import Log, LogConfig, LogManager
 from sluice.log.group_flush import GroupFlusher
-from sluice.log.writer import LogWriter
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.congestion import checked_algorithm
@@ -118,7 +117,6 @@ class Broker:
         self.versions: VersionTable = DEFAULT_VERSIONS
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._writer: LogWriter | None = None  # log.write.thread
         self._flush_executor: ThreadPoolExecutor | None = None  # log.flush.group.commit
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
@@ -140,12 +138,8 @@ class Broker:
             self.log_dir, self._default_log_config(), clock=wall_clock_ms,
             topic_config=self.log_config_for,
         )  # fmt: skip
-        if self.config["log.write.thread"]:
-            self._writer = LogWriter(
-                self._loop.call_soon_threadsafe, f"sluice-log-writer-{self.broker_id}"
-            )
         self.replica_manager = ReplicaManager(
-            self.broker_id, self._make_purgatory, min_isr=self._min_isr, writer=self._writer
+            self.broker_id, self._make_purgatory, min_isr=self._min_isr
         )
         if self.config["log.flush.group.commit"]:
             self._flush_executor = ThreadPoolExecutor(1, f"sluice-flush-{self.broker_id}")
@@ -311,7 +305,6 @@ class Broker:
         self.replica_manager.shutdown()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
-        self._close_writer()
         self._close_flush_thread()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
@@ -329,16 +322,9 @@ class Broker:
         self.log_cleaner.shutdown()
         self.replica_manager.shutdown()
         self.log_manager.abandon()
-        self._close_writer()
         self._close_flush_thread()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
-
-    def _close_writer(self) -> None:
-        """Stop the writer thread, once every log is closed (closing waits for its writes)."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
 
     def _run_flush(self, job: Callable[[], None], done: Callable[[], None]) -> None:
         """A group flush round's fsyncs on the flush thread, then ``done`` on the loop."""
