@@ -49,8 +49,8 @@ def test_unknown_key_is_rejected_by_name() -> None:
 
 
 # Settings Sluice once had and removed: rejected like any other unknown key.
-REMOVED_BROKER_KEYS = ["log.write.thread"]
-REMOVED_TOPIC_KEYS: list[str] = []
+REMOVED_BROKER_KEYS = ["log.write.thread", "log.segment.drop.read.pages"]
+REMOVED_TOPIC_KEYS = ["segment.drop.read.pages"]
 
 
 @pytest.mark.parametrize("key", REMOVED_BROKER_KEYS)

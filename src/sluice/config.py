@@ -174,17 +174,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         min=0,
     ),
     ConfigDef(
-        "log.segment.drop.read.pages",
-        "bool",
-        False,
-        "Sluice: free the page-cache pages of an inactive segment once every reader that "
-        "fetched from the partition in the last 5 minutes (consumers by connection, "
-        "followers by broker id) has fetched past it, writing them back first, so appends "
-        "reuse those pages instead of taking new ones: for hosts where new memory is dear "
-        "(VMs that return freed memory to their host). A reader that comes later or falls "
-        "back reads it from disk.",
-    ),
-    ConfigDef(
         "log.flush.group.commit",
         "bool",
         True,
@@ -324,10 +313,6 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         (
             "log.segment.allocate.ahead.bytes",
             ConfigDef("segment.allocate.ahead.bytes", "int", None, "", min=0),
-        ),
-        (
-            "log.segment.drop.read.pages",
-            ConfigDef("segment.drop.read.pages", "bool", None, ""),
         ),
         ("log.index.size.max.bytes", ConfigDef("segment.index.bytes", "int", None, "", min=4)),
         ("log.roll.ms", ConfigDef("segment.ms", "long", None, "", min=1)),

@@ -3,11 +3,9 @@ real logs in a temp dir, purgatories on a manual clock, no reaper threads, no sl
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import io
 import os
-import queue
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ from kio.static.primitive import i8, i16, i32, i64
 
 from sluice.clock import ManualClock
 from sluice.common import TopicPartition
-from sluice.log import Log, LogConfig, deletion
+from sluice.log import Log, LogConfig
 from sluice.log.group_flush import GroupFlusher
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
@@ -417,35 +415,6 @@ def test_read_committed_fetch_is_woken_by_the_lso_not_the_hw(h: Harness) -> None
     data = out[0][0][1]
     assert data.records.size > 0
     assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(7, 0)]
-
-
-def test_fetches_name_their_reader_to_the_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A log frees the pages of the segments below where all its recent readers fetch
-    (tests/log/test_log_read_pages.py has what the kernel then drops); only with the
-    deletion thread, whose queue is a plain one here, never run."""
-    monkeypatch.setattr(deletion, "_queue", queue.Queue())
-    config = LogConfig(segment_bytes=len(batch(b"x" * 100)), segment_drop_read_pages=True)
-    h = Harness(tmp_path, config)
-    for _ in range(3):  # a segment each: offsets 0, 1 and the active one from 2
-        h.rm.append_records(1000, 1, {TP: batch(b"x" * 100)}, lambda s: None)
-    assert [s.base_offset for s in h.log.segments] == [0, 1, 2]
-
-    def fetch(offset: int, reader: int | None) -> None:
-        params = dataclasses.replace(fetch_params(max_wait_ms=0), reader=reader)
-        h.rm.fetch_messages(params, [PartitionFetch(TP, offset, 1 << 20)], lambda r: None)
-
-    fetch(0, reader=-1)
-    fetch(3, reader=-2)
-    assert h.log.pages_freed_below == 0  # -1 has read nothing yet
-    fetch(3, reader=None)  # an unnamed reader does not count
-    fetch(1, reader=-1)
-    assert h.log.pages_freed_below == 1  # both are past segment 0
-    fetch(3, reader=-1)
-    assert h.log.pages_freed_below == 2  # never the active segment
-    h.rm.shutdown()
-    h.log.close()
 
 
 # -- a caught-up follower parks without reading: checked against the general path ----

@@ -55,8 +55,6 @@ class LogConfig:
     # Sluice's own: allocate the active segment's blocks this far ahead of its appends
     # (0: off; on the benchmark VM it stalled appends under sustained load, file_records.py)
     segment_allocate_ahead_bytes: int = 0
-    # Sluice's own: free the pages of segments every recent reader has read (readers.py)
-    segment_drop_read_pages: bool = False
 
     def __post_init__(self) -> None:
         # Kafka's lower bounds: a segment must hold at least a minimal legacy record.

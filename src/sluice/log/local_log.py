@@ -7,7 +7,7 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sluice.log.batch import BatchHeader
@@ -24,7 +24,6 @@ from sluice.log.file_records import (
 from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
 from sluice.log.next_segment import NextSegment
 from sluice.log.patched import PatchedRecords
-from sluice.log.readers import NO_OFFSET_DUE, LogReaders
 from sluice.log.segment import LogSegment
 
 __all__ = ["FlushWork", "LocalLog"]
@@ -94,9 +93,7 @@ class LocalLog:
         "_next_at",
         "_paged",
         "_pending_deletes",
-        "_readers",
         "_recovery_point",
-        "_released",
         "_rp_checkpoint",
         "_segments",
         "_spare",
@@ -140,8 +137,6 @@ class LocalLog:
         self._pending_deletes: list[tuple[int, LogSegment, int]] = []
         self._spare: tuple[FileRecords, int] | None = None  # a data file to reuse, its bound
         self._paged: LogSegment | None = None  # the removed segment whose pages are kept
-        self._readers = LogReaders()
-        self._released = 0  # segments holding only offsets below this have had pages freed
         self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
         self.write_recovery_point_checkpoint()
         # The next segment's files, made on the file thread (next_segment.py) once the
@@ -308,7 +303,6 @@ class LocalLog:
         )
         self._bases.append(new_offset)
         self._next_at = self._next_threshold()
-        self._readers.due = self._next_release()
         return segment
 
     def _new_segment(self, base_offset: int) -> tuple[LogSegment, str]:
@@ -385,49 +379,6 @@ class LocalLog:
         if header is None or header.partition_leader_epoch < 0:
             return None
         return header.partition_leader_epoch
-
-    # -- pages of read segments ----------------------------------------------------------
-    @property
-    def pages_freed_below(self) -> int:
-        return self._released
-
-    def note_read(self, reader: Hashable, fetch_offset: int) -> None:
-        """``reader`` fetched from ``fetch_offset``: with ``segment.drop.read.pages``, free
-        the page-cache pages of the inactive segments that every recent reader has read
-        (readers.py), on the deletion thread, which writes dirty pages back first.
-
-        Only where that thread runs (the ``sluice broker`` process): a segment a reader
-        has just passed is usually younger than the kernel's writeback age, and dropping
-        it inline would submit the writeback of its dirty pages (up to a segment, 1 GiB
-        by default) from the event loop."""
-        if (
-            self._config.segment_drop_read_pages
-            and in_background()
-            and self._readers.saw(reader, fetch_offset, self._clock())
-        ):
-            self._release_read()
-
-    def _release_read(self) -> None:
-        floor = self._readers.floor(self._clock())
-        if floor is not None:
-            segments = self._segments
-            for i in range(len(segments) - 1):
-                upper = self.upper_bound(i)
-                if upper > floor:
-                    break
-                if upper > self._released:
-                    delete_soon(segments[i].log.cache_dropper(write_back_first=True))
-                    self._released = upper
-        self._readers.due = self._next_release()
-
-    def _next_release(self) -> int:
-        """The upper bound of the oldest inactive segment whose pages are held (the fetch
-        offset at which a release is next due); past every offset when there is none."""
-        for i in range(len(self._segments) - 1):
-            upper = self.upper_bound(i)
-            if upper > self._released:
-                return upper
-        return NO_OFFSET_DUE
 
     # -- deletion ------------------------------------------------------------------------
     def remove_and_delete_segments(self, segments: Sequence[LogSegment]) -> None:
@@ -552,7 +503,6 @@ class LocalLog:
         self._truncations += 1
         self._flush_wanted = min(self._flush_wanted, self._log_end_offset)
         self._set_recovery_point(min(self._recovery_point, self._log_end_offset))
-        self._forget_readers()
         return self._log_end_offset
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -564,13 +514,6 @@ class LocalLog:
         self._truncations += 1
         self._flush_wanted = 0
         self._set_recovery_point(new_offset)
-        self._forget_readers()
-
-    def _forget_readers(self) -> None:
-        """After a truncation the readers' offsets may name records that are gone."""
-        self._readers.forget()
-        self._released = min(self._released, self._log_end_offset)
-        self._readers.due = self._next_release()
 
     # -- flush, checkpoint, close --------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sluice.log.append import (
@@ -291,14 +291,12 @@ class Log:
         max_bytes: int,
         max_offset_exclusive: int | None = None,
         min_one_message: bool = True,
-        reader: Hashable | None = None,
     ) -> FetchDataInfo:
         """Whole batches from the one holding ``fetch_offset``, from a single segment.
 
         Only batches entirely below ``max_offset_exclusive`` (the high watermark for
         consumers) are returned. Raises OffsetOutOfRangeException outside
-        ``[log_start_offset, log_end_offset]``. A named ``reader`` (a fetching client)
-        counts for freeing the pages of read segments (:meth:`LocalLog.note_read`).
+        ``[log_start_offset, log_end_offset]``.
         """
         local = self._local
         local.check_open()
@@ -309,15 +307,7 @@ class Log:
                 f"but we only have log segments in the range {self._log_start_offset} to {leo}."
             )
         limit = leo if max_offset_exclusive is None else max_offset_exclusive
-        if reader is not None:
-            local.note_read(reader, fetch_offset)
         return local.read(fetch_offset, max_bytes, limit, min_one_message)
-
-    @property
-    def pages_freed_below(self) -> int:
-        """Inactive segments holding only offsets below this have had their page-cache
-        pages freed as read by every recent reader (``segment.drop.read.pages``)."""
-        return self._local.pages_freed_below
 
     # -- transactions ----------------------------------------------------------------------
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 
 from sluice.common import TopicPartition
 from sluice.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata
@@ -253,7 +253,6 @@ class Partition:
         max_bytes: int,
         isolation: FetchIsolation,
         min_one_message: bool,
-        reader: Hashable | None = None,
     ) -> LogReadInfo:
         # Offsets first, then the read: the read never goes past what was captured.
         hw, lso = self._hw, self.last_stable_offset
@@ -264,7 +263,7 @@ class Partition:
             limit = hw
         else:
             limit = lso
-        data = self.log.read(fetch_offset, max_bytes, limit, min_one_message, reader)
+        data = self.log.read(fetch_offset, max_bytes, limit, min_one_message)
         info = LogReadInfo(data, hw, lso, start, leo)
         if isolation is FetchIsolation.TXN_COMMITTED:
             info.aborted_transactions = (

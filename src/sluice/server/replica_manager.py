@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sluice.common import TopicPartition
@@ -46,7 +46,6 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation: FetchIsolation
-    reader: Hashable | None = None  # who fetches: a log frees pages all its readers read
 
     @property
     def is_from_follower(self) -> bool:
@@ -282,9 +281,7 @@ class ReplicaManager:
             )
             return FetchPartitionData(code)
         try:
-            info = partition.read_records(
-                fetch.fetch_offset, max_bytes, params.isolation, min_one, params.reader
-            )
+            info = partition.read_records(fetch.fetch_offset, max_bytes, params.isolation, min_one)
         except OffsetOutOfRangeException as exc:
             return FetchPartitionData(
                 ErrorCode.offset_out_of_range,
