@@ -49,8 +49,12 @@ def test_unknown_key_is_rejected_by_name() -> None:
 
 
 # Settings Sluice once had and removed: rejected like any other unknown key.
-REMOVED_BROKER_KEYS = ["log.write.thread", "log.segment.drop.read.pages"]
-REMOVED_TOPIC_KEYS = ["segment.drop.read.pages"]
+REMOVED_BROKER_KEYS = [
+    "log.write.thread",
+    "log.segment.drop.read.pages",
+    "log.segment.allocate.ahead.bytes",
+]
+REMOVED_TOPIC_KEYS = ["segment.drop.read.pages", "segment.allocate.ahead.bytes"]
 
 
 @pytest.mark.parametrize("key", REMOVED_BROKER_KEYS)

@@ -163,17 +163,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "unused end is cut when it rolls or the log closes.",
     ),
     ConfigDef(
-        "log.segment.allocate.ahead.bytes",
-        "int",
-        0,
-        "Sluice: an append that grows the active segment's file first allocates its blocks "
-        "this far ahead (fallocate; never past log.segment.bytes), which makes the writes "
-        "cheaper; the unused end is cut when the segment rolls or the log closes. 0 (the "
-        "default): none, since on the benchmark VM the fallocate calls on the event loop "
-        "stalled appends under sustained load (docs/performance.md, change 21).",
-        min=0,
-    ),
-    ConfigDef(
         "log.flush.group.commit",
         "bool",
         True,
@@ -310,10 +299,6 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         ("log.segment.bytes", ConfigDef("segment.bytes", "int", None, "", min=14)),
         ("log.segment.recycle", ConfigDef("segment.recycle", "bool", None, "")),
         ("log.segment.prepare.next", ConfigDef("segment.prepare.next", "bool", None, "")),
-        (
-            "log.segment.allocate.ahead.bytes",
-            ConfigDef("segment.allocate.ahead.bytes", "int", None, "", min=0),
-        ),
         ("log.index.size.max.bytes", ConfigDef("segment.index.bytes", "int", None, "", min=4)),
         ("log.roll.ms", ConfigDef("segment.ms", "long", None, "", min=1)),
         (

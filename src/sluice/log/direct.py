@@ -9,10 +9,9 @@ buffer, and only the partial blocks at either end through the page cache, as eve
 append does otherwise. A block is therefore always written one way only: the partial
 block at the end of one append is the partial block at the start of the next, and
 ``O_DIRECT`` writes only blocks that lie wholly inside one append. The file's size is
-what buffered writes leave (the log's size, or the end of the blocks allocated ahead of
-it: file_records.py); reads go through the page
-cache (which the kernel keeps coherent with direct writes) and find the direct-written
-blocks on disk.
+what buffered writes leave (the log's size, or the end of a preallocated file:
+file_records.py); reads go through the page cache (which the kernel keeps coherent with
+direct writes) and find the direct-written blocks on disk.
 
 Where the filesystem refuses ``O_DIRECT`` (tmpfs, for one: ``EINVAL``), the file is
 written through the page cache as before.

@@ -6,8 +6,8 @@ windows, and never decode records.
 
 A file may be longer than its records: a retained-out segment file reused for a new
 segment (:meth:`FileRecords.recycle_as`) keeps its old bytes past the new end until they
-are overwritten or trimmed, and where the blocks of an active segment are allocated ahead of
-its appends (:meth:`FileRecords.allocate_ahead`, off by default) zeros follow the records.
+are overwritten or trimmed, and a preallocated one (:meth:`FileRecords.preallocate`, Kafka's
+``preallocate``) holds zeros past its records.
 Nothing reads past :attr:`FileRecords.size`; the tail is cut when the segment stops being
 active, when it is closed, and by recovery after a crash (old batches hold offsets below
 the new segment's base, and zeros are no batch, so recovery stops at either).
@@ -116,7 +116,7 @@ class TimestampAndOffset(NamedTuple):
 class FileRecords:
     """An open segment data file: appends at the end, positional reads, header scans."""
 
-    __slots__ = ("_ahead", "_direct", "_fd", "_length", "_limit", "_size", "path")
+    __slots__ = ("_direct", "_fd", "_length", "_size", "path")
 
     def __init__(self, path: Path, fd: int, size: int, length: int | None = None) -> None:
         self.path = path
@@ -124,8 +124,6 @@ class FileRecords:
         self._size = size  # bytes of records
         self._length = size if length is None else length  # bytes in the file, >= size
         self._direct: DirectWriter | None = None
-        self._ahead = 0  # bytes allocated past an append that outgrows the file (0: none)
-        self._limit = 0  # ... but not past this many bytes of file
 
     @classmethod
     def open(cls, path: Path) -> FileRecords:
@@ -140,31 +138,14 @@ class FileRecords:
     @property
     def stale_bytes(self) -> int:
         """Bytes past the records: what a reused file still holds of its old data, or
-        blocks allocated ahead of the appends."""
+        the preallocated blocks not written yet."""
         return self._length - self._size
-
-    def allocate_ahead(self, ahead: int, limit: int) -> None:
-        """From now on, an append that would grow the file first allocates its blocks up
-        to ``ahead`` bytes past its end (``fallocate``), but not past ``limit`` bytes of
-        file (the segment size) unless the append itself goes further; ``ahead`` 0: no
-        allocation. Writing into allocated blocks is cheaper than growing the file with
-        every write (docs/log.md). Where allocating fails it stops for this file."""
-        self._ahead = max(ahead, 0)
-        self._limit = limit
 
     def preallocate(self, size: int) -> None:
         """Allocate the file's first ``size`` bytes now (``preallocate``, for a new
         segment); nothing if the file is already that long or allocating fails."""
         if size > self._length:
             self._allocate_to(size)
-
-    def _allocate_for(self, end: int) -> None:
-        """Before a write that ends at byte ``end`` (allocation on): allocate ahead if it
-        grows the file."""
-        if end > self._length and not self._allocate_to(
-            max(end, min(end + self._ahead, self._limit))
-        ):
-            self._ahead = 0  # unsupported here, or no space: plain appends from now on
 
     def _allocate_to(self, length: int) -> bool:
         """Allocate the blocks from the file's end to ``length``; False if that failed."""
@@ -184,8 +165,6 @@ class FileRecords:
         """Write ``data`` at the end of the file; returns the number of bytes written.
         ``direct``: its whole 4 KiB blocks bypass the page cache (a follower's append;
         sluice.log.direct), where the filesystem allows it."""
-        if self._ahead:
-            self._allocate_for(self._size + len(data))
         if isinstance(data, PatchedRecords):  # heads and views, gathered by the kernel
             written = pwrite_all(self.fileno(), data.parts, self._size)
             self._grow(written)

@@ -124,16 +124,14 @@ class LogSegment:
         recycled: FileRecords | None = None,
         prepared: PreparedFiles | None = None,
         segment_bytes: int = 0,
-        allocate_ahead_bytes: int = 0,
         preallocate: bool = False,
     ) -> LogSegment:
         """Open the segment files for ``base_offset`` in ``directory``, creating missing ones;
         ``recycled``: a removed segment's data file to write into (see
         :meth:`FileRecords.recycle_as`); ``prepared``: files created ahead under temporary
         names (next_segment.py, allocated there with ``preallocate``), which keep them
-        until :meth:`take_final_names`. Appends that grow the data file allocate its blocks
-        ``allocate_ahead_bytes`` ahead, up to ``segment_bytes``; ``preallocate`` (Kafka's
-        topic setting) allocates all ``segment_bytes`` of an empty one now."""
+        until :meth:`take_final_names`. ``preallocate`` (Kafka's topic setting) allocates
+        all ``segment_bytes`` of an empty data file now."""
         stem = filename_prefix_from_offset(base_offset)
         path = directory / f"{stem}{LOG_FILE_SUFFIX}{file_suffix}"
         index_path = directory / f"{stem}{INDEX_FILE_SUFFIX}{file_suffix}"
@@ -146,7 +144,6 @@ class LogSegment:
         else:
             reused = recycled.recycle_as(path) if recycled is not None else None
             log = reused if reused is not None else FileRecords.open(path)
-        log.allocate_ahead(allocate_ahead_bytes, segment_bytes)
         if preallocate and prepared is None and log.size == 0:
             log.preallocate(segment_bytes)
         offset_index = OffsetIndex(index_path, base_offset, max_index_size, index_fd)
