@@ -153,7 +153,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         True,
         "Sluice: once the active segment is half full, the next segment's files are "
         "created on the broker's file thread, so that a roll creates no file on the event "
-        "loop (the sluice broker process; an embedded broker creates them at the roll).",
+        "loop.",
     ),
     ConfigDef(
         "log.preallocate",

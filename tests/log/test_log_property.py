@@ -14,6 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from sluice_log_helpers import ManualClock, Rec, build_batch, decode_batches
 
 from sluice.log import Log, LogConfig
+from sluice.log.file_work import FileWork, InlineFileWork
 
 
 @dataclasses.dataclass
@@ -34,6 +35,13 @@ class LogMachine(RuleBasedStateMachine):
         self.batches: list[ModelBatch] = []
         self.start = 0
         self.counter = 0
+        self.file_work: FileWork = InlineFileWork()  # where the log's file work runs
+
+    def _open_log(self, had_clean_shutdown: bool = False) -> Log:
+        return Log(
+            self.tmp / "p-0", self.config, clock=self.clock,
+            had_clean_shutdown=had_clean_shutdown, file_work=self.file_work,
+        )  # fmt: skip
 
     @initialize(
         segment_bytes=st.integers(400, 2000),
@@ -48,7 +56,7 @@ class LogMachine(RuleBasedStateMachine):
             file_delete_delay_ms=delete_delay,
             segment_recycle=recycle,
         )
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
 
     def teardown(self) -> None:
         if hasattr(self, "log"):
@@ -170,7 +178,7 @@ class LogMachine(RuleBasedStateMachine):
         cut = data.draw(st.integers(1, last.size - 1), label="cut")
         with path.open("r+b") as f:
             f.truncate(path.stat().st_size - cut)
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
         self.batches.pop()
         self.start = min(self.start, self.end)
 
@@ -186,12 +194,12 @@ class LogMachine(RuleBasedStateMachine):
         """The process dies: nothing is trimmed, flushed or checkpointed (what was written
         is in the page cache, so it all survives), and the next open recovers every segment."""
         _let_go(self.log)
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
 
     @rule(clean=st.booleans())
     def reopen(self, clean: bool) -> None:
         self.log.close()
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock, had_clean_shutdown=clean)
+        self.log = self._open_log(had_clean_shutdown=clean)
 
     @rule(data=st.data())
     def timestamp_lookup(self, data: st.DataObject) -> None:

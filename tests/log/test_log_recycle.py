@@ -285,7 +285,7 @@ class RecyclingLogMachine(LogMachine):
             segment_recycle=True,
             preallocate=preallocate,  # reused files and preallocated tails, with crashes
         )
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
 
     @rule()
     def drop_all_but_the_active_segment(self) -> None:

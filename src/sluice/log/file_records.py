@@ -63,7 +63,7 @@ _WRITE_AND_WAIT = 1 | 2 | 4
 def _libc(name: str, signature: str) -> Callable[..., int] | None:
     """A libc call (Linux) bound on first use, so ctypes stays off the start-up path;
     ``signature`` has a letter per argument (``i`` int, ``q`` int64, ``I`` unsigned int).
-    None where libc lacks it. Used for ``sync_file_range`` (the deletion thread) and
+    None where libc lacks it. Used for ``sync_file_range`` (the file thread) and
     ``fallocate`` (not ``os.posix_fallocate``: where the filesystem cannot allocate,
     glibc's version writes a byte into every block)."""
     import ctypes

@@ -13,7 +13,6 @@ from pathlib import Path
 from sluice.log.batch import BatchHeader
 from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile, fsync_directory
 from sluice.log.config import Clock, LogConfig
-from sluice.log.deletion import delete_soon, in_background
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import (
     FetchDataInfo,
@@ -21,6 +20,7 @@ from sluice.log.file_records import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
+from sluice.log.file_work import FileWork
 from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
 from sluice.log.next_segment import NextSegment
 from sluice.log.patched import PatchedRecords
@@ -86,6 +86,7 @@ class LocalLog:
         "_clock",
         "_closed",
         "_config",
+        "_file_work",
         "_flush_wanted",
         "_last_flush_ms",
         "_log_end_offset",
@@ -114,12 +115,16 @@ class LocalLog:
         segments: list[LogSegment],
         log_end_offset: int,
         recovery_point: int,
+        file_work: FileWork,
     ) -> None:
+        """``file_work``: where removing files, dropping pages and creating the next
+        segment's files run (file_work.py)."""
         self.dir = directory
         self.topic = topic
         self.partition = partition
         self._config = config
         self._clock = clock
+        self._file_work = file_work
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
         self._log_end_offset = log_end_offset
@@ -139,9 +144,9 @@ class LocalLog:
         self._paged: LogSegment | None = None  # the removed segment whose pages are kept
         self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
         self.write_recovery_point_checkpoint()
-        # The next segment's files, made on the file thread (next_segment.py) once the
+        # The next segment's files, made by the file work (next_segment.py) once the
         # active segment holds _next_at bytes.
-        self._next = NextSegment(directory)
+        self._next = NextSegment(directory, file_work)
         self._next_at = self._next_threshold()
 
     # -- state ---------------------------------------------------------------------------
@@ -275,10 +280,10 @@ class LocalLog:
         return config.segment_bytes // 2 if config.segment_prepare_next else _NEVER
 
     def _ask_next(self, active: LogSegment) -> None:
-        """Have the file thread create the next segment's files, where it runs (the
-        ``sluice broker`` process); elsewhere the roll creates them, as before."""
+        """Have the file work create the next segment's files where it runs in the
+        background; with inline file work the roll creates them."""
         self._next_at = _NEVER
-        if in_background():
+        if self._file_work.in_background:
             config = self._config
             self._next.ask(active.base_offset, config.segment_bytes if config.preallocate else 0)
 
@@ -321,14 +326,14 @@ class LocalLog:
             records, bound = self._spare
             if not self._config.segment_recycle or not records.cached():
                 self._spare = None
-                delete_soon(records.delete)
+                self._file_work.submit(records.delete)
             elif bound <= base_offset:
                 self._spare = None
                 recycled = records
         prepared = self._next.take() if recycled is None else None
         segment = open_segment(self.dir, base_offset, self._config, self._clock, recycled, prepared)
         if prepared is not None:
-            delete_soon(segment.take_final_names)  # on the file thread, like the making
+            self._file_work.submit(segment.take_final_names)  # where they were made
             return segment, " (on files created ahead)"
         if recycled is not None and segment.log.stale_bytes > 0:
             return segment, " (reusing a removed segment's file)"
@@ -407,19 +412,19 @@ class LocalLog:
         up to a minute of appends in memory, evicting data that readers still want.
         With ``segment.recycle`` the newest removed segment keeps its pages, since it may
         become the spare, whose appends overwrite them (:meth:`delete_pending_files`).
-        The dropping runs where deletions run (:func:`delete_soon`); on the deletion
-        thread it first writes back pages still dirty, which the kernel would not drop,
-        and waits for the disk; inline, on the event loop, it does not wait for the disk
-        and drops clean pages only."""
+        The dropping runs as file work; in the background it first writes back pages
+        still dirty, which the kernel would not drop, and waits for the disk; inline it
+        does not wait for the disk and drops clean pages only."""
         paged = self._paged
-        write_back = in_background()
+        file_work = self._file_work
+        write_back = file_work.in_background
         if paged is not None:
-            delete_soon(paged.log.cache_dropper(write_back))
+            file_work.submit(paged.log.cache_dropper(write_back))
         if self._config.segment_recycle:
             self._paged = newest
         else:
             self._paged = None
-            delete_soon(newest.log.cache_dropper(write_back))
+            file_work.submit(newest.log.cache_dropper(write_back))
 
     def delete_segments_while(
         self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
@@ -456,14 +461,15 @@ class LocalLog:
                 self._spare[0].delete()
                 self._spare = None
             return count
+        file_work = self._file_work
         if due and self._config.segment_recycle:
             if self._spare is not None:
-                delete_soon(self._spare[0].delete)
+                file_work.submit(self._spare[0].delete)
             _, segment, bound = due.pop()
             self._spare = (segment.log, bound)
-            delete_soon(segment.delete_indexes)
+            file_work.submit(segment.delete_indexes)
         for _, segment, _ in due:
-            delete_soon(segment.delete)
+            file_work.submit(segment.delete)
         return count
 
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:

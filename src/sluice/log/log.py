@@ -24,6 +24,7 @@ from sluice.log.errors import (
     OffsetOutOfRangeException,
 )
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.loader import load_log
 from sluice.log.local_log import FlushWork, LocalLog
 from sluice.log.patched import PatchedRecords
@@ -83,9 +84,12 @@ class Log:
         *,
         clock: Clock = system_clock,
         had_clean_shutdown: bool = False,
+        file_work: FileWork | None = None,
     ) -> None:
         """Open (creating if needed) the log in ``directory``; without ``had_clean_shutdown``
-        every segment at or after the recovery point is validated and torn tails are cut."""
+        every segment at or after the recovery point is validated and torn tails are cut.
+        ``file_work``: where its background file work runs (sluice.log.file_work; inline
+        by default)."""
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
@@ -111,6 +115,7 @@ class Log:
             loaded.segments,
             loaded.log_end_offset,
             loaded.recovery_point,
+            file_work if file_work is not None else InlineFileWork(),
         )
         self._producer_state = ProducerStateManager(self.dir)
         self._load_producer_state(had_clean_shutdown)

@@ -23,6 +23,7 @@ from sluice.config import (
     topic_config_defaults,
 )
 from sluice.log import Log, LogConfig, LogManager
+from sluice.log.file_work import FileThread
 from sluice.log.group_flush import GroupFlusher
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
@@ -65,6 +66,8 @@ QUIET_S = 0.01
 """How long the listeners must have been idle before the coordinators are built."""
 QUIET_WAIT_S = 0.1
 """The longest the coordinators wait for that."""
+FILE_WORK_STOP_S = 10.0
+"""The longest a stopping broker waits for its queued file work (removals, page drops)."""
 
 
 class _Slices:
@@ -118,6 +121,9 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_executor: ThreadPoolExecutor | None = None  # log.flush.group.commit
+        # The logs' background file work (sluice.log.file_work): started by start(),
+        # stopped once stop() or crash() has closed the logs.
+        self._file_thread = FileThread(f"sluice-file-work-{self.broker_id}")
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.advertised = [parse_listener(x)[1:] for x in config.advertised_listeners]
@@ -126,9 +132,18 @@ class Broker:
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self, on_listening: Callable[[], None] | None = None) -> None:
-        """Load the logs, open the listeners, start the coordinators. ``on_listening`` is
-        called as soon as clients can connect (in single-node mode before the broker is
-        ready: requests wait for it meanwhile), at the latest when start() returns."""
+        """Start the file thread, load the logs, open the listeners, start the
+        coordinators. ``on_listening`` is called as soon as clients can connect (in
+        single-node mode before the broker is ready: requests wait for it meanwhile), at
+        the latest when start() returns. A start that fails stops the file thread."""
+        self._file_thread.start()
+        try:
+            await self._start(on_listening)
+        except BaseException:
+            self._stop_file_thread()
+            raise
+
+    async def _start(self, on_listening: Callable[[], None] | None) -> None:
         started = time.monotonic()
         self._loop = asyncio.get_running_loop()
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -136,7 +151,7 @@ class Broker:
         self.registry = TopicRegistry(self.log_dir)
         self.log_manager = LogManager(
             self.log_dir, self._default_log_config(), clock=wall_clock_ms,
-            topic_config=self.log_config_for,
+            topic_config=self.log_config_for, file_work=self._file_thread,
         )  # fmt: skip
         self.replica_manager = ReplicaManager(
             self.broker_id, self._make_purgatory, min_isr=self._min_isr
@@ -305,6 +320,7 @@ class Broker:
         self.replica_manager.shutdown()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
+        self._stop_file_thread()
         self._close_flush_thread()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
@@ -322,9 +338,16 @@ class Broker:
         self.log_cleaner.shutdown()
         self.replica_manager.shutdown()
         self.log_manager.abandon()
+        self._stop_file_thread()
         self._close_flush_thread()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
+
+    def _stop_file_thread(self) -> None:
+        """Run the file work still queued and end the file thread (the logs are closed:
+        nothing queues more)."""
+        if not self._file_thread.stop(FILE_WORK_STOP_S):
+            log.warning("file work still pending; the next start removes its leftover files")
 
     def _run_flush(self, job: Callable[[], None], done: Callable[[], None]) -> None:
         """A group flush round's fsyncs on the flush thread, then ``done`` on the loop."""
