@@ -257,7 +257,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, "Rebalance check."),
     ConfigDef("leader.imbalance.per.broker.percentage", "int", 10, "Allowed imbalance."),
     ConfigDef("request.timeout.ms", "int", 30_000, "Inter-broker request timeout."),
-    ConfigDef("metrics.port", "int", None, "Serve Prometheus metrics on this port."),
 )
 
 # Topic config -> (broker synonym, definition). Kafka's topic-level names.
