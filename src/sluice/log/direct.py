@@ -2,8 +2,7 @@
 
 A follower writes every byte its leader wrote; in the page cache those bytes would take
 memory that the leader's own data (which consumers and followers read) could use, and
-on a VM each new page-cache page costs a fault on the host: the measured bottleneck of
-three replicas on one 2-vCPU VM (docs/performance.md). So a follower's append writes the
+on a VM each new page-cache page costs a fault on the host. So a follower's append writes the
 whole 4 KiB blocks it covers with ``O_DIRECT`` from a reused, page-aligned staging
 buffer, and only the partial blocks at either end through the page cache, as every
 append does otherwise. A block is therefore always written one way only: the partial
@@ -14,7 +13,7 @@ file_records.py); reads go through the page cache (which the kernel keeps cohere
 direct writes) and find the direct-written blocks on disk.
 
 Where the filesystem refuses ``O_DIRECT`` (tmpfs, for one: ``EINVAL``), the file is
-written through the page cache as before.
+written through the page cache.
 """
 
 from __future__ import annotations

@@ -316,9 +316,9 @@ class LocalLog:
         files created ahead (next_segment.py) when they are ready, else on new files.
 
         Why: a new file's pages are new page-cache pages, and taking them is most of an
-        append's cost where fresh memory is slow (on the benchmark VM a 1 MiB write into a
-        new file took ~2.7 ms, into a cached file ~0.06 ms). The old bytes past the new
-        records are trimmed when the segment rolls or closes; after a crash, recovery stops
+        append's cost where fresh memory is slow (a VM whose host takes back freed
+        memory); writing into pages the cache still holds skips that. The old bytes past
+        the new records are trimmed when the segment rolls or closes; after a crash, recovery stops
         at them because their offsets are below ``base_offset`` (file_records.py). Also
         says, for the log, which files it took."""
         recycled = None
