@@ -374,13 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         default=5000,
         help="the broker's log.retention.check.interval.ms (default 5000)",
     )
-    ap.add_argument("--keep-read-pages", action="store_true",
-                    help="leave the pages of segments the consumers have read to the "
-                         "kernel (log.segment.drop.read.pages=false, the broker's "
-                         "default); by default the soak's broker frees them")  # fmt: skip
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a property of the soak's broker, as `sluice broker --override` "
-                         "takes it (repeatable), e.g. log.write.thread=true")  # fmt: skip
+                         "takes it (repeatable), e.g. log.segment.recycle=false")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         overrides = parse_assignments(args.override, "--override")
@@ -393,9 +389,6 @@ def main(argv: list[str] | None = None) -> int:
         "log.segment.bytes": str(128 << 20),
         "log.retention.check.interval.ms": str(args.retention_check_ms),
         "log.segment.delete.delay.ms": str(args.delete_delay_ms),
-        # A tail-reading load on a VM that returns freed memory to its host: appends
-        # reuse the pages of what the consumers have read (docs/performance.md, change 16).
-        "log.segment.drop.read.pages": str(not args.keep_read_pages).lower(),
     }
     settings = {**retention, **overrides}
     print(f"# {compare_report.machine_line(brokers.machine())}", flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from sluice.config import (
     topic_config_defaults,
     validate_topic_configs,
 )
+from sluice.log import LogConfig
+from sluice.log.errors import ConfigException
 
 
 def test_defaults_are_single_node_friendly() -> None:
@@ -43,6 +46,30 @@ def test_properties_file_then_overrides(tmp_path: Path) -> None:
 def test_unknown_key_is_rejected_by_name() -> None:
     with pytest.raises(ConfigError, match=r"unknown broker config 'log\.dir\.typo'"):
         BrokerConfig.from_properties(None, ["log.dir.typo=/x"])
+
+
+# Settings Sluice once had and removed: rejected like any other unknown key.
+REMOVED_BROKER_KEYS = [
+    "log.write.thread",
+    "log.segment.drop.read.pages",
+    "log.segment.allocate.ahead.bytes",
+    "metrics.port",  # comes back with metrics
+]
+REMOVED_TOPIC_KEYS = ["segment.drop.read.pages", "segment.allocate.ahead.bytes"]
+
+
+@pytest.mark.parametrize("key", REMOVED_BROKER_KEYS)
+def test_removed_broker_keys_are_unknown(key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"unknown broker config '{re.escape(key)}'"):
+        BrokerConfig.from_properties(None, [f"{key}=1"])
+
+
+@pytest.mark.parametrize("key", REMOVED_TOPIC_KEYS)
+def test_removed_topic_keys_are_unknown(key: str) -> None:
+    with pytest.raises(ConfigError, match=rf"unknown topic config '{re.escape(key)}'"):
+        validate_topic_configs({key: "1"})
+    with pytest.raises(ConfigException, match=re.escape(key)):
+        LogConfig.from_properties({key: "1"})
 
 
 @pytest.mark.parametrize(

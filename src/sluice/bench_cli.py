@@ -70,7 +70,8 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "flush.messages=1 with and without group commit (flush), from a checkout",
         description=(
             "Run a benchmark harness from the checkout's bench/ directory: 'compare' runs "
-            "issue 9's matrix against Tansu and prints medians, ratios and goals met; "
+            "the produce, consume and latency matrix against Tansu and prints medians, "
+            "ratios and goals met; "
             "'request-cost' prints the broker's CPU per request with one request in flight "
             "and pipelined, beside Tansu; 'soak' runs mixed produce/consume at half the "
             "measured peak for --minutes; 'flush' compares flush.messages=1 with the "

@@ -27,7 +27,6 @@ def _setup_logging(level: str) -> None:
 
 
 async def _run_broker(config: BrokerConfig) -> None:
-    from sluice.log.deletion import drain_background_deletion, enable_background_deletion
     from sluice.server.broker import Broker
     from sluice.server.gc_policy import tune_for_serving
 
@@ -43,12 +42,9 @@ async def _run_broker(config: BrokerConfig) -> None:
 
     await broker.start(on_listening=stop_on_signals)
     tune_for_serving()  # once everything is built: see sluice.server.gc_policy
-    enable_background_deletion()  # retained-out segments unlinked off the event loop
     await stopping.wait()
     log.info("shutting down broker %d", broker.broker_id)
     await broker.stop()
-    if not drain_background_deletion(timeout_s=10.0):
-        log.warning("segment deletions still pending; the next start removes their files")
 
 
 def _skip_test_only_imports() -> None:

@@ -153,7 +153,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         True,
         "Sluice: once the active segment is half full, the next segment's files are "
         "created on the broker's file thread, so that a roll creates no file on the event "
-        "loop (the sluice broker process; an embedded broker creates them at the roll).",
+        "loop.",
     ),
     ConfigDef(
         "log.preallocate",
@@ -161,28 +161,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         False,
         "Allocate a new segment's whole file (log.segment.bytes) when it is created; its "
         "unused end is cut when it rolls or the log closes.",
-    ),
-    ConfigDef(
-        "log.segment.allocate.ahead.bytes",
-        "int",
-        0,
-        "Sluice: an append that grows the active segment's file first allocates its blocks "
-        "this far ahead (fallocate; never past log.segment.bytes), which makes the writes "
-        "cheaper; the unused end is cut when the segment rolls or the log closes. 0 (the "
-        "default): none, since on the benchmark VM the fallocate calls on the event loop "
-        "stalled appends under sustained load (docs/performance.md, change 21).",
-        min=0,
-    ),
-    ConfigDef(
-        "log.segment.drop.read.pages",
-        "bool",
-        False,
-        "Sluice: free the page-cache pages of an inactive segment once every reader that "
-        "fetched from the partition in the last 5 minutes (consumers by connection, "
-        "followers by broker id) has fetched past it, writing them back first, so appends "
-        "reuse those pages instead of taking new ones: for hosts where new memory is dear "
-        "(VMs that return freed memory to their host). A reader that comes later or falls "
-        "back reads it from disk.",
     ),
     ConfigDef(
         "log.flush.group.commit",
@@ -193,15 +171,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "last, and each produce answer waits for the round that covers its append (so, "
         "as in Kafka, what is acknowledged is flushed). Off: the append fsyncs on the event "
         "loop, as Kafka's does on its handler thread.",
-    ),
-    ConfigDef(
-        "log.write.thread",
-        "bool",
-        False,
-        "Sluice: a leader's appends from producers are written to the segment file on a "
-        "writer thread, off the event loop; the log end offset, the high watermark and the "
-        "acks=1 answer follow the write. Off: on the benchmark VM it cost CPU and memory "
-        "for no better latency (docs/performance.md).",
     ),
     ConfigDef("log.cleanup.policy", "list", ["delete"], "delete, compact.", choices=_CLEANUP),
     ConfigDef(
@@ -288,7 +257,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, "Rebalance check."),
     ConfigDef("leader.imbalance.per.broker.percentage", "int", 10, "Allowed imbalance."),
     ConfigDef("request.timeout.ms", "int", 30_000, "Inter-broker request timeout."),
-    ConfigDef("metrics.port", "int", None, "Serve Prometheus metrics on this port."),
 )
 
 # Topic config -> (broker synonym, definition). Kafka's topic-level names.
@@ -330,14 +298,6 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         ("log.segment.bytes", ConfigDef("segment.bytes", "int", None, "", min=14)),
         ("log.segment.recycle", ConfigDef("segment.recycle", "bool", None, "")),
         ("log.segment.prepare.next", ConfigDef("segment.prepare.next", "bool", None, "")),
-        (
-            "log.segment.allocate.ahead.bytes",
-            ConfigDef("segment.allocate.ahead.bytes", "int", None, "", min=0),
-        ),
-        (
-            "log.segment.drop.read.pages",
-            ConfigDef("segment.drop.read.pages", "bool", None, ""),
-        ),
         ("log.index.size.max.bytes", ConfigDef("segment.index.bytes", "int", None, "", min=4)),
         ("log.roll.ms", ConfigDef("segment.ms", "long", None, "", min=1)),
         (

@@ -11,11 +11,10 @@ time. The ``disk`` fixture here is a directory where a drop can be seen at all."
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import Deleter, deletion_thread
+from sluice_log_helpers import ManualFileWork
 
 from sluice.log.file_records import FileRecords
 
@@ -39,8 +38,8 @@ def disk(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def deleter() -> Iterator[Deleter]:
-    """Deletions and page drops queued as on the ``sluice broker`` process's deletion
-    thread, run when the test says (``deleter.run()``)."""
-    with deletion_thread() as thread:
-        yield thread
+def file_work() -> ManualFileWork:
+    """Background file work (deletions, page drops, the next segment's files) queued as
+    on a broker's file thread, run when the test says (``file_work.run()``); a test hands
+    it to the logs it opens."""
+    return ManualFileWork()

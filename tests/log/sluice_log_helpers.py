@@ -3,13 +3,12 @@ and :func:`attempts` for scenarios that depend on what the kernel drops (see con
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import os
 import queue
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,9 @@ from typing import Any
 import cramjam
 from crc32c import crc32c
 
-from sluice.log import Log, LogConfig, deletion
+from sluice.log import Log, LogConfig
 from sluice.log.file_records import FileRecords
+from sluice.log.file_work import FileWork
 from sluice.protocol.records import compression
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -242,17 +242,26 @@ def attempts(disk: Path, scenario: Callable[[Path], None]) -> None:
 
 
 def segmented_log(
-    directory: Path, clock: ManualClock, segments: int, fsync: bool = True, **config: Any
+    directory: Path,
+    clock: ManualClock,
+    segments: int,
+    fsync: bool = True,
+    file_work: FileWork | None = None,
+    **config: Any,
 ) -> Log:
     """A log of ``segments`` full segments of two 200-byte records each (offsets 2i and
     2i + 1 in segment i) and an active one holding offset 2 * ``segments``, all on disk
     (``fsync``, their pages left clean: :func:`settle`) or some still dirty in the page
-    cache; ``config`` are further :class:`LogConfig` fields. Rolls create their own files
-    unless ``config`` says otherwise (``segment_prepare_next``): these scenarios count the
-    page drops queued on the file thread, where the next segment's files would be made."""
+    cache; ``config`` are further :class:`LogConfig` fields; ``file_work`` runs the log's
+    background file work (inline by default). Rolls create their own files unless
+    ``config`` says otherwise (``segment_prepare_next``): these scenarios count the page
+    drops queued as file work, where the next segment's files would be made."""
     one = len(build_batch([Rec(b"x" * 200, timestamp=clock())]))
     config.setdefault("segment_prepare_next", False)
-    log = Log(directory / "t-0", LogConfig(segment_bytes=2 * one, **config), clock=clock)
+    log = Log(
+        directory / "t-0", LogConfig(segment_bytes=2 * one, **config), clock=clock,
+        file_work=file_work,
+    )  # fmt: skip
     for i in range(2 * segments + 1):
         log.append_as_leader(build_batch([Rec(b"%03d" % i + b"x" * 197, timestamp=clock())]), 0)
     if fsync:
@@ -275,11 +284,19 @@ def settle(records: FileRecords) -> None:
     records.read(0, records.size)
 
 
-class Deleter:
-    """The ``sluice broker`` process's deletion thread, as a plain queue run on demand."""
+class ManualFileWork:
+    """Background file work (sluice.log.file_work) queued in order, as a broker's file
+    thread would run it, and run when the test says (:meth:`run`)."""
 
     def __init__(self) -> None:
         self.work: queue.Queue[Callable[[], None]] = queue.Queue()
+
+    @property
+    def in_background(self) -> bool:
+        return True
+
+    def submit(self, work: Callable[[], None]) -> None:
+        self.work.put(work)
 
     def run(self) -> int:
         """Run what is queued, in order; how many there were."""
@@ -289,14 +306,10 @@ class Deleter:
             done += 1
         return done
 
-
-@contextlib.contextmanager
-def deletion_thread() -> Iterator[Deleter]:
-    """Deletions (and page drops) queued as on the deletion thread, for the caller to run."""
-    deleter = Deleter()
-    saved = deletion._queue
-    deletion._queue = deleter.work
-    try:
-        yield deleter
-    finally:
-        deletion._queue = saved
+    def drop(self) -> int:
+        """Forget what is queued (what a killed process loses); how many there were."""
+        dropped = 0
+        while not self.work.empty():
+            self.work.get()
+            dropped += 1
+        return dropped

@@ -1,11 +1,9 @@
-"""Blocks allocated ahead of the appends (segment.allocate.ahead.bytes) and Kafka's
-preallocate: the file grows by allocation, the records never see the zeros past them,
-rolls and closes cut them, a crash leaves them to recovery, and where allocating fails
-the appends go on without it."""
+"""Kafka's preallocate: a new segment's whole file is allocated when it is created, the
+records never see the zeros past them, rolls and closes cut them, a crash leaves them to
+recovery, and where allocating fails the appends go on without it."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,10 +15,8 @@ from test_log_recycle import _values
 
 from sluice.log import Log, LogConfig
 from sluice.log import file_records as file_records_module
-from sluice.log.errors import ConfigException
 from sluice.log.file_records import FileRecords
 
-AHEAD = 4096
 LIMIT = 64 * 1024
 
 
@@ -31,12 +27,6 @@ def clock() -> ManualClock:
 
 def _batch(clock: ManualClock, tag: str, size: int = 200) -> bytes:
     return build_batch([Rec(tag.encode().ljust(size, b"."), timestamp=clock())])
-
-
-def _records(path: Path, ahead: int = AHEAD, limit: int = LIMIT) -> FileRecords:
-    records = FileRecords.open(path)
-    records.allocate_ahead(ahead, limit)
-    return records
 
 
 def _count_allocations(monkeypatch: pytest.MonkeyPatch, works: bool = True) -> list[int]:
@@ -54,11 +44,12 @@ def _count_allocations(monkeypatch: pytest.MonkeyPatch, works: bool = True) -> l
 
 @settings(max_examples=40, deadline=None)
 @given(sizes=st.lists(st.integers(1, 9000), min_size=1, max_size=30))
-def test_appends_read_back_whole_and_a_close_cuts_the_allocated_end(
+def test_appends_read_back_whole_and_a_close_cuts_the_preallocated_end(
     tmp_path_factory: pytest.TempPathFactory, sizes: list[int]
 ) -> None:
     path = tmp_path_factory.mktemp("alloc") / "0.log"
-    records = _records(path)
+    records = FileRecords.open(path)
+    records.preallocate(LIMIT)
     written = b""
     for index, size in enumerate(sizes):
         data = bytes([index % 251 + 1]) * size
@@ -66,51 +57,11 @@ def test_appends_read_back_whole_and_a_close_cuts_the_allocated_end(
         written += data
         length = path.stat().st_size
         assert records.size == len(written)
-        assert length >= records.size  # allocated, never short
-        assert length <= max(LIMIT, records.size + size)  # not past the segment, but for
-        # an append that goes past it itself
-        assert length - records.size <= AHEAD or length <= LIMIT
+        assert length == max(LIMIT, records.size)  # allocated, never short
         assert records.stale_bytes == length - records.size
         assert records.read(0, len(written)) == written
     records.close()
     assert path.read_bytes() == written
-
-
-def test_the_file_grows_a_step_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _count_allocations(monkeypatch)
-    path = tmp_path / "0.log"
-    records = _records(path)
-    for _ in range(41):  # 41 appends of 1 KiB, in steps of at least AHEAD
-        records.append(b"x" * 1024)
-    assert 1 <= len(calls) <= 41 * 1024 // AHEAD + 1
-    assert all(length >= AHEAD for length in calls)
-    assert path.stat().st_size > records.size
-    records.trim()
-    assert path.stat().st_size == records.size == 41 * 1024
-    records.close()
-
-
-def test_allocation_stops_at_the_segment_size(tmp_path: Path) -> None:
-    path = tmp_path / "0.log"
-    records = _records(path, ahead=1 << 20, limit=10_000)
-    records.append(b"a" * 100)
-    assert path.stat().st_size == 10_000
-    records.append(b"b" * 12_000)  # a batch larger than the rest of the segment
-    assert path.stat().st_size == 12_100
-    records.close()
-    assert path.stat().st_size == 12_100
-
-
-def test_writes_reserved_for_a_writer_thread_are_allocated_too(tmp_path: Path) -> None:
-    path = tmp_path / "0.log"
-    records = _records(path)
-    parts, position = records.reserve(b"r" * 1000)
-    assert position == 0 and path.stat().st_size >= 1000
-    os.pwritev(records.fileno(), parts, position)
-    records.commit(1000)
-    assert records.read(0, 1000) == b"r" * 1000
-    records.close()
-    assert path.stat().st_size == 1000
 
 
 def test_where_allocating_fails_appends_go_on_without_it(
@@ -118,50 +69,30 @@ def test_where_allocating_fails_appends_go_on_without_it(
 ) -> None:
     calls = _count_allocations(monkeypatch, works=False)
     path = tmp_path / "0.log"
-    records = _records(path)
+    records = FileRecords.open(path)
+    records.preallocate(LIMIT)
+    assert calls == [LIMIT] and path.stat().st_size == 0 and records.stale_bytes == 0
     for index in range(10):
         records.append(bytes([65 + index]) * 3000)
         assert path.stat().st_size == records.size  # nothing past the records
-    assert len(calls) == 1  # tried once, then not again for this file
     assert records.read(0, 30_000) == b"".join(bytes([65 + i]) * 3000 for i in range(10))
     records.close()
 
 
-def test_no_allocation_when_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_allocation_when_off(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = _count_allocations(monkeypatch)
-    path = tmp_path / "0.log"
-    records = _records(path, ahead=0)
-    records.append(b"z" * 5000)
-    assert calls == [] and path.stat().st_size == 5000
-    records.close()
+    log = Log(tmp_path / "t-0", _config(), clock=clock)
+    log.append_as_leader(_batch(clock, "z"), 0)
+    assert calls == [] and log.active_segment.log.stale_bytes == 0
+    log.close()
 
 
 def _config(**kw: object) -> LogConfig:
     base: dict[str, object] = {"segment_bytes": 1000, "index_interval_bytes": 64}
     base.update(kw)
     return LogConfig(**base)  # type: ignore[arg-type]
-
-
-def test_a_roll_cuts_the_old_segment_and_the_new_one_allocates_ahead(
-    tmp_path: Path, clock: ManualClock
-) -> None:
-    log = Log(tmp_path / "t-0", _config(segment_allocate_ahead_bytes=300), clock=clock)
-    first = log.active_segment
-    log.append_as_leader(_batch(clock, "a"), 0)
-    assert first.log.path.stat().st_size > first.size  # allocated ahead of the append
-    for index in range(5):
-        log.append_as_leader(_batch(clock, f"b{index}"), 0)
-    assert len(log.segments) > 1
-    for segment in log.segments[:-1]:  # inactive: cut to their records
-        assert segment.log.path.stat().st_size == segment.size
-    active = log.active_segment
-    assert active.log.path.stat().st_size > active.size
-    expected = _values(log)
-    log.close()
-    assert active.log.path.stat().st_size == active.size
-    reopened = Log(tmp_path / "t-0", _config(), clock=clock, had_clean_shutdown=True)
-    assert _values(reopened) == expected
-    reopened.close()
 
 
 def test_preallocate_allocates_a_new_segment_whole(tmp_path: Path, clock: ManualClock) -> None:
@@ -181,7 +112,7 @@ def test_recovery_after_a_crash_stops_at_the_allocated_zeros(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     directory = tmp_path / "t-0"
-    config = _config(segment_bytes=100_000, segment_allocate_ahead_bytes=50_000)
+    config = _config(segment_bytes=100_000, preallocate=True)
     log = Log(directory, config, clock=clock)
     for index in range(7):
         log.append_as_leader(_batch(clock, f"c{index}"), 0)
@@ -198,12 +129,6 @@ def test_recovery_after_a_crash_stops_at_the_allocated_zeros(
 
 
 def test_config_names_and_defaults() -> None:
-    config = LogConfig()
-    assert config.preallocate is False
-    assert config.segment_allocate_ahead_bytes == 0  # off by default
-    props = LogConfig.from_properties(
-        {"preallocate": "true", "segment.allocate.ahead.bytes": "0"}
-    ).to_properties()
-    assert props["preallocate"] == "true" and props["segment.allocate.ahead.bytes"] == "0"
-    with pytest.raises(ConfigException, match=r"segment\.allocate\.ahead\.bytes"):
-        LogConfig(segment_allocate_ahead_bytes=-1)
+    assert LogConfig().preallocate is False
+    props = LogConfig.from_properties({"preallocate": "true"}).to_properties()
+    assert props["preallocate"] == "true"

@@ -22,6 +22,7 @@ from sluice.log import (
     RecordTooLargeException,
     UnexpectedAppendOffsetException,
 )
+from sluice.log.file_work import FileWork
 from sluice.protocol.records.batch import iter_batches
 
 DAY = 24 * 3600 * 1000
@@ -211,7 +212,9 @@ def test_retention_by_time_and_size_never_active(tmp_path: Path, clock: ManualCl
     log.close()
 
 
-def _three_expired_segments(tmp_path: Path, clock: ManualClock) -> tuple[int, Log]:
+def _three_expired_segments(
+    tmp_path: Path, clock: ManualClock, file_work: FileWork | None = None
+) -> tuple[int, Log]:
     """A log of three one-batch segments, all past retention (retention.bytes=0), whose
     deleted files linger 100 ms and are then deleted, not kept for reuse (segment.recycle
     is tested in test_log_recycle.py); and the size of one batch."""
@@ -220,6 +223,7 @@ def _three_expired_segments(tmp_path: Path, clock: ManualClock) -> tuple[int, Lo
         tmp_path / "t-0",
         _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100, segment_recycle=False),
         clock=clock,
+        file_work=file_work,
     )
     for _ in range(3):
         log.append_as_leader(_batch(clock), 0)
@@ -240,16 +244,14 @@ def test_deleted_segment_files_linger_for_file_delete_delay(
     log.close()
 
 
-def test_background_deletion_removes_segment_files_on_its_own_thread(
+def test_a_file_thread_removes_segment_files_on_its_own_thread(
     tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import threading
 
-    from sluice.log import deletion
+    from sluice.log.file_work import FileThread
     from sluice.log.segment import LogSegment
 
-    monkeypatch.setattr(deletion, "_queue", None)  # restored afterwards: inline again
-    deletion.enable_background_deletion()
     threads: list[str] = []
     delete = LogSegment.delete
 
@@ -258,14 +260,19 @@ def test_background_deletion_removes_segment_files_on_its_own_thread(
         delete(self)
 
     monkeypatch.setattr(LogSegment, "delete", recording_delete)
-    _one, log = _three_expired_segments(tmp_path, clock)
-    assert log.delete_old_segments() == 2
-    clock.advance(100)
-    assert log.delete_pending_files() == 2
-    assert deletion.drain_background_deletion(timeout_s=10.0)
+    file_thread = FileThread("file-work-under-test")
+    file_thread.start()
+    try:
+        _one, log = _three_expired_segments(tmp_path, clock, file_thread)
+        assert log.delete_old_segments() == 2
+        clock.advance(100)
+        assert log.delete_pending_files() == 2
+        log.close()
+    finally:
+        assert file_thread.stop(timeout_s=10.0)  # runs what is queued, then ends
+    assert not file_thread.is_alive
     assert not list(tmp_path.glob("t-0/*.deleted"))
-    assert threads == ["segment-deleter", "segment-deleter"]
-    log.close()
+    assert threads == ["file-work-under-test", "file-work-under-test"]
 
 
 def test_delete_records_persists_log_start_offset(tmp_path: Path, clock: ManualClock) -> None:

@@ -170,3 +170,44 @@ def test_logs_created_off_the_manager_then_added(tmp_path: Path) -> None:
     reopened = LogManager(dirs, _cfg(), clock=clock)
     assert {tp.partition for tp in reopened.logs} == {0, 1, 2, 3}
     reopened.shutdown()
+
+
+def test_the_manager_hands_its_file_work_to_every_log(tmp_path: Path) -> None:
+    """Created and loaded logs alike run their file work (here the removal of expired
+    segment files) where the manager's policy says; inline when none is given."""
+    from sluice_log_helpers import ManualFileWork
+
+    clock = ManualClock()
+    one = len(_batch(clock))
+    config = _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100,
+                  segment_recycle=False, segment_prepare_next=False)  # fmt: skip
+
+    def expire(manager: LogManager) -> int:
+        """Roll three segments, remove every inactive one; how many were removed."""
+        for _ in range(3):
+            manager.get_or_create_log("t", 0).append_as_leader(_batch(clock), 0)
+        removed = manager.cleanup_logs()
+        assert removed >= 2
+        clock.advance(100)
+        assert manager.get_or_create_log("t", 0).delete_pending_files() == removed
+        return removed
+
+    file_work = ManualFileWork()
+    manager = LogManager(tmp_path, config, clock=clock, file_work=file_work)
+    assert manager.file_work is file_work
+    removed = expire(manager)  # a created log
+    assert len(list(tmp_path.glob("t-0/*.deleted"))) == 3 * removed  # queued, not run
+    assert file_work.run() == 2 * removed  # a page drop (at the removal), a deletion each
+    assert not list(tmp_path.glob("t-0/*.deleted"))
+    manager.shutdown()
+
+    reopened = LogManager(tmp_path, config, clock=clock, file_work=file_work)
+    removed = expire(reopened)  # a loaded log
+    assert len(list(tmp_path.glob("t-0/*.deleted"))) == 3 * removed
+    assert file_work.run() == 2 * removed and not list(tmp_path.glob("t-0/*.deleted"))
+    reopened.shutdown()
+
+    inline = LogManager(tmp_path, config, clock=clock)
+    expire(inline)
+    assert file_work.run() == 0 and not list(tmp_path.glob("t-0/*.deleted"))
+    inline.shutdown()

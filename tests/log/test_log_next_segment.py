@@ -1,10 +1,11 @@
 """The next segment's files, created on the file thread before the roll that takes them
 (``segment.prepare.next``; sluice.log.next_segment).
 
-The file thread is the ``sluice broker`` process's deletion thread; here its queue is a
-plain one whose work each test runs when it says (``Deleter``), so every interleaving of
-the asking, the making, the roll and the naming is chosen, not timed. Segments of 1,000
-bytes hold two 400-byte records: the second append into a segment makes it half full."""
+The file thread is a broker's background file work (sluice.log.file_work); here it is a
+plain queue whose work each test runs when it says (``ManualFileWork``), so every
+interleaving of the asking, the making, the roll and the naming is chosen, not timed.
+Segments of 1,000 bytes hold two 400-byte records: the second append into a segment makes
+it half full."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
-from sluice_log_helpers import Deleter, ManualClock, Rec, build_batch, values_of
+from sluice_log_helpers import ManualClock, ManualFileWork, Rec, build_batch, values_of
 from test_log_property import LogMachine
 
-from sluice.log import Log, LogConfig, deletion
+from sluice.log import Log, LogConfig
 from sluice.log.next_segment import NEXT_FILE_SUFFIX, NextSegment, PreparedFiles
 
 MAX = 1 << 20
@@ -48,9 +49,12 @@ def _expected(count: int) -> list[bytes | None]:
     return [b"%03d" % i + b"x" * 397 for i in range(count)]
 
 
-def _filled(directory: Path, clock: ManualClock, count: int, **extra: object) -> Log:
-    """A log in ``directory`` holding records 0 .. ``count`` - 1."""
-    log = Log(directory / "t-0", _config(**extra), clock=clock)
+def _filled(
+    directory: Path, clock: ManualClock, count: int, file_work: ManualFileWork, **extra: object
+) -> Log:
+    """A log in ``directory`` holding records 0 .. ``count`` - 1, its file work queued in
+    ``file_work``."""
+    log = Log(directory / "t-0", _config(**extra), clock=clock, file_work=file_work)
     for i in range(count):
         _append(log, clock, i)
     return log
@@ -65,14 +69,14 @@ def _stems(directory: Path, suffix: str) -> list[int]:
 
 
 def test_a_roll_takes_the_files_made_ahead_and_the_file_thread_names_them(
-    tmp_path: Path, deleter: Deleter
+    tmp_path: Path, file_work: ManualFileWork
 ) -> None:
     clock = ManualClock()
-    log = Log(tmp_path / "t-0", _config(), clock=clock)
+    log = Log(tmp_path / "t-0", _config(), clock=clock, file_work=file_work)
     _append(log, clock, 0)
-    assert deleter.run() == 0  # 4xx of 1,000 bytes: not half full yet
+    assert file_work.run() == 0  # 4xx of 1,000 bytes: not half full yet
     _append(log, clock, 1)
-    assert deleter.run() == 1  # half full: the next segment's files were made
+    assert file_work.run() == 1  # half full: the next segment's files were made
     names = ["00000000000000000000.index.next", "00000000000000000000.log.next",
              "00000000000000000000.timeindex.next"]  # fmt: skip
     assert _next_files(log.dir) == names
@@ -82,14 +86,16 @@ def test_a_roll_takes_the_files_made_ahead_and_the_file_thread_names_them(
     assert active.log.path.name == "00000000000000000000.log.next"
     _append(log, clock, 3)  # half full again: the next set is asked for after the naming
     assert _values(log) == _expected(4)
-    assert deleter.run() == 2
+    assert file_work.run() == 2
     assert active.named and active.log.path.name == "00000000000000000002.log"
     assert _stems(log.dir, ".log") == [0, 2]
     assert _stems(log.dir, ".index") == [0, 2] and _stems(log.dir, ".timeindex") == [0, 2]
     assert _next_files(log.dir) == [n.replace("00000000000000000000", "00000000000000000002")
                                     for n in names]  # fmt: skip
     log.close()
-    reopened = Log(tmp_path / "t-0", _config(), clock=clock, had_clean_shutdown=True)
+    reopened = Log(
+        tmp_path / "t-0", _config(), clock=clock, had_clean_shutdown=True, file_work=file_work
+    )
     assert _values(reopened) == _expected(4)
     assert _next_files(reopened.dir) == []  # an unused set is removed at close
     reopened.close()
@@ -99,44 +105,44 @@ def test_without_the_file_thread_or_with_the_setting_off_a_roll_creates_its_file
     tmp_path: Path,
 ) -> None:
     clock = ManualClock()
-    log = Log(tmp_path / "t-0", _config(), clock=clock)  # no file thread (embedded)
+    log = Log(tmp_path / "t-0", _config(), clock=clock)  # inline file work
     for i in range(7):
         _append(log, clock, i)
         assert _next_files(log.dir) == []
     assert _stems(log.dir, ".log") == [0, 2, 4, 6] and _values(log) == _expected(7)
     log.close()
-    with deletion_queue() as thread:
-        off = Log(tmp_path / "t-1", _config(segment_prepare_next=False), clock=clock)
-        for i in range(7):
-            _append(off, clock, i)
-        assert thread.run() == 0 and _next_files(off.dir) == []
-        off.close()
+    thread = ManualFileWork()
+    off = Log(tmp_path / "t-1", _config(segment_prepare_next=False), clock=clock, file_work=thread)
+    for i in range(7):
+        _append(off, clock, i)
+    assert thread.run() == 0 and _next_files(off.dir) == []
+    off.close()
 
 
 def test_a_roll_before_the_files_are_made_creates_its_own_and_keeps_the_set(
-    tmp_path: Path, deleter: Deleter
+    tmp_path: Path, file_work: ManualFileWork
 ) -> None:
     clock = ManualClock()
-    log = _filled(tmp_path, clock, 3)  # asked at the second append, not made yet
+    log = _filled(tmp_path, clock, 3, file_work)  # asked at the second append, not made yet
     assert log.active_segment.named and _stems(log.dir, ".log") == [0, 2]
-    assert deleter.run() == 1  # made now, named after segment 0
+    assert file_work.run() == 1  # made now, named after segment 0
     _append(log, clock, 3)
     _append(log, clock, 4)  # the roll takes the set made for it earlier
     assert log.active_segment.base_offset == 4 and not log.active_segment.named
-    assert deleter.run() == 1  # the naming (at offset 3 a set was held: none asked)
+    assert file_work.run() == 1  # the naming (at offset 3 a set was held: none asked)
     assert _next_files(log.dir) == []
     _append(log, clock, 5)
-    assert deleter.run() == 1  # half full: the next set
+    assert file_work.run() == 1  # half full: the next set
     assert _stems(log.dir, ".log") == [0, 2, 4] and _values(log) == _expected(6)
     log.close()
 
 
-def _on_unnamed_files(directory: Path, clock: ManualClock, deleter: Deleter) -> Log:
+def _on_unnamed_files(directory: Path, clock: ManualClock, file_work: ManualFileWork) -> Log:
     """A log whose active segment (offsets 2 and 3) is on files made ahead, not named yet."""
-    log = Log(directory / "t-0", _config(), clock=clock)
+    log = Log(directory / "t-0", _config(), clock=clock, file_work=file_work)
     for i in range(2):
         _append(log, clock, i)
-    deleter.run()
+    file_work.run()
     for i in range(2, 4):
         _append(log, clock, i)  # segment 2 on the .next files; the naming is queued
     assert not log.active_segment.named
@@ -144,12 +150,12 @@ def _on_unnamed_files(directory: Path, clock: ManualClock, deleter: Deleter) -> 
 
 
 def test_a_crash_before_the_naming_leaves_a_data_file_the_loader_names(
-    tmp_path: Path, deleter: Deleter
+    tmp_path: Path, file_work: ManualFileWork
 ) -> None:
     clock = ManualClock()
-    log = _on_unnamed_files(tmp_path, clock, deleter)
-    _crash(log, deleter)  # the naming never runs
-    reopened = Log(tmp_path / "t-0", _config(), clock=clock)
+    log = _on_unnamed_files(tmp_path, clock, file_work)
+    _crash(log, file_work)  # the naming never runs
+    reopened = Log(tmp_path / "t-0", _config(), clock=clock, file_work=file_work)
     assert _next_files(reopened.dir) == []
     assert [s.base_offset for s in reopened.segments] == [0, 2]
     assert _stems(reopened.dir, ".index") == [0, 2]  # rebuilt
@@ -161,67 +167,71 @@ def test_a_crash_before_the_naming_leaves_a_data_file_the_loader_names(
 
 
 def test_a_crash_between_the_indexes_and_the_data_file_names_rebuilds_the_indexes(
-    tmp_path: Path, deleter: Deleter
+    tmp_path: Path, file_work: ManualFileWork
 ) -> None:
     clock = ManualClock()
-    log = _on_unnamed_files(tmp_path, clock, deleter)
+    log = _on_unnamed_files(tmp_path, clock, file_work)
     active = log.active_segment
     # The naming stopped after the indexes (their entries may be stale or torn).
     active.offset_index.rename_to(log.dir / "00000000000000000002.index")
     active.time_index.rename_to(log.dir / "00000000000000000002.timeindex")
     (log.dir / "00000000000000000002.index").write_bytes(b"\xff" * 12)  # not whole entries
-    _crash(log, deleter)
-    reopened = Log(tmp_path / "t-0", _config(), clock=clock)
+    _crash(log, file_work)
+    reopened = Log(tmp_path / "t-0", _config(), clock=clock, file_work=file_work)
     assert _next_files(reopened.dir) == [] and _values(reopened) == _expected(4)
     assert (reopened.dir / "00000000000000000002.index").stat().st_size % 8 == 0
     reopened.close()
 
 
-def test_files_made_but_not_rolled_onto_go_after_a_crash(tmp_path: Path, deleter: Deleter) -> None:
+def test_files_made_but_not_rolled_onto_go_after_a_crash(
+    tmp_path: Path, file_work: ManualFileWork
+) -> None:
     clock = ManualClock()
-    log = _filled(tmp_path, clock, 2, preallocate=True)
-    deleter.run()
+    log = _filled(tmp_path, clock, 2, file_work, preallocate=True)
+    file_work.run()
     prepared = log._local._next._ready
     assert prepared is not None and prepared.log.stale_bytes == 1000  # preallocate
-    _crash(log, deleter)
-    reopened = Log(tmp_path / "t-0", _config(), clock=clock)
+    _crash(log, file_work)
+    reopened = Log(tmp_path / "t-0", _config(), clock=clock, file_work=file_work)
     assert _next_files(reopened.dir) == [] and _stems(reopened.dir, ".log") == [0]
     assert _values(reopened) == _expected(2)
     reopened.close()
 
 
 def test_a_segment_removed_before_its_naming_goes_under_the_names_it_has(
-    tmp_path: Path, deleter: Deleter
+    tmp_path: Path, file_work: ManualFileWork
 ) -> None:
     clock = ManualClock()
-    log = _filled(tmp_path, clock, 2)
-    deleter.run()
+    log = _filled(tmp_path, clock, 2, file_work)
+    file_work.run()
     _append(log, clock, 2)
     segment = log.active_segment
     assert not segment.named
     log.truncate_to(1)  # segment 2 removed (file.delete.delay.ms=0: at once)
-    assert deleter.run() == 1  # the naming finds nothing to do
+    assert file_work.run() == 1  # the naming finds nothing to do
     assert segment.named and _stems(log.dir, ".log") == [0] and _next_files(log.dir) == []
     assert _values(log) == _expected(1)
     log.close()
 
 
-def test_a_set_made_after_its_log_closed_is_removed(tmp_path: Path, deleter: Deleter) -> None:
+def test_a_set_made_after_its_log_closed_is_removed(
+    tmp_path: Path, file_work: ManualFileWork
+) -> None:
     clock = ManualClock()
-    log = _filled(tmp_path, clock, 2)
+    log = _filled(tmp_path, clock, 2, file_work)
     log.close()  # the set was asked for, not made
-    assert deleter.run() == 1
+    assert file_work.run() == 1
     assert _next_files(log.dir) == []
 
 
 def test_a_set_that_cannot_be_made_leaves_nothing_and_the_roll_makes_its_files(
-    tmp_path: Path, deleter: Deleter
+    tmp_path: Path, file_work: ManualFileWork
 ) -> None:
     clock = ManualClock()
-    log = _filled(tmp_path, clock, 2)
+    log = _filled(tmp_path, clock, 2, file_work)
     taken = log.dir / "00000000000000000000.timeindex.next"
     taken.write_bytes(b"")  # a name that exists: the set is not made (O_EXCL)
-    deleter.run()
+    file_work.run()
     assert _next_files(log.dir) == [taken.name] and log._local._next._ready is None
     _append(log, clock, 2)
     assert log.active_segment.named and _values(log) == _expected(3)
@@ -229,17 +239,19 @@ def test_a_set_that_cannot_be_made_leaves_nothing_and_the_roll_makes_its_files(
     log.close()
 
 
-def test_the_slot_holds_one_set_and_makes_one_at_a_time(tmp_path: Path, deleter: Deleter) -> None:
-    slot = NextSegment(tmp_path)
+def test_the_slot_holds_one_set_and_makes_one_at_a_time(
+    tmp_path: Path, file_work: ManualFileWork
+) -> None:
+    slot = NextSegment(tmp_path, file_work)
     assert slot.ask(5, 0) and not slot.ask(5, 0)  # being made
-    assert deleter.run() == 1 and slot.ready and not slot.ask(6, 0)  # held
+    assert file_work.run() == 1 and slot.ready and not slot.ask(6, 0)  # held
     files = slot.take()
     assert isinstance(files, PreparedFiles) and slot.take() is None
     files.discard()
     assert _next_files(tmp_path) == []
     assert slot.ask(7, 0)
     slot.close()
-    assert deleter.run() == 1 and _next_files(tmp_path) == [] and not slot.ask(8, 0)
+    assert file_work.run() == 1 and _next_files(tmp_path) == [] and not slot.ask(8, 0)
 
 
 def test_segment_prepare_next_is_a_topic_config_with_a_broker_default() -> None:
@@ -255,44 +267,24 @@ def test_segment_prepare_next_is_a_topic_config_with_a_broker_default() -> None:
     assert topic_config_defaults(broker)["segment.prepare.next"] is False
 
 
-def _crash(log: Log, thread: Deleter) -> None:
+def _crash(log: Log, thread: ManualFileWork) -> None:
     """The process dies: descriptors closed, nothing trimmed or named, queued file work lost."""
     from test_log_property import _let_go
 
     _let_go(log)
-    while not thread.work.empty():
-        thread.work.get()
-
-
-class deletion_queue:
-    """The file thread's queue, as the ``deleter`` fixture installs it, for a part of a test."""
-
-    def __enter__(self) -> Deleter:
-        self.thread = Deleter()
-        self.saved = deletion._queue
-        deletion._queue = self.thread.work
-        return self.thread
-
-    def __exit__(self, *exc: object) -> None:
-        deletion._queue = self.saved
+    thread.drop()
 
 
 class NextSegmentLogMachine(LogMachine):
-    """The log model of test_log_property.py with the file thread's queue installed and run
-    by a rule, and small segments, so the next segment's files are asked for, made, rolled
+    """The log model of test_log_property.py with its file work queued and run by a rule,
+    and small segments, so the next segment's files are asked for, made, rolled
     onto and named in every order among appends, truncations, removals, reopenings and
     crashes (which lose the queued work)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.queue = deletion_queue()
-        self.thread = self.queue.__enter__()
-
-    def teardown(self) -> None:
-        try:
-            super().teardown()
-        finally:
-            self.queue.__exit__()
+        self.thread = ManualFileWork()
+        self.file_work = self.thread
 
     @initialize(
         segment_bytes=st.integers(300, 900),
@@ -310,7 +302,7 @@ class NextSegmentLogMachine(LogMachine):
             segment_recycle=recycle,
             preallocate=preallocate,
         )
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
 
     @rule()
     def run_file_thread(self) -> None:
@@ -319,7 +311,7 @@ class NextSegmentLogMachine(LogMachine):
     @rule()
     def crash(self) -> None:
         _crash(self.log, self.thread)
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
 
     @rule(size=st.integers(0, 60), run_at=st.integers(0, 8))
     def append_until_a_roll(self, size: int, run_at: int) -> None:

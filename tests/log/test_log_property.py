@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from sluice_log_helpers import ManualClock, Rec, build_batch, decode_batches
 
-from sluice.log import Log, LogAppendInfo, LogConfig
+from sluice.log import Log, LogConfig
+from sluice.log.file_work import FileWork, InlineFileWork
 
 
 @dataclasses.dataclass
@@ -34,6 +35,13 @@ class LogMachine(RuleBasedStateMachine):
         self.batches: list[ModelBatch] = []
         self.start = 0
         self.counter = 0
+        self.file_work: FileWork = InlineFileWork()  # where the log's file work runs
+
+    def _open_log(self, had_clean_shutdown: bool = False) -> Log:
+        return Log(
+            self.tmp / "p-0", self.config, clock=self.clock,
+            had_clean_shutdown=had_clean_shutdown, file_work=self.file_work,
+        )  # fmt: skip
 
     @initialize(
         segment_bytes=st.integers(400, 2000),
@@ -48,7 +56,7 @@ class LogMachine(RuleBasedStateMachine):
             file_delete_delay_ms=delete_delay,
             segment_recycle=recycle,
         )
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
 
     def teardown(self) -> None:
         if hasattr(self, "log"):
@@ -73,24 +81,13 @@ class LogMachine(RuleBasedStateMachine):
             value = (b"%d:" % self.counter).ljust(size, b"x")
             recs.append(Rec(value, timestamp=self.clock() + jitter[j]))
         data = build_batch(recs, compression=codec)
-        info = self.append_batch(data)
-        first = self.assigned_end
+        info = self.log.append_as_leader(data, leader_epoch=1)
+        first = self.end
         assert (info.first_offset, info.last_offset) == (first, first + len(recs) - 1)
-        self.assigned(
+        self.batches.append(
             ModelBatch(first, info.last_offset, len(data),
                        [(first + j, r.value or b"", r.timestamp or 0) for j, r in enumerate(recs)])
         )  # fmt: skip
-
-    # What an append does, kept apart for the write-behind machine (test_log_writer_property).
-    def append_batch(self, data: bytes) -> LogAppendInfo:
-        return self.log.append_as_leader(data, leader_epoch=1)
-
-    @property
-    def assigned_end(self) -> int:
-        return self.end
-
-    def assigned(self, batch: ModelBatch) -> None:
-        self.batches.append(batch)
 
     @rule(
         data=st.data(),
@@ -181,7 +178,7 @@ class LogMachine(RuleBasedStateMachine):
         cut = data.draw(st.integers(1, last.size - 1), label="cut")
         with path.open("r+b") as f:
             f.truncate(path.stat().st_size - cut)
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
         self.batches.pop()
         self.start = min(self.start, self.end)
 
@@ -197,12 +194,12 @@ class LogMachine(RuleBasedStateMachine):
         """The process dies: nothing is trimmed, flushed or checkpointed (what was written
         is in the page cache, so it all survives), and the next open recovers every segment."""
         _let_go(self.log)
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
 
     @rule(clean=st.booleans())
     def reopen(self, clean: bool) -> None:
         self.log.close()
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock, had_clean_shutdown=clean)
+        self.log = self._open_log(had_clean_shutdown=clean)
 
     @rule(data=st.data())
     def timestamp_lookup(self, data: st.DataObject) -> None:

@@ -26,14 +26,13 @@ def _batch(clock: ManualClock, tag: str, size: int = 200) -> bytes:
 
 def _config(one: int, **kw: object) -> LogConfig:
     """Two batches of ``one`` bytes per segment; everything but the active segment past
-    retention; removed files linger DELAY ms. No blocks allocated ahead of the appends,
-    so that bytes past the records (``stale_bytes``) are a reused file's old ones."""
+    retention; removed files linger DELAY ms. No preallocation, so that bytes past the
+    records (``stale_bytes``) are a reused file's old ones."""
     base: dict[str, object] = {
         "segment_bytes": 2 * one,
         "retention_bytes": 0,
         "file_delete_delay_ms": DELAY,
         "index_interval_bytes": 64,
-        "segment_allocate_ahead_bytes": 0,
     }
     base.update(kw)
     return LogConfig(**base)  # type: ignore[arg-type]
@@ -271,18 +270,22 @@ class RecyclingLogMachine(LogMachine):
     linger, and recycling on, so rolls keep writing into reused files (and crashes leave
     their old bytes behind)."""
 
-    @initialize(segment_bytes=st.integers(400, 900), interval=st.sampled_from([0, 64, 4096]))
+    @initialize(
+        segment_bytes=st.integers(400, 900),
+        interval=st.sampled_from([0, 64, 4096]),
+        preallocate=st.booleans(),
+    )
     def open_log(  # type: ignore[override]
-        self, segment_bytes: int, interval: int
+        self, segment_bytes: int, interval: int, preallocate: bool
     ) -> None:
         self.config = LogConfig(
             segment_bytes=segment_bytes,
             index_interval_bytes=interval,
             file_delete_delay_ms=DELAY,
             segment_recycle=True,
-            segment_allocate_ahead_bytes=128,  # reused files and allocated tails, with crashes
+            preallocate=preallocate,  # reused files and preallocated tails, with crashes
         )
-        self.log = Log(self.tmp / "p-0", self.config, clock=self.clock)
+        self.log = self._open_log()
 
     @rule()
     def drop_all_but_the_active_segment(self) -> None:

@@ -1,7 +1,7 @@
 """A removed segment's page-cache pages are freed when retention removes it, not when its
 file is deleted file.delete.delay.ms later (sluice.log.local_log._drop_pages_of_removed).
 
-The kernel drops clean pages only: most files here are fsynced first; the deletion
+The kernel drops clean pages only: most files here are fsynced first; the file
 thread writes dirty ones back before dropping them. And it drops them on a best-effort
 basis, so each scenario that asserts what the kernel dropped runs through
 ``sluice_log_helpers.attempts`` in the ``disk`` fixture's directory (tests/log/conftest.py)."""
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from sluice_log_helpers import (
-    Deleter,
     ManualClock,
+    ManualFileWork,
     Rec,
     attempts,
     build_batch,
@@ -29,12 +29,17 @@ DELAY = 60_000
 
 
 def _log(
-    tmp_path: Path, clock: ManualClock, segments: int, recycle: bool, fsync: bool = True
+    tmp_path: Path,
+    clock: ManualClock,
+    segments: int,
+    recycle: bool,
+    fsync: bool = True,
+    file_work: ManualFileWork | None = None,
 ) -> Log:
     """``segments`` full segments of two batches each and an active one (offsets 2i and
     2i + 1 in segment i), retention removing all but the active one after ``DELAY``."""
     return segmented_log(
-        tmp_path, clock, segments, fsync,
+        tmp_path, clock, segments, fsync, file_work,
         retention_bytes=0, file_delete_delay_ms=DELAY, segment_recycle=recycle,
     )  # fmt: skip
 
@@ -108,7 +113,7 @@ def test_the_kept_pages_become_the_spare_and_are_not_dropped_by_a_later_removal(
 
 
 def test_a_dropper_outlives_the_file_it_was_made_for(tmp_path: Path) -> None:
-    """Dropping runs on the deletion thread, possibly after the file was deleted: it holds
+    """Dropping runs on the file thread, possibly after the file was deleted: it holds
     a descriptor of its own, so it never touches a descriptor number reused since."""
     path = tmp_path / "00000000000000000000.log"
     path.write_bytes(b"z" * 8192)
@@ -142,20 +147,20 @@ def _a_dropper_drops_dirty_pages(disk: Path) -> None:
     records.delete()
 
 
-def test_on_the_deletion_thread_removed_segments_drop_dirty_pages_too(
-    disk: Path, deleter: Deleter
+def test_on_the_file_thread_removed_segments_drop_dirty_pages_too(
+    disk: Path, file_work: ManualFileWork
 ) -> None:
-    """What the ``sluice broker`` process's deletion thread runs, run here in turn."""
-    attempts(disk, functools.partial(_on_the_deletion_thread, deleter))
+    """What a broker's file thread runs, run here in turn."""
+    attempts(disk, functools.partial(_on_the_file_thread, file_work))
 
 
-def _on_the_deletion_thread(deleter: Deleter, disk: Path) -> None:
+def _on_the_file_thread(file_work: ManualFileWork, disk: Path) -> None:
     clock = ManualClock()
-    log = _log(disk, clock, segments=2, recycle=False, fsync=False)
+    log = _log(disk, clock, segments=2, recycle=False, fsync=False, file_work=file_work)
     removed = [segment.log for segment in log.segments[:2]]
     assert log.delete_old_segments() == 2
-    assert deleter.work.qsize() == 2  # the two droppers, queued for the thread
-    deleter.run()
+    assert file_work.work.qsize() == 2  # the two droppers, queued for the thread
+    file_work.run()
     assert [records.cached() for records in removed] == [False, False]
     log.close()
 
@@ -163,8 +168,8 @@ def _on_the_deletion_thread(deleter: Deleter, disk: Path) -> None:
 def test_inline_the_drop_does_not_wait_for_the_disk(
     disk: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On the event loop (an embedded broker's inline deletion) dirty pages are left to
-    the kernel's writeback: only the deletion thread may wait for the disk."""
+    """With inline file work dirty pages are left to the kernel's writeback: only file
+    work in the background may wait for the disk."""
     waited: list[int] = []
     monkeypatch.setattr(file_records, "_write_back", waited.append)
     clock = ManualClock()

@@ -43,8 +43,7 @@ REQUIRED = {
 }
 ALSO_SERVED = [
     K.JOIN_GROUP, K.SYNC_GROUP, K.HEARTBEAT, K.LEAVE_GROUP, K.OFFSET_COMMIT, K.OFFSET_FETCH,
-    K.DESCRIBE_GROUPS, K.LIST_GROUPS, K.DELETE_GROUPS, K.INIT_PRODUCER_ID, K.SASL_HANDSHAKE,
-    K.SASL_AUTHENTICATE,
+    K.DESCRIBE_GROUPS, K.LIST_GROUPS, K.DELETE_GROUPS, K.INIT_PRODUCER_ID,
 ]  # fmt: skip
 
 # Highest version each client sends per API, from their sources (docs/protocol.md).
@@ -95,8 +94,14 @@ def test_required_ranges_are_accepted(api_key: int, span: tuple[int, int]) -> No
     assert entry.min_version <= span[0] and span[1] <= entry.max_version
 
 
-def test_group_sasl_and_producer_id_apis_are_listed() -> None:
+def test_group_and_producer_id_apis_are_listed() -> None:
     assert set(ALSO_SERVED) <= set(DEFAULT_VERSIONS)
+
+
+def test_sasl_is_not_advertised() -> None:
+    # No SASL listener yet: SaslHandshake / SaslAuthenticate have no handler.
+    assert K.SASL_HANDSHAKE not in DEFAULT_VERSIONS
+    assert K.SASL_AUTHENTICATE not in DEFAULT_VERSIONS
 
 
 def test_produce_advertises_v0_but_accepts_from_v3() -> None:
@@ -138,19 +143,19 @@ def test_old_librdkafka_feature_detection_enables_everything_kafka_enables() -> 
             (K.LEAVE_GROUP, 0, 0),
         ],
         "SaslGssapi": [(K.JOIN_GROUP, 0, 0)],
-        "SaslHandshake": [(K.SASL_HANDSHAKE, 0, 0)],
         "LZ4": [(K.FIND_COORDINATOR, 0, 0)],
         "OffsetTime": [(K.LIST_OFFSETS, 1, 1)],
         "IdempotentProducer": [(K.INIT_PRODUCER_ID, 0, 0)],
         "ZSTD": [(K.PRODUCE, 7, 7), (K.FETCH, 10, 10)],
-        "SaslAuthReq": [(K.SASL_HANDSHAKE, 1, 1), (K.SASL_AUTHENTICATE, 0, 0)],
         # Not a feature but the same check: gzip/snappy/lz4 need Produce 0..0.
         "compression": [(K.PRODUCE, 0, 0)],
     }  # fmt: skip
     for name, needs in features.items():
         assert all(_overlaps(table, *need) for need in needs), name
-    # MsgVer1 and ThrottleTime need Fetch v1-2, gone since Kafka 4.0 as here.
+    # MsgVer1 and ThrottleTime need Fetch v1-2, gone since Kafka 4.0 as here;
+    # SaslHandshake and SaslAuthReq need the SASL APIs, not served (no SASL listener).
     assert not _overlaps(table, K.FETCH, 1, 2)
+    assert not _overlaps(table, K.SASL_HANDSHAKE, 0, 1)
 
 
 def test_restrict_without_and_with_range() -> None:

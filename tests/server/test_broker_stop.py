@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -14,6 +15,7 @@ from kafka import TopicPartition as KafkaTopicPartition
 
 import sluice
 from sluice.embedded_cluster import wait_until
+from sluice.log.file_work import FileThread
 
 LONG_WAIT_MS = 20_000  # past the broker's 10-s drain: a held fetch would outlast it
 
@@ -59,3 +61,23 @@ def test_waiting_fetches_are_answered_when_the_broker_stops(
     assert any("stopped cleanly" in m for m in messages), messages
     confluent.close()
     kafka_python.close()
+
+
+def _file_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("sluice-file-work-")]
+
+
+def test_an_embedded_broker_runs_its_file_work_on_a_thread_it_joins_at_stop() -> None:
+    """As the ``sluice broker`` process does: the LogManager's logs get the broker's file
+    thread (sluice.log.file_work), started with the broker and ended by its stop."""
+    before = _file_threads()
+    embedded = sluice.EmbeddedBroker().start()
+    try:
+        file_work = embedded.broker.log_manager.file_work
+        assert isinstance(file_work, FileThread) and file_work.in_background
+        assert file_work.is_alive
+        assert len(_file_threads()) == len(before) + 1
+    finally:
+        embedded.stop()
+    assert not file_work.is_alive
+    assert _file_threads() == before

@@ -3,11 +3,9 @@ real logs in a temp dir, purgatories on a manual clock, no reaper threads, no sl
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import io
 import os
-import queue
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,10 +20,9 @@ from kio.static.primitive import i8, i16, i32, i64
 
 from sluice.base import TopicPartition
 from sluice.base.clock import ManualClock
-from sluice.log import Log, LogConfig, deletion
+from sluice.log import Log, LogConfig
 from sluice.log.append import AppendOrigin
 from sluice.log.group_flush import GroupFlusher
-from sluice.log.writer import ManualLogWriter
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.partition import FetchIsolation
@@ -86,60 +83,6 @@ def test_acks_one_answers_at_once(h: Harness) -> None:
     h.rm.append_records(1000, 1, {TP: batch(b"a", b"b")}, out.append)
     assert len(out) == 1 and out[0][TP].error == ErrorCode.none and out[0][TP].base_offset == 0
     assert h.partition.high_watermark == 2
-
-
-def test_acks_one_with_a_writer_answers_once_the_write_is_done(h: Harness) -> None:
-    writer = ManualLogWriter()
-    h.rm.writer = writer
-    fetched: list[Any] = []
-    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 1 << 20)], fetched.append)
-    out: list[Any] = []
-    h.rm.append_records(1000, 1, {TP: batch(b"a", b"b")}, out.append)
-    assert out == [] and fetched == [] and h.partition.high_watermark == 0
-    assert h.log.log_end_offset == 0 and h.rm.produce_purgatory.delayed == 1
-    assert writer.run() == 1 and out == []  # written; answered on the owner's thread
-    writer.deliver()
-    assert out[0][TP].error == ErrorCode.none and out[0][TP].base_offset == 0
-    assert h.partition.high_watermark == 2 and fetched[0][0][1].records.size > 0
-    acks_zero: list[Any] = []
-    h.rm.append_records(1000, 0, {TP: batch(b"c")}, acks_zero.append)
-    assert len(acks_zero) == 1 and h.log.log_end_offset == 2  # acks=0 does not wait
-    writer.run()
-    writer.deliver()
-    assert h.log.log_end_offset == 3
-
-
-def test_acks_all_with_a_writer_waits_for_the_write_then_the_hw(h: Harness) -> None:
-    writer = ManualLogWriter()
-    h.rm.writer = writer
-    out: list[Any] = []
-    h.rm.append_records(1000, -1, {TP: batch(b"a")}, out.append)
-    assert out == [] and h.partition.high_watermark == 0
-    writer.run()
-    writer.deliver()
-    assert out[0][TP].error == ErrorCode.none and h.partition.high_watermark == 1
-
-
-def test_a_failed_write_answers_kafka_storage_error(h: Harness) -> None:
-    writer = ManualLogWriter()
-    h.rm.writer = writer
-    out: list[Any] = []
-    h.rm.append_records(1000, 1, {TP: batch(b"a")}, out.append)
-    writer.fail_next(OSError(5, "Input/output error"))
-    writer.run()
-    writer.deliver()
-    assert out[0][TP].error == ErrorCode.kafka_storage_error
-    h.rm.append_records(1000, 1, {TP: batch(b"b")}, out.append)
-    assert out[1][TP].error == ErrorCode.kafka_storage_error  # the log is offline
-
-
-def test_coordinator_appends_are_written_at_once(h: Harness) -> None:
-    writer = ManualLogWriter()
-    h.rm.writer = writer
-    out: list[Any] = []
-    h.rm.append_records(1000, 1, {TP: batch(b"a")}, out.append, AppendOrigin.COORDINATOR)
-    assert out[0][TP].error == ErrorCode.none and h.log.log_end_offset == 1
-    assert not writer.queued
 
 
 class Rounds:
@@ -453,7 +396,6 @@ def test_read_committed_fetch_is_woken_by_the_lso_not_the_hw(h: Harness) -> None
     behind an open transaction move the HW but not the LSO and leave it parked; the
     marker that ends the transaction moves the LSO and completes it, with the records."""
     from sluice.coordinator.transaction import build_marker_batch
-    from sluice.log.append import AppendOrigin
 
     h.rm.append_records(1000, 1, {TP: _txn_batch(7, b"in-txn")}, lambda s: None)
     assert (h.partition.high_watermark, h.partition.last_stable_offset) == (1, 0)
@@ -473,35 +415,6 @@ def test_read_committed_fetch_is_woken_by_the_lso_not_the_hw(h: Harness) -> None
     data = out[0][0][1]
     assert data.records.size > 0
     assert [(t.producer_id, t.first_offset) for t in data.aborted_transactions] == [(7, 0)]
-
-
-def test_fetches_name_their_reader_to_the_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A log frees the pages of the segments below where all its recent readers fetch
-    (tests/log/test_log_read_pages.py has what the kernel then drops); only with the
-    deletion thread, whose queue is a plain one here, never run."""
-    monkeypatch.setattr(deletion, "_queue", queue.Queue())
-    config = LogConfig(segment_bytes=len(batch(b"x" * 100)), segment_drop_read_pages=True)
-    h = Harness(tmp_path, config)
-    for _ in range(3):  # a segment each: offsets 0, 1 and the active one from 2
-        h.rm.append_records(1000, 1, {TP: batch(b"x" * 100)}, lambda s: None)
-    assert [s.base_offset for s in h.log.segments] == [0, 1, 2]
-
-    def fetch(offset: int, reader: int | None) -> None:
-        params = dataclasses.replace(fetch_params(max_wait_ms=0), reader=reader)
-        h.rm.fetch_messages(params, [PartitionFetch(TP, offset, 1 << 20)], lambda r: None)
-
-    fetch(0, reader=-1)
-    fetch(3, reader=-2)
-    assert h.log.pages_freed_below == 0  # -1 has read nothing yet
-    fetch(3, reader=None)  # an unnamed reader does not count
-    fetch(1, reader=-1)
-    assert h.log.pages_freed_below == 1  # both are past segment 0
-    fetch(3, reader=-1)
-    assert h.log.pages_freed_below == 2  # never the active segment
-    h.rm.shutdown()
-    h.log.close()
 
 
 # -- a caught-up follower parks without reading: checked against the general path ----

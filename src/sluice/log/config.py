@@ -52,11 +52,6 @@ class LogConfig:
     # Sluice's own: create the next segment's files on the file thread once the active one
     # is half full, so that a roll creates none on the event loop (next_segment.py)
     segment_prepare_next: bool = True
-    # Sluice's own: allocate the active segment's blocks this far ahead of its appends
-    # (0: off; on the benchmark VM it stalled appends under sustained load, file_records.py)
-    segment_allocate_ahead_bytes: int = 0
-    # Sluice's own: free the pages of segments every recent reader has read (readers.py)
-    segment_drop_read_pages: bool = False
 
     def __post_init__(self) -> None:
         # Kafka's lower bounds: a segment must hold at least a minimal legacy record.
@@ -69,7 +64,6 @@ class LogConfig:
         _at_least("flush.messages", self.flush_messages, 1)
         _at_least("flush.ms", self.flush_ms, 0)
         _at_least("file.delete.delay.ms", self.file_delete_delay_ms, 0)
-        _at_least("segment.allocate.ahead.bytes", self.segment_allocate_ahead_bytes, 0)
         _at_least("retention.ms", self.retention_ms, -1)
         if self.message_timestamp_type not in (_CREATE_TIME, _LOG_APPEND_TIME):
             raise ConfigException(

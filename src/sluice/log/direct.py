@@ -2,20 +2,18 @@
 
 A follower writes every byte its leader wrote; in the page cache those bytes would take
 memory that the leader's own data (which consumers and followers read) could use, and
-on a VM each new page-cache page costs a fault on the host: the measured bottleneck of
-three replicas on one 2-vCPU VM (docs/performance.md). So a follower's append writes the
+on a VM each new page-cache page costs a fault on the host. So a follower's append writes the
 whole 4 KiB blocks it covers with ``O_DIRECT`` from a reused, page-aligned staging
 buffer, and only the partial blocks at either end through the page cache, as every
 append does otherwise. A block is therefore always written one way only: the partial
 block at the end of one append is the partial block at the start of the next, and
 ``O_DIRECT`` writes only blocks that lie wholly inside one append. The file's size is
-what buffered writes leave (the log's size, or the end of the blocks allocated ahead of
-it: file_records.py); reads go through the page
-cache (which the kernel keeps coherent with direct writes) and find the direct-written
-blocks on disk.
+what buffered writes leave (the log's size, or the end of a preallocated file:
+file_records.py); reads go through the page cache (which the kernel keeps coherent with
+direct writes) and find the direct-written blocks on disk.
 
 Where the filesystem refuses ``O_DIRECT`` (tmpfs, for one: ``EINVAL``), the file is
-written through the page cache as before.
+written through the page cache.
 """
 
 from __future__ import annotations

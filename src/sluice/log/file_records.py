@@ -6,8 +6,8 @@ windows, and never decode records.
 
 A file may be longer than its records: a retained-out segment file reused for a new
 segment (:meth:`FileRecords.recycle_as`) keeps its old bytes past the new end until they
-are overwritten or trimmed, and where the blocks of an active segment are allocated ahead of
-its appends (:meth:`FileRecords.allocate_ahead`, off by default) zeros follow the records.
+are overwritten or trimmed, and a preallocated one (:meth:`FileRecords.preallocate`, Kafka's
+``preallocate``) holds zeros past its records.
 Nothing reads past :attr:`FileRecords.size`; the tail is cut when the segment stops being
 active, when it is closed, and by recovery after a crash (old batches hold offsets below
 the new segment's base, and zeros are no batch, so recovery stops at either).
@@ -63,7 +63,7 @@ _WRITE_AND_WAIT = 1 | 2 | 4
 def _libc(name: str, signature: str) -> Callable[..., int] | None:
     """A libc call (Linux) bound on first use, so ctypes stays off the start-up path;
     ``signature`` has a letter per argument (``i`` int, ``q`` int64, ``I`` unsigned int).
-    None where libc lacks it. Used for ``sync_file_range`` (the deletion thread) and
+    None where libc lacks it. Used for ``sync_file_range`` (the file thread) and
     ``fallocate`` (not ``os.posix_fallocate``: where the filesystem cannot allocate,
     glibc's version writes a byte into every block)."""
     import ctypes
@@ -116,17 +116,14 @@ class TimestampAndOffset(NamedTuple):
 class FileRecords:
     """An open segment data file: appends at the end, positional reads, header scans."""
 
-    __slots__ = ("_ahead", "_direct", "_fd", "_length", "_limit", "_reserved", "_size", "path")
+    __slots__ = ("_direct", "_fd", "_length", "_size", "path")
 
     def __init__(self, path: Path, fd: int, size: int, length: int | None = None) -> None:
         self.path = path
         self._fd = fd
         self._size = size  # bytes of records
-        self._reserved = size  # >= size: bytes claimed by appends a writer thread still writes
         self._length = size if length is None else length  # bytes in the file, >= size
         self._direct: DirectWriter | None = None
-        self._ahead = 0  # bytes allocated past an append that outgrows the file (0: none)
-        self._limit = 0  # ... but not past this many bytes of file
 
     @classmethod
     def open(cls, path: Path) -> FileRecords:
@@ -139,39 +136,16 @@ class FileRecords:
         return self._size
 
     @property
-    def reserved(self) -> int:
-        """Where the next append goes: :attr:`size` plus the bytes of appends handed to a
-        writer thread and not written yet (:meth:`reserve`)."""
-        return self._reserved
-
-    @property
     def stale_bytes(self) -> int:
         """Bytes past the records: what a reused file still holds of its old data, or
-        blocks allocated ahead of the appends."""
+        the preallocated blocks not written yet."""
         return self._length - self._size
-
-    def allocate_ahead(self, ahead: int, limit: int) -> None:
-        """From now on, an append that would grow the file first allocates its blocks up
-        to ``ahead`` bytes past its end (``fallocate``), but not past ``limit`` bytes of
-        file (the segment size) unless the append itself goes further; ``ahead`` 0: no
-        allocation. Writing into allocated blocks is cheaper than growing the file with
-        every write (docs/log.md). Where allocating fails it stops for this file."""
-        self._ahead = max(ahead, 0)
-        self._limit = limit
 
     def preallocate(self, size: int) -> None:
         """Allocate the file's first ``size`` bytes now (``preallocate``, for a new
         segment); nothing if the file is already that long or allocating fails."""
         if size > self._length:
             self._allocate_to(size)
-
-    def _allocate_for(self, end: int) -> None:
-        """Before a write that ends at byte ``end`` (allocation on): allocate ahead if it
-        grows the file."""
-        if end > self._length and not self._allocate_to(
-            max(end, min(end + self._ahead, self._limit))
-        ):
-            self._ahead = 0  # unsupported here, or no space: plain appends from now on
 
     def _allocate_to(self, length: int) -> bool:
         """Allocate the blocks from the file's end to ``length``; False if that failed."""
@@ -191,10 +165,6 @@ class FileRecords:
         """Write ``data`` at the end of the file; returns the number of bytes written.
         ``direct``: its whole 4 KiB blocks bypass the page cache (a follower's append;
         sluice.log.direct), where the filesystem allows it."""
-        if self._reserved != self._size:
-            raise KafkaStorageException(f"{self.path}: append while a reserved write is pending")
-        if self._ahead:
-            self._allocate_for(self._size + len(data))
         if isinstance(data, PatchedRecords):  # heads and views, gathered by the kernel
             written = pwrite_all(self.fileno(), data.parts, self._size)
             self._grow(written)
@@ -214,28 +184,8 @@ class FileRecords:
         self._grow(total)
         return total
 
-    def reserve(
-        self, data: bytes | bytearray | memoryview | PatchedRecords
-    ) -> tuple[list[bytearray | memoryview], int]:
-        """Claim the next ``len(data)`` bytes for a write done elsewhere (a writer thread):
-        returns the parts to write and their position. Reads do not reach them until
-        :meth:`commit` says they are written."""
-        parts: list[bytearray | memoryview] = (
-            data.parts if isinstance(data, PatchedRecords) else [memoryview(data)]
-        )
-        position = self._reserved
-        self._reserved += len(data)
-        if self._ahead:
-            self._allocate_for(self._reserved)
-        return parts, position
-
-    def commit(self, position: int) -> None:
-        """The reserved bytes up to ``position`` are written: make them readable."""
-        self._grow(position - self._size)
-
     def _grow(self, written: int) -> None:
         self._size += written
-        self._reserved = max(self._reserved, self._size)
         if self._size > self._length:
             self._length = self._size
 
@@ -262,7 +212,7 @@ class FileRecords:
         removed = self._size - size
         if removed or self._length > size:
             os.ftruncate(self.fileno(), size)
-            self._size = self._length = self._reserved = size
+            self._size = self._length = size
         return removed
 
     def trim(self) -> None:

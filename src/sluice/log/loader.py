@@ -69,7 +69,6 @@ def open_segment(
         recycled=recycled,
         prepared=prepared,
         segment_bytes=config.segment_bytes,
-        allocate_ahead_bytes=config.segment_allocate_ahead_bytes,
         preallocate=config.preallocate,
     )
 

@@ -7,13 +7,11 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile, fsync_directory
 from sluice.log.config import Clock, LogConfig
-from sluice.log.deletion import delete_soon, in_background
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import (
     FetchDataInfo,
@@ -21,12 +19,11 @@ from sluice.log.file_records import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
+from sluice.log.file_work import FileWork
 from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
 from sluice.log.next_segment import NextSegment
 from sluice.log.patched_records import PatchedRecords
-from sluice.log.readers import NO_OFFSET_DUE, LogReaders
 from sluice.log.segment import LogSegment
-from sluice.log.writer import WriteJob, Writer
 from sluice.protocol.records.batch import BatchHeader
 
 __all__ = ["FlushWork", "LocalLog"]
@@ -89,24 +86,20 @@ class LocalLog:
         "_clock",
         "_closed",
         "_config",
+        "_file_work",
         "_flush_wanted",
         "_last_flush_ms",
         "_log_end_offset",
         "_next",
         "_next_at",
-        "_next_offset",
         "_paged",
-        "_pending",
         "_pending_deletes",
-        "_readers",
         "_recovery_point",
-        "_released",
         "_rp_checkpoint",
         "_segments",
         "_spare",
         "_truncations",
         "_write_error",
-        "_writer",
         "dir",
         "partition",
         "topic",
@@ -122,19 +115,19 @@ class LocalLog:
         segments: list[LogSegment],
         log_end_offset: int,
         recovery_point: int,
+        file_work: FileWork,
     ) -> None:
+        """``file_work``: where removing files, dropping pages and creating the next
+        segment's files run (file_work.py)."""
         self.dir = directory
         self.topic = topic
         self.partition = partition
         self._config = config
         self._clock = clock
+        self._file_work = file_work
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
-        self._log_end_offset = log_end_offset  # what is written: readers stop here
-        self._next_offset = log_end_offset  # what is assigned: > LEO while writes are pending
-        # Appends a writer thread is writing, in order (sluice.log.writer).
-        self._pending: deque[tuple[WriteJob, Callable[[], None] | None]] = deque()
-        self._writer: Writer | None = None
+        self._log_end_offset = log_end_offset
         self._write_error: OSError | None = None
         self._recovery_point = recovery_point
         self._last_flush_ms = clock()
@@ -149,13 +142,11 @@ class LocalLog:
         self._pending_deletes: list[tuple[int, LogSegment, int]] = []
         self._spare: tuple[FileRecords, int] | None = None  # a data file to reuse, its bound
         self._paged: LogSegment | None = None  # the removed segment whose pages are kept
-        self._readers = LogReaders()
-        self._released = 0  # segments holding only offsets below this have had pages freed
         self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
         self.write_recovery_point_checkpoint()
-        # The next segment's files, made on the file thread (next_segment.py) once the
+        # The next segment's files, made by the file work (next_segment.py) once the
         # active segment holds _next_at bytes.
-        self._next = NextSegment(directory)
+        self._next = NextSegment(directory, file_work)
         self._next_at = self._next_threshold()
 
     # -- state ---------------------------------------------------------------------------
@@ -179,12 +170,6 @@ class LocalLog:
     @property
     def log_end_offset(self) -> int:
         return self._log_end_offset
-
-    @property
-    def next_offset(self) -> int:
-        """The offset the next append gets: the log end offset plus the records of
-        appends still being written (:meth:`append` with a writer)."""
-        return self._next_offset
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
@@ -233,44 +218,23 @@ class LocalLog:
         last: int,
         max_timestamp: int,
         direct: bool = False,
-        writer: Writer | None = None,
-        on_written: Callable[[], None] | None = None,
         defer_flush: bool = False,
     ) -> bool:
         """Append batches holding offsets ``first..last``, rolling first if needed;
         ``direct``: whole blocks past the page cache (:meth:`FileRecords.append`).
 
-        With a ``writer`` the bytes are written on its thread: the log end offset moves
-        when they are in the file (:meth:`publish_written`), which then calls
-        ``on_written`` on this thread. Without one, earlier such writes are waited for
-        first and the append is written here.
-
         When ``flush.messages`` messages have been appended since the recovery point
         (or since the end of the last deferred flush) the log is flushed here, or, with
         ``defer_flush``, True is returned and the caller has the flush done
         (:meth:`flush_work`, sluice.log.group_flush); False otherwise."""
-        if writer is None:
-            self.drain()
         segment = self._maybe_roll(len(buf), first, last, max_timestamp)
-        reserved = segment.append(
-            last, max_timestamp, buf, headers, direct, reserve=writer is not None
-        )
-        self._next_offset = last + 1
-        if reserved is None or writer is None:
-            self._log_end_offset = last + 1
-        else:
-            parts, position = reserved
-            records = segment.log
-            job = WriteJob(records, parts, position, position + len(buf), last + 1,
-                           self.publish_written)  # fmt: skip
-            self._writer = writer
-            self._pending.append((job, on_written))
-            writer.submit(job)
+        segment.append(last, max_timestamp, buf, headers, direct)
+        self._log_end_offset = last + 1
         flushed_to = max(self._recovery_point, self._flush_wanted)
-        if self._next_offset - flushed_to < self._config.flush_messages:
+        if self._log_end_offset - flushed_to < self._config.flush_messages:
             return False
         if defer_flush:
-            self._flush_wanted = self._next_offset
+            self._flush_wanted = self._log_end_offset
             return True
         self.flush()
         return False
@@ -281,46 +245,11 @@ class LocalLog:
         the recovery point to reach it."""
         return self._flush_wanted
 
-    def publish_written(self, inline: bool = False) -> None:
-        """Make the written appends readable, in order: each moves its file's size and
-        the log end offset. Called back on the owner's thread once the writer has written
-        one; ``inline`` (from :meth:`drain`) posts the ``on_written`` calls instead of
-        making them, so that nobody is called back from inside a log operation."""
-        pending = self._pending
-        notify: Callable[[], None] | None = None
-        while pending and pending[0][0].done:
-            job, on_written = pending.popleft()
-            if job.error is not None:
-                self._fail(job.error)
-                notify = on_written or notify
-                break
-            job.records.commit(job.end_position)
-            self._log_end_offset = job.end_offset
-            notify = on_written or notify
-        if notify is not None:
-            if inline and self._writer is not None:
-                self._writer.post(notify)
-            else:
-                notify()
-
     def _fail(self, error: OSError) -> None:
-        """A write failed: nothing after it is made readable and the log refuses appends
-        and reads from now on (``KafkaStorageException``)."""
+        """An fsync failed: the log refuses appends and reads from now on
+        (``KafkaStorageException``)."""
         self._write_error = error
-        self._next_offset = self._log_end_offset
-        self._pending.clear()
         logger.error("%s: a segment write failed, the log is offline: %s", self.dir.name, error)
-
-    def drain(self) -> None:
-        """Wait for every pending write and make it readable."""
-        pending = self._pending
-        if not pending:
-            return
-        writer = self._writer
-        assert writer is not None
-        for job, _ in pending:
-            writer.wait(job)
-        self.publish_written(inline=True)
 
     def _maybe_roll(self, size: int, first: int, last: int, max_timestamp: int) -> LogSegment:
         config = self._config
@@ -351,17 +280,15 @@ class LocalLog:
         return config.segment_bytes // 2 if config.segment_prepare_next else _NEVER
 
     def _ask_next(self, active: LogSegment) -> None:
-        """Have the file thread create the next segment's files, where it runs (the
-        ``sluice broker`` process); elsewhere the roll creates them, as before."""
+        """Have the file work create the next segment's files where it runs in the
+        background; with inline file work the roll creates them."""
         self._next_at = _NEVER
-        if in_background():
+        if self._file_work.in_background:
             config = self._config
             self._next.ask(active.base_offset, config.segment_bytes if config.preallocate else 0)
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at the log end offset (or ``expected_next_offset``),
-        once the pending writes are in the old one."""
-        self.drain()  # nothing is pending once the log is closed or offline
+        """Start a new active segment at the log end offset (or ``expected_next_offset``)."""
         self.check_open()
         new_offset = max(expected_next_offset or 0, self._log_end_offset)
         active = self._segments[-1]
@@ -381,7 +308,6 @@ class LocalLog:
         )
         self._bases.append(new_offset)
         self._next_at = self._next_threshold()
-        self._readers.due = self._next_release()
         return segment
 
     def _new_segment(self, base_offset: int) -> tuple[LogSegment, str]:
@@ -390,9 +316,9 @@ class LocalLog:
         files created ahead (next_segment.py) when they are ready, else on new files.
 
         Why: a new file's pages are new page-cache pages, and taking them is most of an
-        append's cost where fresh memory is slow (on the benchmark VM a 1 MiB write into a
-        new file took ~2.7 ms, into a cached file ~0.06 ms). The old bytes past the new
-        records are trimmed when the segment rolls or closes; after a crash, recovery stops
+        append's cost where fresh memory is slow (a VM whose host takes back freed
+        memory); writing into pages the cache still holds skips that. The old bytes past
+        the new records are trimmed when the segment rolls or closes; after a crash, recovery stops
         at them because their offsets are below ``base_offset`` (file_records.py). Also
         says, for the log, which files it took."""
         recycled = None
@@ -400,14 +326,14 @@ class LocalLog:
             records, bound = self._spare
             if not self._config.segment_recycle or not records.cached():
                 self._spare = None
-                delete_soon(records.delete)
+                self._file_work.submit(records.delete)
             elif bound <= base_offset:
                 self._spare = None
                 recycled = records
         prepared = self._next.take() if recycled is None else None
         segment = open_segment(self.dir, base_offset, self._config, self._clock, recycled, prepared)
         if prepared is not None:
-            delete_soon(segment.take_final_names)  # on the file thread, like the making
+            self._file_work.submit(segment.take_final_names)  # where they were made
             return segment, " (on files created ahead)"
         if recycled is not None and segment.log.stale_bytes > 0:
             return segment, " (reusing a removed segment's file)"
@@ -459,49 +385,6 @@ class LocalLog:
             return None
         return header.partition_leader_epoch
 
-    # -- pages of read segments ----------------------------------------------------------
-    @property
-    def pages_freed_below(self) -> int:
-        return self._released
-
-    def note_read(self, reader: Hashable, fetch_offset: int) -> None:
-        """``reader`` fetched from ``fetch_offset``: with ``segment.drop.read.pages``, free
-        the page-cache pages of the inactive segments that every recent reader has read
-        (readers.py), on the deletion thread, which writes dirty pages back first.
-
-        Only where that thread runs (the ``sluice broker`` process): a segment a reader
-        has just passed is usually younger than the kernel's writeback age, and dropping
-        it inline would submit the writeback of its dirty pages (up to a segment, 1 GiB
-        by default) from the event loop."""
-        if (
-            self._config.segment_drop_read_pages
-            and in_background()
-            and self._readers.saw(reader, fetch_offset, self._clock())
-        ):
-            self._release_read()
-
-    def _release_read(self) -> None:
-        floor = self._readers.floor(self._clock())
-        if floor is not None:
-            segments = self._segments
-            for i in range(len(segments) - 1):
-                upper = self.upper_bound(i)
-                if upper > floor:
-                    break
-                if upper > self._released:
-                    delete_soon(segments[i].log.cache_dropper(write_back_first=True))
-                    self._released = upper
-        self._readers.due = self._next_release()
-
-    def _next_release(self) -> int:
-        """The upper bound of the oldest inactive segment whose pages are held (the fetch
-        offset at which a release is next due); past every offset when there is none."""
-        for i in range(len(self._segments) - 1):
-            upper = self.upper_bound(i)
-            if upper > self._released:
-                return upper
-        return NO_OFFSET_DUE
-
     # -- deletion ------------------------------------------------------------------------
     def remove_and_delete_segments(self, segments: Sequence[LogSegment]) -> None:
         """Drop ``segments`` from the log; their files are renamed ``*.deleted`` and removed
@@ -529,19 +412,19 @@ class LocalLog:
         up to a minute of appends in memory, evicting data that readers still want.
         With ``segment.recycle`` the newest removed segment keeps its pages, since it may
         become the spare, whose appends overwrite them (:meth:`delete_pending_files`).
-        The dropping runs where deletions run (:func:`delete_soon`); on the deletion
-        thread it first writes back pages still dirty, which the kernel would not drop,
-        and waits for the disk; inline, on the event loop, it does not wait for the disk
-        and drops clean pages only."""
+        The dropping runs as file work; in the background it first writes back pages
+        still dirty, which the kernel would not drop, and waits for the disk; inline it
+        does not wait for the disk and drops clean pages only."""
         paged = self._paged
-        write_back = in_background()
+        file_work = self._file_work
+        write_back = file_work.in_background
         if paged is not None:
-            delete_soon(paged.log.cache_dropper(write_back))
+            file_work.submit(paged.log.cache_dropper(write_back))
         if self._config.segment_recycle:
             self._paged = newest
         else:
             self._paged = None
-            delete_soon(newest.log.cache_dropper(write_back))
+            file_work.submit(newest.log.cache_dropper(write_back))
 
     def delete_segments_while(
         self, predicate: Callable[[LogSegment, int], bool], high_watermark: int | None
@@ -578,14 +461,15 @@ class LocalLog:
                 self._spare[0].delete()
                 self._spare = None
             return count
+        file_work = self._file_work
         if due and self._config.segment_recycle:
             if self._spare is not None:
-                delete_soon(self._spare[0].delete)
+                file_work.submit(self._spare[0].delete)
             _, segment, bound = due.pop()
             self._spare = (segment.log, bound)
-            delete_soon(segment.delete_indexes)
+            file_work.submit(segment.delete_indexes)
         for _, segment, _ in due:
-            delete_soon(segment.delete)
+            file_work.submit(segment.delete)
         return count
 
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
@@ -613,7 +497,6 @@ class LocalLog:
     def truncate_to(self, target: int) -> int:
         """Remove every batch holding offsets >= ``target``; returns the new log end offset
         (``target``, or the base offset of a batch that straddled it)."""
-        self.drain()
         index = self.segment_index_for(target)
         later = self._segments[index + 1 :]
         if later:
@@ -622,30 +505,21 @@ class LocalLog:
         straddling = segment.translate_offset(target)
         segment.truncate_to(target)
         new_end = target if straddling is None else min(target, straddling.base_offset)
-        self._log_end_offset = self._next_offset = max(new_end, segment.base_offset)
+        self._log_end_offset = max(new_end, segment.base_offset)
         self._truncations += 1
         self._flush_wanted = min(self._flush_wanted, self._log_end_offset)
         self._set_recovery_point(min(self._recovery_point, self._log_end_offset))
-        self._forget_readers()
         return self._log_end_offset
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset``."""
-        self.drain()
         self.remove_and_delete_segments(list(self._segments))
         self._segments = [self._new_segment(new_offset)[0]]
         self._bases = [new_offset]
-        self._log_end_offset = self._next_offset = new_offset
+        self._log_end_offset = new_offset
         self._truncations += 1
         self._flush_wanted = 0
         self._set_recovery_point(new_offset)
-        self._forget_readers()
-
-    def _forget_readers(self) -> None:
-        """After a truncation the readers' offsets may name records that are gone."""
-        self._readers.forget()
-        self._released = min(self._released, self._log_end_offset)
-        self._readers.due = self._next_release()
 
     # -- flush, checkpoint, close --------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
@@ -660,7 +534,6 @@ class LocalLog:
         """What :meth:`flush` would fsync (None: nothing below ``offset`` is unflushed).
         ``detached``: with duplicated descriptors, for fsyncs run on another thread while
         this one goes on (then :meth:`flushed` on this thread)."""
-        self.drain()  # nothing is pending once the log is closed or offline
         self.check_open()
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
         if target <= self._recovery_point:
@@ -704,7 +577,6 @@ class LocalLog:
         """Close every segment (writing final time index entries) and the checkpoint."""
         if self._closed:
             return
-        self.drain()
         self.delete_pending_files(force=True)
         self.write_recovery_point_checkpoint()
         for segment in self._segments:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sluice.log.append import (
@@ -23,6 +23,7 @@ from sluice.log.errors import (
     OffsetOutOfRangeException,
 )
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.loader import load_log
 from sluice.log.local_log import FlushWork, LocalLog
 from sluice.log.patched_records import PatchedRecords
@@ -34,7 +35,6 @@ from sluice.log.producer_state_manager import (
 )
 from sluice.log.segment import LogSegment
 from sluice.log.transaction_index import AbortedTxn
-from sluice.log.writer import Writer
 from sluice.protocol.records.batch import NO_TIMESTAMP, BatchHeader
 
 __all__ = [
@@ -84,9 +84,12 @@ class Log:
         *,
         clock: Clock = system_clock,
         had_clean_shutdown: bool = False,
+        file_work: FileWork | None = None,
     ) -> None:
         """Open (creating if needed) the log in ``directory``; without ``had_clean_shutdown``
-        every segment at or after the recovery point is validated and torn tails are cut."""
+        every segment at or after the recovery point is validated and torn tails are cut.
+        ``file_work``: where its background file work runs (sluice.log.file_work; inline
+        by default)."""
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
@@ -112,6 +115,7 @@ class Log:
             loaded.segments,
             loaded.log_end_offset,
             loaded.recovery_point,
+            file_work if file_work is not None else InlineFileWork(),
         )
         self._producer_state = ProducerStateManager(self.dir)
         self._load_producer_state(had_clean_shutdown)
@@ -175,7 +179,7 @@ class Log:
 
     @property
     def write_error(self) -> OSError | None:
-        """The error of a failed write on a writer thread, which took this log offline."""
+        """The error of a failed fsync, which took this log offline."""
         return self._local.write_error
 
     @property
@@ -188,15 +192,9 @@ class Log:
         records: bytes | bytearray | memoryview,
         leader_epoch: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
-        writer: Writer | None = None,
-        on_written: Callable[[], None] | None = None,
     ) -> LogAppendInfo:
         """Validate the v2 batches, give them consecutive offsets from the log end offset and
         the leader epoch (and the append time for LogAppendTime topics), and append them.
-
-        With a ``writer`` the bytes are written on its thread (sluice.log.writer): the
-        log end offset reaches them, and ``on_written`` is called, once they are in the
-        file. The records must then stay unchanged until that call.
 
         A writable buffer (bytearray, writable memoryview) is rewritten in place; of a
         read-only one only the batch heads are copied (:class:`PatchedRecords`), except for
@@ -209,7 +207,7 @@ class Log:
         config = local.config
         append_time = self._clock() if config.log_append_time else NO_TIMESTAMP
         buf, headers, info = prepare_leader_append(
-            records, config, local.next_offset, leader_epoch, origin, append_time,
+            records, config, local.log_end_offset, leader_epoch, origin, append_time,
             self._log_start_offset, self.dir.name,
         )  # fmt: skip
         # Keys and markers are read from the records as received (only offsets changed).
@@ -226,10 +224,7 @@ class Log:
                     duplicate.last_offset, duplicate.timestamp if config.log_append_time
                     else NO_TIMESTAMP, self._log_start_offset, 0, 0, 0, leader_epoch,
                 )  # fmt: skip
-            self._append(
-                buf, headers, info, analysis, writer=writer, on_written=on_written,
-                flush_group=self.flush_group,
-            )  # fmt: skip
+            self._append(buf, headers, info, analysis, flush_group=self.flush_group)
         return info
 
     def append_as_follower(
@@ -244,7 +239,6 @@ class Log:
         """
         local = self._local
         local.check_open()
-        local.drain()
         buf, headers, info = prepare_follower_append(
             records, local.config, local.log_end_offset, self._log_start_offset, self.dir.name
         )
@@ -262,8 +256,6 @@ class Log:
         info: LogAppendInfo,
         analysis: ProducerStateAnalysis,
         direct: bool = False,
-        writer: Writer | None = None,
-        on_written: Callable[[], None] | None = None,
         flush_group: Callable[[Log], None] | None = None,
     ) -> None:
         """Append to the segments, then record the producer state: a roll in between
@@ -273,7 +265,7 @@ class Log:
         active = local.active_segment
         flush_due = local.append(
             buf, headers, info.first_offset, info.last_offset, info.max_timestamp, direct,
-            writer, on_written, defer_flush=flush_group is not None,
+            defer_flush=flush_group is not None,
         )  # fmt: skip
         state = self._producer_state
         if local.active_segment is not active:
@@ -304,14 +296,12 @@ class Log:
         max_bytes: int,
         max_offset_exclusive: int | None = None,
         min_one_message: bool = True,
-        reader: Hashable | None = None,
     ) -> FetchDataInfo:
         """Whole batches from the one holding ``fetch_offset``, from a single segment.
 
         Only batches entirely below ``max_offset_exclusive`` (the high watermark for
         consumers) are returned. Raises OffsetOutOfRangeException outside
-        ``[log_start_offset, log_end_offset]``. A named ``reader`` (a fetching client)
-        counts for freeing the pages of read segments (:meth:`LocalLog.note_read`).
+        ``[log_start_offset, log_end_offset]``.
         """
         local = self._local
         local.check_open()
@@ -322,15 +312,7 @@ class Log:
                 f"but we only have log segments in the range {self._log_start_offset} to {leo}."
             )
         limit = leo if max_offset_exclusive is None else max_offset_exclusive
-        if reader is not None:
-            local.note_read(reader, fetch_offset)
         return local.read(fetch_offset, max_bytes, limit, min_one_message)
-
-    @property
-    def pages_freed_below(self) -> int:
-        """Inactive segments holding only offsets below this have had their page-cache
-        pages freed as read by every recent reader (``segment.drop.read.pages``)."""
-        return self._local.pages_freed_below
 
     # -- transactions ----------------------------------------------------------------------
     @property
@@ -444,8 +426,6 @@ class Log:
         if timestamp == LATEST_TIMESTAMP:
             leo = local.log_end_offset
             return TimestampAndOffset(NO_TIMESTAMP, leo, self._epoch_of(leo - 1))
-        # The indexes already hold appends still being written: wait for them first.
-        local.drain()
         if timestamp == MAX_TIMESTAMP:
             segments = local.segments
             best = max(segments, key=lambda segment: segment.max_timestamp_so_far)
@@ -465,7 +445,6 @@ class Log:
         log already ends at or before it."""
         local = self._local
         local.check_open()
-        local.drain()
         if target_offset < 0:
             raise ValueError(f"Cannot truncate to a negative offset ({target_offset})")
         if target_offset >= local.log_end_offset:
@@ -521,7 +500,6 @@ class Log:
     def close(self) -> None:
         """Snapshot the producer state and close every file; the log object is unusable
         afterwards."""
-        self._local.drain()
         if not self._local.is_closed:
             self._producer_state.update_map_end_offset(self._local.log_end_offset)
             self._producer_state.take_snapshot()

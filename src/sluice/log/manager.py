@@ -16,6 +16,7 @@ from sluice.base import TopicPartition
 from sluice.log.checkpoint import fsync_directory
 from sluice.log.config import Clock, LogConfig, system_clock
 from sluice.log.errors import InvalidTopicException, KafkaStorageException
+from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.log import Log, parse_topic_partition
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager", "TopicPartition"]
@@ -40,8 +41,12 @@ class LogManager:
         *,
         clock: Clock = system_clock,
         topic_config: Callable[[str], LogConfig | None] | None = None,
+        file_work: FileWork | None = None,
     ) -> None:
-        """``topic_config(topic)`` supplies per-topic overrides for logs found on disk."""
+        """``topic_config(topic)`` supplies per-topic overrides for logs found on disk.
+        ``file_work`` is where every managed log's background file work runs
+        (sluice.log.file_work; inline when not given); a ``FileThread`` is started
+        by the owner before and stopped after this manager's life."""
         dirs = [log_dirs] if isinstance(log_dirs, str | Path) else list(log_dirs)
         if not dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -49,6 +54,7 @@ class LogManager:
         self.default_config = default_config if default_config is not None else LogConfig()
         self._clock = clock
         self._topic_config = topic_config
+        self.file_work: FileWork = file_work if file_work is not None else InlineFileWork()
         self._logs: dict[TopicPartition, Log] = {}
         self._flush_group: Callable[[Log], None] | None = None
         self._lock_fds: list[int] = []
@@ -91,8 +97,9 @@ class LogManager:
             if key in self._logs:
                 raise KafkaStorageException(f"Duplicate log directories for {key}: {child}")
             self._logs[key] = Log(
-                child, self._config_for(topic), clock=self._clock, had_clean_shutdown=clean
-            )
+                child, self._config_for(topic), clock=self._clock, had_clean_shutdown=clean,
+                file_work=self.file_work,
+            )  # fmt: skip
         if clean:
             marker.unlink()
             fsync_directory(directory)
@@ -158,7 +165,7 @@ class LogManager:
         """A new, empty log in ``log_dir`` (a path from :meth:`new_log_dirs`), its parent
         directory fsynced, not managed yet (:meth:`add_log`). Touches only its own files,
         so it may run on a worker thread."""
-        log = Log(log_dir, config, clock=self._clock)
+        log = Log(log_dir, config, clock=self._clock, file_work=self.file_work)
         fsync_directory(log_dir.parent)
         return log
 

@@ -1,12 +1,10 @@
 """A log's next segment files, created before its roll on the file thread.
 
-A roll used to create the new segment's data file and indexes on the event loop. Creating
-a file changes the file system's metadata, and under sustained writes that can wait: in a
-soak at half the peak one roll's ``open(O_CREAT)`` of the new data file held the event
-loop for ~92 ms (py-spy; docs/performance.md, change 22). So once the active segment is
-half full (``segment.bytes``) the log asks the thread that already runs its file work off
-the event loop (deletion.py; only in the ``sluice broker`` process) to create the next
-segment's files under temporary names: ``<stem>.log.next``, ``<stem>.index.next`` and
+Creating a file changes the file system's metadata, and under sustained writes that can
+wait for tens of milliseconds, which a roll would spend on the event loop. So once the
+active segment is half full (``segment.bytes``) the log asks its background file work
+(file_work.py), where it runs off the event loop, to create the next segment's files
+under temporary names: ``<stem>.log.next``, ``<stem>.index.next`` and
 ``<stem>.timeindex.next``, ``stem`` being the active segment's base offset then. The
 roll takes them, open, for the new segment; the same thread then gives them their final
 names (the indexes first, the data file last: :meth:`LogSegment.take_final_names`).
@@ -27,8 +25,8 @@ import os
 import threading
 from pathlib import Path
 
-from sluice.log.deletion import delete_soon
 from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords
+from sluice.log.file_work import FileWork
 from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from sluice.log.segment import filename_prefix_from_offset
 
@@ -93,10 +91,11 @@ class NextSegment:
     """One log's slot for its next segment's files: asked for on the log's thread, made on
     the file thread, taken by the log's roll. At most one set is made or held at a time."""
 
-    __slots__ = ("_asked", "_closed", "_directory", "_lock", "_ready")
+    __slots__ = ("_asked", "_closed", "_directory", "_file_work", "_lock", "_ready")
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, file_work: FileWork) -> None:
         self._directory = directory
+        self._file_work = file_work
         self._lock = threading.Lock()
         self._ready: PreparedFiles | None = None
         self._asked = False
@@ -113,7 +112,8 @@ class NextSegment:
             if self._asked or self._ready is not None or self._closed:
                 return False
             self._asked = True
-        delete_soon(functools.partial(self._make, self._directory, stem_offset, preallocate_bytes))
+        make = functools.partial(self._make, self._directory, stem_offset, preallocate_bytes)
+        self._file_work.submit(make)
         return True
 
     def _make(self, directory: Path, stem_offset: int, preallocate_bytes: int) -> None:

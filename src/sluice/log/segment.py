@@ -124,16 +124,14 @@ class LogSegment:
         recycled: FileRecords | None = None,
         prepared: PreparedFiles | None = None,
         segment_bytes: int = 0,
-        allocate_ahead_bytes: int = 0,
         preallocate: bool = False,
     ) -> LogSegment:
         """Open the segment files for ``base_offset`` in ``directory``, creating missing ones;
         ``recycled``: a removed segment's data file to write into (see
         :meth:`FileRecords.recycle_as`); ``prepared``: files created ahead under temporary
         names (next_segment.py, allocated there with ``preallocate``), which keep them
-        until :meth:`take_final_names`. Appends that grow the data file allocate its blocks
-        ``allocate_ahead_bytes`` ahead, up to ``segment_bytes``; ``preallocate`` (Kafka's
-        topic setting) allocates all ``segment_bytes`` of an empty one now."""
+        until :meth:`take_final_names`. ``preallocate`` (Kafka's topic setting) allocates
+        all ``segment_bytes`` of an empty data file now."""
         stem = filename_prefix_from_offset(base_offset)
         path = directory / f"{stem}{LOG_FILE_SUFFIX}{file_suffix}"
         index_path = directory / f"{stem}{INDEX_FILE_SUFFIX}{file_suffix}"
@@ -146,7 +144,6 @@ class LogSegment:
         else:
             reused = recycled.recycle_as(path) if recycled is not None else None
             log = reused if reused is not None else FileRecords.open(path)
-        log.allocate_ahead(allocate_ahead_bytes, segment_bytes)
         if preallocate and prepared is None and log.size == 0:
             log.preallocate(segment_bytes)
         offset_index = OffsetIndex(index_path, base_offset, max_index_size, index_fd)
@@ -280,7 +277,7 @@ class LogSegment:
         now_ms: int,
     ) -> bool:
         """Whether an append of ``messages_size`` bytes must go to a new segment."""
-        size = self._log.reserved
+        size = self._log.size
         if size > max_segment_bytes - messages_size:
             return True
         if (
@@ -303,31 +300,24 @@ class LogSegment:
         records: bytes | bytearray | memoryview | PatchedRecords,
         batches: Iterable[BatchHeader] | None = None,
         direct: bool = False,
-        reserve: bool = False,
-    ) -> tuple[list[bytearray | memoryview], int] | None:
+    ) -> None:
         """Append whole batches whose offsets are already assigned.
 
         ``batches`` are the headers of ``records`` (positions relative to ``records``), as
         returned by validation; they are re-read from ``records`` when omitted.
         ``direct``: write whole blocks past the page cache (:meth:`FileRecords.append`).
-        ``reserve``: index them but leave the write to the caller (a writer thread,
-        sluice.log.writer); returns the parts to write and their file position.
         """
         if not len(records):
-            return None
+            return
         if not self.can_convert_to_relative_offset(largest_offset):
             raise ValueError(
                 f"Offset {largest_offset} is out of range for segment {self.base_offset}"
             )
-        physical_position = self._log.reserved
+        physical_position = self._log.size
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
         max_timestamp = self.max_timestamp_so_far
-        reserved = None
-        if reserve:
-            reserved = self._log.reserve(records)
-        else:
-            self._log.append(records, direct)
+        self._log.append(records, direct)
         self._last_modified_ms = self._clock()
         since = self._bytes_since_last_index_entry
         interval = self._index_interval_bytes
@@ -351,7 +341,6 @@ class LogSegment:
                 since = 0
             since += header.batch_length + LOG_OVERHEAD
         self._bytes_since_last_index_entry = since
-        return reserved
 
     def _remember_append(self, base_offset: int, position: int) -> None:
         offsets, positions = self._recent_offsets, self._recent_positions

@@ -166,7 +166,6 @@ DEFAULT_VERSIONS: Final = VersionTable(
         _R(ApiKey.SYNC_GROUP, 0, 5),
         _R(ApiKey.DESCRIBE_GROUPS, 0, 5),
         _R(ApiKey.LIST_GROUPS, 0, 5),
-        _R(ApiKey.SASL_HANDSHAKE, 0, 1),
         _R(ApiKey.API_VERSIONS, 0, 4),
         _R(ApiKey.CREATE_TOPICS, 2, 7),
         _R(ApiKey.DELETE_TOPICS, 1, 6),
@@ -189,7 +188,6 @@ DEFAULT_VERSIONS: Final = VersionTable(
         _R(ApiKey.LIST_TRANSACTIONS, 0, 1),
         _R(ApiKey.DESCRIBE_CONFIGS, 1, 4),
         _R(ApiKey.ALTER_CONFIGS, 0, 2),
-        _R(ApiKey.SASL_AUTHENTICATE, 0, 2),
         _R(ApiKey.CREATE_PARTITIONS, 0, 3),
         _R(ApiKey.DELETE_GROUPS, 0, 2),
         _R(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
@@ -198,4 +196,5 @@ DEFAULT_VERSIONS: Final = VersionTable(
         _R(ApiKey.DESCRIBE_CLUSTER, 0, 1),
     ]
 )
-"""Every API Sluice may serve, with the versions it accepts; restrict to the handled ones."""
+"""Every API Sluice serves (each has a handler), with the versions it accepts; the broker
+restricts it to the handlers it has registered."""

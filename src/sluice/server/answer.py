@@ -2,10 +2,9 @@
 
 A parked Fetch completes inside the Produce that fed it (a follower's fetch, a consumer
 at the log end), and an acks=all Produce completes inside the follower Fetch that moved
-the high watermark. With a plain future the answer is written only after that handler
-has finished and the event loop has woken the waiting task: measured on the RF=3
-one-in-flight chain, the first follower got its data about 130 µs after it was ready
-(docs/performance.md, "Answers written when set"). An :class:`Answer` lets the network
+the high watermark. With a plain future the answer would be written only after that
+handler has finished and the event loop has woken the waiting task, a loop turn after it
+was ready, on the path of every replicated or acks=all record. An :class:`Answer` lets the network
 layer leave a ``write`` callback on it: :meth:`set_result` calls it at once, and the
 callback writes the encoded answer if it can be written without waiting (no file
 region to send, the connection open and its turn to answer).

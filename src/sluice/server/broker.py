@@ -23,8 +23,8 @@ from sluice.config import (
     topic_config_defaults,
 )
 from sluice.log import Log, LogConfig, LogManager
+from sluice.log.file_work import FileThread
 from sluice.log.group_flush import GroupFlusher
-from sluice.log.writer import LogWriter
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.server.congestion import checked_algorithm
@@ -62,6 +62,8 @@ QUIET_S = 0.01
 """How long the listeners must have been idle before the coordinators are built."""
 QUIET_WAIT_S = 0.1
 """The longest the coordinators wait for that."""
+FILE_WORK_STOP_S = 10.0
+"""The longest a stopping broker waits for its queued file work (removals, page drops)."""
 
 
 class _Slices:
@@ -114,8 +116,10 @@ class Broker:
         self.versions: VersionTable = DEFAULT_VERSIONS
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._writer: LogWriter | None = None  # log.write.thread
         self._flush_executor: ThreadPoolExecutor | None = None  # log.flush.group.commit
+        # The logs' background file work (sluice.log.file_work): started by start(),
+        # stopped once stop() or crash() has closed the logs.
+        self._file_thread = FileThread(f"sluice-file-work-{self.broker_id}")
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
         self.advertised = [parse_listener(x)[1:] for x in config.advertised_listeners]
@@ -124,9 +128,18 @@ class Broker:
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self, on_listening: Callable[[], None] | None = None) -> None:
-        """Load the logs, open the listeners, start the coordinators. ``on_listening`` is
-        called as soon as clients can connect (in single-node mode before the broker is
-        ready: requests wait for it meanwhile), at the latest when start() returns."""
+        """Start the file thread, load the logs, open the listeners, start the
+        coordinators. ``on_listening`` is called as soon as clients can connect (in
+        single-node mode before the broker is ready: requests wait for it meanwhile), at
+        the latest when start() returns. A start that fails stops the file thread."""
+        self._file_thread.start()
+        try:
+            await self._start(on_listening)
+        except BaseException:
+            self._stop_file_thread()
+            raise
+
+    async def _start(self, on_listening: Callable[[], None] | None) -> None:
         started = time.monotonic()
         self._loop = asyncio.get_running_loop()
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -134,14 +147,10 @@ class Broker:
         self.registry = TopicRegistry(self.log_dir)
         self.log_manager = LogManager(
             self.log_dir, self._default_log_config(), clock=wall_clock_ms,
-            topic_config=self.log_config_for,
+            topic_config=self.log_config_for, file_work=self._file_thread,
         )  # fmt: skip
-        if self.config["log.write.thread"]:
-            self._writer = LogWriter(
-                self._loop.call_soon_threadsafe, f"sluice-log-writer-{self.broker_id}"
-            )
         self.replica_manager = ReplicaManager(
-            self.broker_id, self._make_purgatory, min_isr=self._min_isr, writer=self._writer
+            self.broker_id, self._make_purgatory, min_isr=self._min_isr
         )
         if self.config["log.flush.group.commit"]:
             self._flush_executor = ThreadPoolExecutor(1, f"sluice-flush-{self.broker_id}")
@@ -307,7 +316,7 @@ class Broker:
         self.replica_manager.shutdown()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
-        self._close_writer()
+        self._stop_file_thread()
         self._close_flush_thread()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
@@ -325,16 +334,16 @@ class Broker:
         self.log_cleaner.shutdown()
         self.replica_manager.shutdown()
         self.log_manager.abandon()
-        self._close_writer()
+        self._stop_file_thread()
         self._close_flush_thread()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
 
-    def _close_writer(self) -> None:
-        """Stop the writer thread, once every log is closed (closing waits for its writes)."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+    def _stop_file_thread(self) -> None:
+        """Run the file work still queued and end the file thread (the logs are closed:
+        nothing queues more)."""
+        if not self._file_thread.stop(FILE_WORK_STOP_S):
+            log.warning("file work still pending; the next start removes its leftover files")
 
     def _run_flush(self, job: Callable[[], None], done: Callable[[], None]) -> None:
         """A group flush round's fsyncs on the flush thread, then ``done`` on the loop."""

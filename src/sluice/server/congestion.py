@@ -3,11 +3,8 @@
 A connection whose peer is on a loopback address (a client or another broker on the same
 host: tests, an embedded broker, a sidecar, a cluster on one machine) meets neither
 congestion nor loss, yet the system's congestion control still runs on every send and
-every ACK. A model-based algorithm costs the sender CPU there for nothing: with BBR (this
-project's benchmark host's default) a leader sending ~1 MB Fetch answers to two followers
-spent 35-38% of its samples in ``sendfile`` (about 21% with cubic), and with ``reno`` on
-its loopback connections the RF=3 cluster moved more per CPU-second
-(docs/performance.md, change 17).
+every ACK. A model-based algorithm such as BBR costs the sender CPU there for nothing,
+most of it in the ``sendfile`` of large Fetch answers; ``reno`` costs the least.
 
 So the broker sets ``socket.loopback.congestion.control`` (default ``reno``: built into
 every Linux kernel and allowed to unprivileged processes) on the connections that carry

@@ -39,10 +39,9 @@ def _answered(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
 
 
 class DelayedProduce(DelayedOperation):
-    """An acks=all produce waiting until every partition's HW reaches its last offset + 1;
-    an acks=1 produce until every partition's log is written that far (a writer thread
-    writes the leader's appends, sluice.log.writer). Either also waits, where its append
-    made a flush due, until the recovery point passes it (sluice.log.group_flush)."""
+    """An acks=all produce waiting until every partition's HW reaches its last offset + 1.
+    Either acks=all or acks=1 also waits, where its append made a flush due, until the
+    recovery point passes it (sluice.log.group_flush)."""
 
     __slots__ = ("callback", "replica_manager", "required_acks", "statuses")
 

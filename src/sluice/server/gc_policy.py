@@ -2,10 +2,10 @@
 
 CPython's cyclic collector periodically walks every tracked object; a full (generation 2)
 pass over a started broker's heap (modules, kio's message classes, the logs' and
-coordinators' state) took 18-48 ms on the benchmark machine and showed up as the
-end-to-end latency tail (p99.9). Everything alive once the broker is serving lives as
-long as the process, so :func:`tune_for_serving` moves it to the permanent generation
-(``gc.freeze``) where no pass looks at it again, and makes young collections rarer.
+coordinators' state) takes tens of milliseconds, during which no request is served.
+Everything alive once the broker is serving lives as long as the process, so
+:func:`tune_for_serving` moves it to the permanent generation (``gc.freeze``) where no
+pass looks at it again, and makes young collections rarer.
 Cycles created later are still found and freed. Only the ``sluice broker`` process
 applies it: an embedded broker leaves its host process's collector alone.
 """

@@ -23,7 +23,6 @@ import collections
 import contextvars
 import functools
 import inspect
-import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -42,7 +41,7 @@ from sluice.server.congestion import set_on_loopback
 from sluice.server.connection import KafkaConnectionProtocol, ResponseWriter
 from sluice.server.sendfile import holds_file_region, write_segments
 
-__all__ = ["CLIENT_HOST", "CONNECTION_READER", "Handler", "KafkaServer"]
+__all__ = ["CLIENT_HOST", "Handler", "KafkaServer"]
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +54,6 @@ _PRODUCE = 0
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 """The peer address of the connection whose request is being handled, as Kafka shows it
 (``/127.0.0.1``); each connection runs in its own task, so its own context."""
-
-CONNECTION_READER: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "connection_reader", default=None
-)
-"""A negative number naming the connection whose request is being handled, the reader
-a consumer's fetches count as (followers count by their non-negative broker ids):
-None outside a connection."""
-_connection_serials = itertools.count(1)
 
 
 class _Connection:
@@ -189,7 +180,6 @@ class KafkaServer:
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         conn = _Connection(writer, peer)
         CLIENT_HOST.set(f"/{peername[0]}" if peername else "")
-        CONNECTION_READER.set(-next(_connection_serials))
         self._connections.add(conn)
         try:
             while True:

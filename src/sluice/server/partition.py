@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 
 from sluice.base import TopicPartition
 from sluice.log import FetchDataInfo, Log, LogAppendInfo, LogOffsetMetadata
 from sluice.log.append import AppendOrigin
 from sluice.log.transaction_index import AbortedTxn
-from sluice.log.writer import Writer
 from sluice.protocol import ErrorCode
 
 __all__ = ["FetchIsolation", "LogReadInfo", "NotEnoughReplicasError", "Partition"]
@@ -201,19 +200,17 @@ class Partition:
         records: bytes,
         required_acks: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
-        writer: Writer | None = None,
-        on_written: Callable[[], None] | None = None,
     ) -> LogAppendInfo:
-        """Append as leader; with a ``writer``, written on its thread (Log.append_as_leader)."""
+        """Append as leader (Log.append_as_leader); acks=all needs min.insync.replicas."""
         if required_acks == -1 and len(self.isr) < self.min_isr():
             raise NotEnoughReplicasError(
                 f"ISR {sorted(self.isr)} of {self.tp} is below min.insync.replicas {self.min_isr()}"
             )
-        return self.log.append_as_leader(records, self.leader_epoch, origin, writer, on_written)
+        return self.log.append_as_leader(records, self.leader_epoch, origin)
 
     def _produce_cannot_wait(self) -> tuple[bool, ErrorCode] | None:
         """A DelayedProduce's answer when the wait is over for another reason: the log
-        went offline (a failed write), or this replica no longer leads."""
+        went offline (a failed fsync), or this replica no longer leads."""
         if self.log.write_error is not None:
             return True, ErrorCode.kafka_storage_error
         if not self.is_leader:
@@ -221,7 +218,8 @@ class Partition:
         return None
 
     def check_written(self, required_offset: int) -> tuple[bool, ErrorCode]:
-        """For an acks=1 DelayedProduce: is the log written up to ``required_offset``?"""
+        """For an acks=1 DelayedProduce (waiting for a group flush): does the log still
+        hold ``required_offset``?"""
         over = self._produce_cannot_wait()
         if over is not None:
             return over
@@ -255,7 +253,6 @@ class Partition:
         max_bytes: int,
         isolation: FetchIsolation,
         min_one_message: bool,
-        reader: Hashable | None = None,
     ) -> LogReadInfo:
         # Offsets first, then the read: the read never goes past what was captured.
         hw, lso = self._hw, self.last_stable_offset
@@ -266,7 +263,7 @@ class Partition:
             limit = hw
         else:
             limit = lso
-        data = self.log.read(fetch_offset, max_bytes, limit, min_one_message, reader)
+        data = self.log.read(fetch_offset, max_bytes, limit, min_one_message)
         info = LogReadInfo(data, hw, lso, start, leo)
         if isolation is FetchIsolation.TXN_COMMITTED:
             info.aborted_transactions = (

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sluice.base import TopicPartition
@@ -20,7 +19,6 @@ from sluice.log import (
 from sluice.log.append import AppendOrigin
 from sluice.log.checkpoint import OffsetCheckpointFile
 from sluice.log.transaction_index import AbortedTxn
-from sluice.log.writer import Writer
 from sluice.protocol import ErrorCode
 from sluice.protocol.errors import KafkaError
 from sluice.purgatory import DelayedOperationPurgatory
@@ -48,7 +46,6 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation: FetchIsolation
-    reader: Hashable | None = None  # who fetches: a log frees pages all its readers read
 
     @property
     def is_from_follower(self) -> bool:
@@ -101,13 +98,9 @@ class ReplicaManager:
         broker_id: int,
         make_purgatory: PurgatoryFactory,
         min_isr: Callable[[TopicPartition], int] = lambda tp: 1,
-        writer: Writer | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._min_isr = min_isr
-        # Writes clients' appends off the event loop (broker log.write.thread).
-        self.writer = writer
-        self._on_written: dict[TopicPartition, Callable[[], None]] = {}
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = make_purgatory("Produce", 1000)
         self.fetch_purgatory = make_purgatory("Fetch", 1000)
@@ -178,22 +171,11 @@ class ReplicaManager:
 
     def remove_partition(self, tp: TopicPartition) -> Partition | None:
         partition = self.partitions.pop(tp, None)
-        self._on_written.pop(tp, None)
         # Waiting requests on it are answered now rather than at their timeout.
         for purgatory in (self.fetch_purgatory, self.produce_purgatory):
             purgatory.check_and_complete(tp)
         self.delete_records_purgatory.check_and_complete(tp)
         return partition
-
-    def _written(self, tp: TopicPartition) -> None:
-        """The writer thread wrote appends of ``tp``: its log end offset moved."""
-        partition = self.partitions.get(tp)
-        if partition is None:
-            return
-        hw_moved = partition.is_leader and partition.maybe_increment_high_watermark()
-        self._wake(tp, hw_moved)
-        if not hw_moved:  # an acks=1 produce waits for the write, not for the HW
-            self.produce_purgatory.check_and_complete(tp)
 
     def _wake(self, tp: TopicPartition, hw_moved: bool) -> None:
         self.fetch_purgatory.check_and_complete(tp)
@@ -217,28 +199,20 @@ class ReplicaManager:
             statuses[tp] = self._append_one(tp, records, required_acks, origin)
         if required_acks == -1:
             needs_wait = any(s.error == ErrorCode.none for s in statuses.values())
-        else:  # acks=1 answers once the writer thread has written and the flushes the
-            # appends made due are done (acks=0 does not wait)
+        else:  # acks=1 answers once the flushes the appends made due are done
+            # (acks=0 does not wait)
             needs_wait = required_acks == 1 and any(
-                s.error == ErrorCode.none
-                and (s.flush_pending or self._unwritten(tp, s.required_offset))
-                for tp, s in statuses.items()
+                s.error == ErrorCode.none and s.flush_pending for s in statuses.values()
             )
         if not needs_wait:
             callback(statuses)
             return
         op = DelayedProduce(timeout_ms, statuses, self, callback, required_acks)
         # One try, then watched: only this thread appends, moves HWs and wakes the
-        # produce purgatory (the writer thread's news comes through the loop), so
+        # produce purgatory (the flush thread's news comes through the loop), so
         # nothing can complete it between the try and the watch.
         if not op.safe_try_complete():
             self.produce_purgatory.watch(op, list(statuses))
-
-    def _unwritten(self, tp: TopicPartition, required_offset: int) -> bool:
-        if self.writer is None:
-            return False
-        partition = self.partitions.get(tp)
-        return partition is not None and partition.log.log_end_offset < required_offset
 
     def flushed(self, log: Log) -> None:
         """A group flush of ``log`` ended (sluice.log.group_flush): answer the produces
@@ -253,16 +227,8 @@ class ReplicaManager:
             return ProducePartitionStatus(-1, -1, error=ErrorCode.unknown_topic_or_partition)
         if not partition.is_leader:
             return ProducePartitionStatus(-1, -1, error=ErrorCode.not_leader_or_follower)
-        writer = self.writer if origin is AppendOrigin.CLIENT else None
-        on_written = None
-        if writer is not None:
-            on_written = self._on_written.get(tp)
-            if on_written is None:
-                on_written = self._on_written[tp] = functools.partial(self._written, tp)
         try:
-            info = partition.append_records_to_leader(
-                records, required_acks, origin, writer, on_written
-            )
+            info = partition.append_records_to_leader(records, required_acks, origin)
         except NotEnoughReplicasError as exc:
             return ProducePartitionStatus(-1, -1, error=exc.code, error_message=str(exc))
         except KafkaError as exc:  # the log's and the record format's errors
@@ -315,9 +281,7 @@ class ReplicaManager:
             )
             return FetchPartitionData(code)
         try:
-            info = partition.read_records(
-                fetch.fetch_offset, max_bytes, params.isolation, min_one, params.reader
-            )
+            info = partition.read_records(fetch.fetch_offset, max_bytes, params.isolation, min_one)
         except OffsetOutOfRangeException as exc:
             return FetchPartitionData(
                 ErrorCode.offset_out_of_range,

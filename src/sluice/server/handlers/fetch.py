@@ -13,7 +13,6 @@ from sluice.protocol import ErrorCode, Request
 from sluice.server.answer import Answer
 from sluice.server.fetch_session import FetchContext, PartitionState
 from sluice.server.messages import build, field, ms
-from sluice.server.network import CONNECTION_READER
 from sluice.server.partition import FetchIsolation
 from sluice.server.replica_manager import FetchParams, FetchPartitionData, PartitionFetch
 
@@ -239,7 +238,6 @@ def handle(broker: Broker, request: Request) -> Any:
         min_bytes=body.min_bytes,
         max_bytes=field(body, "max_bytes", 2**31 - 1),
         isolation=isolation,
-        reader=replica_id if replica_id >= 0 else CONNECTION_READER.get(),
     )
     fetches = [
         PartitionFetch(tp, s.fetch_offset, s.max_bytes, s.current_leader_epoch, s.log_start_offset)
