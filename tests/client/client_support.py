@@ -88,8 +88,7 @@ class MockClient:
         return self.versions[api_key][1]
 
     def send(self, request: Any, now_ms: int) -> None:
-        from sluice.client.connection import InFlightRequest
-        from sluice.client.network_support import ClientResponse
+        from sluice.client.client_request import ClientResponse, InFlightRequest
 
         version = request.version
         if version is None:
@@ -108,7 +107,7 @@ class MockClient:
 
     def respond(self, body: Any, *, disconnected: bool = False, timed_out: bool = False) -> None:
         """Answer the oldest in-flight request."""
-        from sluice.client.network_support import ClientResponse
+        from sluice.client.client_request import ClientResponse
 
         request = self.in_flight.pop(0)
         self.completed.append(

@@ -1,4 +1,5 @@
-"""NetworkClient against a scripted fake broker: ApiVersions fallback, timeouts, refusals."""
+"""NetworkClient and ConsumerNetworkClient against a scripted fake broker: ApiVersions
+fallback, timeouts, refusals, closing from another thread."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from typing import Any
 import pytest
 
 from sluice.base.clock import MonotonicClock
+from sluice.client.client_request import ClientRequest, ClientResponse
 from sluice.client.cluster import Node
+from sluice.client.consumer_network_client import ConsumerNetworkClient
+from sluice.client.errors import KafkaException, NetworkException
 from sluice.client.metadata import Metadata
-from sluice.client.network_client import ClientRequest, NetworkClient
-from sluice.client.network_support import ClientResponse
+from sluice.client.network_client import ManualMetadataUpdater, NetworkClient
 from sluice.client.requests import metadata_request
 from sluice.protocol import (
     DEFAULT_VERSIONS,
@@ -94,8 +97,9 @@ def make_client(port: int, **kwargs: Any) -> tuple[NetworkClient, Node]:
     node = Node(-1, "127.0.0.1", port)
     metadata.bootstrap([(node.host, node.port)])
     metadata.update_requested()
-    client = NetworkClient(metadata, clock, client_id="test", **kwargs)
-    client.metadata_updater.in_flight = True  # keep the updater out of these tests
+    client = NetworkClient(
+        metadata, clock, client_id="test", metadata_updater=ManualMetadataUpdater(), **kwargs
+    )
     return client, node
 
 
@@ -186,3 +190,97 @@ def test_silence_during_api_versions_hits_the_setup_timeout(fake) -> None:  # ty
     poll_until(client, lambda: not client.is_connecting(node.id))
     assert not client.is_connected(node.id)
     client.close()
+
+
+def test_a_request_with_its_own_timeout_outlives_the_default(fake) -> None:  # type: ignore[no-untyped-def]
+    broker = fake(api_versions_only)
+    client, node = make_client(broker.port, request_timeout_ms=200)
+    poll_until(client, lambda: client.ready(node, MonotonicClock().now_ms()))
+    responses: list[ClientResponse] = []
+    start = time.monotonic()
+    client.send(
+        ClientRequest(node.id, ApiKey.METADATA, lambda v: metadata_request(v, None, True),
+                      responses.append, timeout_ms=700),
+        MonotonicClock().now_ms(),
+    )  # fmt: skip
+    poll_until(client, lambda: bool(responses))
+    assert responses[0].timed_out
+    assert 0.65 < time.monotonic() - start < 5
+    client.close()
+
+
+# -- ConsumerNetworkClient: blocking requests over the NetworkClient --------------------
+
+
+def test_the_consumer_network_client_negotiates_and_answers(fake) -> None:  # type: ignore[no-untyped-def]
+    def reply(api_key: int, version: int, correlation_id: int) -> bytes | None:
+        if api_key != ApiKey.METADATA:
+            return api_versions_only(api_key, version, correlation_id)
+        from sluice.client.requests import build
+        from sluice.protocol.apis import response_type
+
+        body = build(
+            response_type(api_key, version), throttle_time=0, cluster_id="c", controller_id=7,
+            brokers=[{"node_id": 7, "host": "127.0.0.1", "port": broker.port, "rack": None}],
+            topics=[{"error_code": 0, "name": "t", "topic_id": None, "is_internal": False,
+                     "partitions": [{"error_code": 0, "partition_index": 0, "leader_id": 7,
+                                     "leader_epoch": 0, "replica_nodes": [7], "isr_nodes": [7],
+                                     "offline_replicas": []}]},
+                    {"error_code": 0, "name": "__consumer_offsets", "topic_id": None,
+                     "is_internal": True, "partitions": []}],
+        )  # fmt: skip
+        return encode_response(correlation_id, body)
+
+    broker = fake(reply)
+    client = ConsumerNetworkClient(f"127.0.0.1:{broker.port}", "test", 5_000)
+    body = client.refresh_metadata(["t"])
+    assert [t.name for t in body.topics] == ["t", "__consumer_offsets"]
+    assert client.cluster.internal_topics == {"__consumer_offsets"}
+    assert client.leader_for("t", 0) == 7 and client.cluster.controller is not None
+    assert broker.requests[:2] == [(ApiKey.API_VERSIONS, 3), (ApiKey.METADATA, 12)]
+    client.forget_leaders("t")
+    assert client.leader_for("t", 0) == -1
+    client.refresh_metadata(["t"])
+    assert client.leader_for("t", 0) == 7
+    client.close()
+
+
+def test_the_consumer_network_client_fails_fast_on_a_refused_connection() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here
+    client = ConsumerNetworkClient(f"127.0.0.1:{port}", "test", 30_000)
+    start = time.monotonic()
+    with pytest.raises(NetworkException):
+        client.send(None, ApiKey.METADATA, topics=[], allow_auto_topic_creation=False)
+    with pytest.raises(NetworkException):
+        client.send(Node(5, "127.0.0.1", port), ApiKey.METADATA, topics=[])
+    with pytest.raises(NetworkException, match="unknown broker"):
+        client.send(5, ApiKey.METADATA, topics=[])
+    assert time.monotonic() - start < 5
+    client.close()
+
+
+def test_the_consumer_network_client_times_out_and_closes_from_another_thread(fake) -> None:  # type: ignore[no-untyped-def]
+    broker = fake(api_versions_only)
+    client = ConsumerNetworkClient(f"127.0.0.1:{broker.port}", "test", 30_000)
+    with pytest.raises(NetworkException, match="timed out"):
+        client.send(None, ApiKey.METADATA, timeout_s=0.3, topics=[])
+    errors: list[BaseException] = []
+
+    def blocked() -> None:
+        try:
+            client.send(None, ApiKey.METADATA, topics=[])
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=blocked)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while len(broker.requests) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the second Metadata request is out
+    client.close()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert len(errors) == 1 and type(errors[0]) is KafkaException
+    assert "closed" in str(errors[0])

@@ -31,6 +31,7 @@ from .admin import (
     TopicDescription,
 )
 from .buffer_pool import BufferPool
+from .client_request import ClientRequest, ClientResponse
 from .cluster import Cluster, Node, PartitionInfo
 from .consumer import (
     Consumer,
@@ -51,7 +52,7 @@ from .errors import (
     exception_for,
 )
 from .metadata import Metadata
-from .network_client import ClientRequest, ClientResponse, NetworkClient
+from .network_client import NetworkClient
 from .partitioner import murmur2
 from .producer import Producer
 from .producer_batch import FutureRecordMetadata, ProducerBatch, RecordMetadata

@@ -23,7 +23,8 @@ from typing import Any, Final
 
 from sluice.protocol import ApiKey, ErrorCode
 
-from .consumer_net import BlockingClient, BrokerInfo
+from .cluster import Node, PartitionInfo
+from .consumer_network_client import ConsumerNetworkClient, coordinator_node
 from .errors import ConfigException, exception_for
 from .fetcher import EARLIEST, LATEST, TopicPartition, list_offsets
 from .group_assignors import decode_assignment
@@ -108,11 +109,23 @@ class ConsumerGroupDescription:
     members: list[MemberDescription]
 
 
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
 @dataclass
 class ClusterDescription:
     cluster_id: str | None
     controller_id: int
     brokers: list[BrokerInfo]
+
+
+def _has_leaders(partitions: list[PartitionInfo]) -> bool:
+    return bool(partitions) and all(p.leader is not None for p in partitions)
 
 
 def _check(code: int, message: str | None, what: str) -> None:
@@ -131,7 +144,7 @@ class Admin:
         if not config.get("bootstrap.servers"):
             raise ConfigException("bootstrap.servers is required")
         self.timeout_ms = int(config.get("default.api.timeout.ms", 60_000))
-        self._client = BlockingClient(
+        self._client = ConsumerNetworkClient(
             str(config["bootstrap.servers"]),
             str(config.get("client.id", "sluice-admin")),
             int(config.get("request.timeout.ms", 30_000)),
@@ -147,7 +160,8 @@ class Admin:
 
     def _controller(self) -> int:
         self._client.refresh_metadata([])
-        return self._client.controller_id if self._client.controller_id >= 0 else -1
+        controller = self._client.cluster.controller
+        return -1 if controller is None else controller.id
 
     # -- topics ------------------------------------------------------------------------
 
@@ -186,12 +200,8 @@ class Admin:
         deadline = time.monotonic() + self.timeout_ms / 1000
         while time.monotonic() < deadline:
             self._client.refresh_metadata(topics)
-            ok = all(
-                (t in self._client.topics and self._client.topics[t].error_code == 0
-                 and all(leader >= 0 for leader in self._client.topics[t].partitions.values()))
-                == present
-                for t in topics
-            )  # fmt: skip
+            cluster = self._client.cluster
+            ok = all(_has_leaders(cluster.partitions_for_topic(t)) == present for t in topics)
             if ok:
                 return
             time.sleep(0.02)
@@ -206,8 +216,8 @@ class Admin:
         self._wait_for_metadata(names, present=False)
 
     def list_topics(self, internal: bool = False) -> list[str]:
-        self._client.refresh_metadata(None)
-        return sorted(t for t, m in self._client.topics.items() if internal or not m.is_internal)
+        body = self._client.refresh_metadata(None)
+        return sorted(t.name for t in body.topics if internal or not t.is_internal)
 
     def describe_topics(self, topics: Iterable[str]) -> dict[str, TopicDescription]:
         names = list(topics)
@@ -244,11 +254,8 @@ class Admin:
             deadline = time.monotonic() + self.timeout_ms / 1000
             while time.monotonic() < deadline:
                 self._client.refresh_metadata(list(new_counts))
-                if all(
-                    len(self._client.topics[t].partitions) >= n
-                    for t, n in new_counts.items()
-                    if t in self._client.topics
-                ):
+                cluster = self._client.cluster
+                if all(len(cluster.partitions_for_topic(t)) >= n for t, n in new_counts.items()):
                     return
                 time.sleep(0.02)
 
@@ -379,12 +386,12 @@ class Admin:
 
     # -- groups ------------------------------------------------------------------------
 
-    def _coordinator(self, group_id: str) -> tuple[str, int]:
+    def _coordinator(self, group_id: str) -> Node:
         deadline = time.monotonic() + self.timeout_ms / 1000
         while True:
             body = self._client.send(None, ApiKey.FIND_COORDINATOR, key=group_id, key_type=0)
             if body.error_code == 0:
-                return (body.host, int(body.port))
+                return coordinator_node(body)
             if ErrorCode(body.error_code) not in _RETRY_COORDINATOR or time.monotonic() > deadline:
                 _check(body.error_code, body.error_message, f"FindCoordinator {group_id}")
             time.sleep(0.05)
@@ -392,7 +399,7 @@ class Admin:
     def list_groups(self) -> list[GroupListing]:
         self._client.refresh_metadata([])
         out: list[GroupListing] = []
-        for node in list(self._client.brokers):
+        for node in list(self._client.cluster.nodes.values()):
             body = self._client.send(node, ApiKey.LIST_GROUPS, states_filter=[])
             _check(body.error_code, None, "ListGroups")
             out.extend(

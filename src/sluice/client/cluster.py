@@ -49,6 +49,7 @@ class Cluster:
         "_partitions",
         "cluster_id",
         "controller",
+        "internal_topics",
         "invalid_topics",
         "is_bootstrap_configured",
         "nodes",
@@ -67,12 +68,14 @@ class Cluster:
         controller: Node | None = None,
         topic_ids: dict[str, object] | None = None,
         is_bootstrap_configured: bool = False,
+        internal_topics: Iterable[str] = (),
     ) -> None:
         self.cluster_id = cluster_id
         self.nodes: dict[int, Node] = {node.id: node for node in nodes}
         self.controller = controller
         self.unauthorized_topics = frozenset(unauthorized_topics)
         self.invalid_topics = frozenset(invalid_topics)
+        self.internal_topics = frozenset(internal_topics)
         self.topic_ids = dict(topic_ids or {})
         self.is_bootstrap_configured = is_bootstrap_configured
         self._partitions: dict[TopicPartition, PartitionInfo] = {}

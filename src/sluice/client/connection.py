@@ -21,16 +21,16 @@ import itertools
 import random
 import socket
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from sluice.protocol import FrameDecoder
 from sluice.protocol._wire import BytesLike
 
 from .backoff import ExponentialBackoff
+from .client_request import InFlightRequest
 from .cluster import Node
 
-__all__ = ["BrokerConnection", "ClusterConnectionStates", "ConnectionState", "InFlightRequest"]
+__all__ = ["BrokerConnection", "ClusterConnectionStates", "ConnectionState"]
 
 _FOREVER = 2**63 - 1
 _RECV_SIZE = 256 * 1024
@@ -42,43 +42,6 @@ class ConnectionState(enum.Enum):
     CONNECTING = "connecting"
     CHECKING_API_VERSIONS = "checking_api_versions"
     READY = "ready"
-
-
-class InFlightRequest:
-    """A request written (or being written) to a connection, awaiting its outcome."""
-
-    __slots__ = (
-        "api_key",
-        "api_version",
-        "callback",
-        "correlation_id",
-        "decode",
-        "destination",
-        "end_position",
-        "expect_response",
-        "send_time_ms",
-    )
-
-    def __init__(
-        self,
-        destination: int,
-        correlation_id: int,
-        api_key: int,
-        api_version: int,
-        expect_response: bool,
-        send_time_ms: int,
-        callback: Callable[[Any], None] | None,
-        decode: Callable[[memoryview, int], Any] | None,
-    ) -> None:
-        self.destination = destination
-        self.correlation_id = correlation_id
-        self.api_key = api_key
-        self.api_version = api_version
-        self.expect_response = expect_response
-        self.send_time_ms = send_time_ms
-        self.callback = callback
-        self.decode = decode
-        self.end_position = 0
 
 
 class BrokerConnection:
@@ -250,6 +213,10 @@ class BrokerConnection:
 
     def in_flight_count(self) -> int:
         return len(self.in_flight) + len(self._no_response)
+
+    def next_deadline_ms(self) -> int:
+        """The earliest deadline of the requests awaiting a response ("forever": none)."""
+        return min((request.deadline_ms for request in self.in_flight), default=_FOREVER)
 
 
 class ClusterConnectionStates:

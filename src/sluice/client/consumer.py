@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final, Protocol
 
-from .consumer_net import BlockingClient
+from .consumer_network_client import ConsumerNetworkClient
 from .errors import ConfigException, KafkaException
 from .fetcher import EARLIEST, LATEST, Fetcher, SubscriptionState, TopicPartition, list_offsets
 from .fetcher_records import ConsumerRecord
@@ -98,8 +98,8 @@ class Consumer:
         client_id = str(self.config["client.id"])
         timeout_ms = int(self.config["request.timeout.ms"])
         servers = str(self.config["bootstrap.servers"])
-        self._client = BlockingClient(servers, client_id, timeout_ms)
-        self._fetch_client = BlockingClient(servers, client_id, timeout_ms)
+        self._client = ConsumerNetworkClient(servers, client_id, timeout_ms)
+        self._fetch_client = ConsumerNetworkClient(servers, client_id, timeout_ms)
         self._subs = SubscriptionState(reset)
         self.fetcher = Fetcher(self._fetch_client, self._subs, self.config)
         self.fetcher.start()
@@ -234,9 +234,9 @@ class Consumer:
             self._client.refresh_metadata(None)
             self._next_metadata = now + min(self.metadata_max_age_s, 5.0)
         explicit = set(self._subscribed or [])
+        cluster = self._client.cluster
         matched = {
-            t for t, m in self._client.topics.items()
-            if not m.is_internal and self._pattern.match(t)
+            t for t in cluster.topics() - cluster.internal_topics if self._pattern.match(t)
         }  # fmt: skip
         return sorted(explicit | matched)
 
@@ -385,12 +385,11 @@ class Consumer:
 
     def partitions_for(self, topic: str) -> list[int]:
         self._client.refresh_metadata([topic])
-        meta = self._client.topics.get(topic)
-        return sorted(meta.partitions) if meta is not None and meta.error_code == 0 else []
+        return [p.partition for p in self._client.cluster.partitions_for_topic(topic)]
 
     def list_topics(self) -> list[str]:
-        self._client.refresh_metadata(None)
-        return sorted(t for t, m in self._client.topics.items() if not m.is_internal)
+        body = self._client.refresh_metadata(None)
+        return sorted(t.name for t in body.topics if not t.is_internal)
 
     # -- commits -----------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from typing import Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode
 
-from .consumer_net import BlockingClient
+from .consumer_network_client import ConsumerNetworkClient
 from .errors import KafkaException, exception_for
 from .fetcher_records import ConsumerRecord, decode_records
 
@@ -201,7 +201,10 @@ class Fetcher(threading.Thread):
     """The background thread: resolves offset resets and prefetches records."""
 
     def __init__(
-        self, client: BlockingClient, subscriptions: SubscriptionState, config: dict[str, Any]
+        self,
+        client: ConsumerNetworkClient,
+        subscriptions: SubscriptionState,
+        config: dict[str, Any],
     ) -> None:
         super().__init__(name="sluice-consumer-fetcher", daemon=True)
         self.client = client
@@ -263,7 +266,7 @@ class Fetcher(threading.Thread):
 
     def _leaders(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         leaders = {tp: self.client.leader_for(*tp) for tp in tps}
-        if any(node < 0 or node not in self.client.brokers for node in leaders.values()):
+        if any(node < 0 for node in leaders.values()):
             self.client.refresh_metadata(sorted({tp.topic for tp in tps}))
             leaders = {tp: self.client.leader_for(*tp) for tp in tps}
         return leaders
@@ -426,7 +429,7 @@ class Fetcher(threading.Thread):
 
 
 def list_offsets(
-    client: BlockingClient,
+    client: ConsumerNetworkClient,
     node: int,
     timestamps: dict[TopicPartition, int],
     read_committed: bool = False,
@@ -452,7 +455,7 @@ def list_offsets(
             if code is ErrorCode.none:
                 out[tp] = int(p.offset) if int(p.offset) >= 0 else None
             elif code in _METADATA_ERRORS:
-                client.topics.pop(tp.topic, None)
+                client.forget_leaders(tp.topic)
                 out[tp] = None
             else:
                 raise exception_for(code, f"ListOffsets for {tp}")

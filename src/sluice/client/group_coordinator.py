@@ -24,7 +24,8 @@ from typing import Any
 
 from sluice.protocol import ApiKey, ErrorCode
 
-from .consumer_net import BlockingClient
+from .cluster import Node
+from .consumer_network_client import ConsumerNetworkClient, coordinator_node
 from .errors import KafkaException, RetriableException, exception_for
 from .fetcher import TopicPartition
 from .group_assignors import (
@@ -69,7 +70,9 @@ class OffsetAndMetadata(tuple[int, str]):
 class ConsumerCoordinator:
     """Group membership, assignment and offset commits for one consumer."""
 
-    def __init__(self, client: BlockingClient, group_id: str, config: dict[str, Any]) -> None:
+    def __init__(
+        self, client: ConsumerNetworkClient, group_id: str, config: dict[str, Any]
+    ) -> None:
         self.client = client
         self.group_id = group_id
         self.session_timeout_ms = int(config.get("session.timeout.ms", 45_000))
@@ -85,7 +88,7 @@ class ConsumerCoordinator:
                 raise KafkaException(f"unsupported partition.assignment.strategy {name!r}")
             self.strategies.append(short)
         self.cooperative = all(s in COOPERATIVE for s in self.strategies)
-        self.coordinator: tuple[str, int] | None = None
+        self.coordinator: Node | None = None
         self.member_id = ""
         self.generation = -1
         self.protocol: str | None = None
@@ -94,17 +97,16 @@ class ConsumerCoordinator:
         self.assignment: list[TopicPartition] = []
         self.stable = False
         self._lock = threading.RLock()
-        self._hb_client = BlockingClient(
-            [f"{h}:{p}" for h, p in client.bootstrap], client.client_id + "-heartbeat",
-            int(client.timeout_s * 1000),
-        )  # fmt: skip
+        self._hb_client = ConsumerNetworkClient(
+            client.bootstrap_servers, client.client_id + "-heartbeat", int(client.timeout_s * 1000)
+        )
         self._hb_stop = threading.Event()
         self._hb_thread: threading.Thread | None = None
         self.last_heartbeat_error: ErrorCode | None = None
 
     # -- coordinator -----------------------------------------------------------------
 
-    def ensure_coordinator(self, deadline: float) -> tuple[str, int]:
+    def ensure_coordinator(self, deadline: float) -> Node:
         while True:
             if self.coordinator is not None:
                 return self.coordinator
@@ -114,7 +116,7 @@ class ConsumerCoordinator:
                 )
                 code = ErrorCode(body.error_code)
                 if code is ErrorCode.none:
-                    self.coordinator = (body.host, int(body.port))
+                    self.coordinator = coordinator_node(body)
                     return self.coordinator
                 if code not in _COORDINATOR_ERRORS:
                     raise exception_for(code, body.error_message)
@@ -248,11 +250,8 @@ class ConsumerCoordinator:
         subscriptions = {m.member_id: decode_subscription(m.metadata) for m in members}
         all_topics = sorted({t for s in subscriptions.values() for t in s.topics})
         self.client.refresh_metadata(all_topics)
-        counts = {
-            t: len(self.client.topics[t].partitions)
-            for t in all_topics
-            if t in self.client.topics and self.client.topics[t].error_code == 0
-        }
+        cluster = self.client.cluster
+        counts = {t: n for t in all_topics if (n := len(cluster.partitions_for_topic(t)))}
         assignor = ASSIGNORS[self.protocol or "range"]
         result = assignor(counts, subscriptions)
         return [

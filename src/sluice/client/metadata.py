@@ -151,6 +151,7 @@ class Metadata:
         partitions: list[PartitionInfo] = []
         invalid: set[str] = set()
         unauthorized: set[str] = set()
+        internal: set[str] = set()
         retry = False
         errors: dict[str, ErrorCode] = {}
         seen: set[str] = set()
@@ -160,6 +161,8 @@ class Metadata:
             if name is None:
                 continue
             seen.add(name)
+            if getattr(topic, "is_internal", False):
+                internal.add(name)
             if code is not ErrorCode.none:
                 errors[name] = code
                 if code is ErrorCode.invalid_topic_exception:
@@ -193,6 +196,7 @@ class Metadata:
                         partitions.append(info._replace(leader=leader))
                 invalid |= previous.invalid_topics - seen
                 unauthorized |= previous.unauthorized_topics - seen
+                internal |= previous.internal_topics - seen
             controller_id = int(getattr(response, "controller_id", -1))
             self.cluster = Cluster(
                 getattr(response, "cluster_id", None),
@@ -201,6 +205,7 @@ class Metadata:
                 unauthorized,
                 invalid,
                 by_id.get(controller_id),
+                internal_topics=internal,
             )
             self._topic_errors = errors
             self._new_topics -= seen

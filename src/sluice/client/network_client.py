@@ -9,8 +9,14 @@ reconnect backoff, and the metadata updater that refreshes :class:`~.metadata.Me
 from the least loaded node. Everything happens inside :meth:`poll`, on the thread
 that owns the client; :meth:`wakeup` is the one method other threads may call.
 
-It is general: the producer's Sender uses it, and consumers and admin clients can
-send any API through :meth:`send` with a :class:`ClientRequest`.
+It is general: the producer's Sender drives it directly; the consumer, the admin
+client and the transaction client drive it through a
+:class:`~.consumer_network_client.ConsumerNetworkClient`, which polls until a
+request completes. Each request may carry its own timeout (a long-polling Fetch
+waits longer than ``request.timeout.ms``). Who refreshes metadata is a
+:class:`MetadataUpdater`: by default the client itself when
+:class:`~.metadata.Metadata` says one is due; with :class:`ManualMetadataUpdater`
+only its owner, explicitly.
 """
 
 from __future__ import annotations
@@ -19,31 +25,34 @@ import contextlib
 import logging
 import selectors
 import socket
-from typing import Any
+from typing import Any, Protocol
 
 from sluice.base.clock import Clock
-from sluice.protocol import ApiKey, ErrorCode, ProtocolError, encode_request
+from sluice.protocol import (
+    ApiKey,
+    ErrorCode,
+    ProtocolError,
+    encode_request,
+    encode_request_header,
+    frame_segments,
+)
 from sluice.protocol.responses import decode_response
 
+from .client_request import ClientRequest, ClientResponse, InFlightRequest
 from .cluster import Node
-from .connection import (
-    BrokerConnection,
-    ClusterConnectionStates,
-    ConnectionState,
-    InFlightRequest,
-)
+from .connection import BrokerConnection, ClusterConnectionStates, ConnectionState
 from .errors import UnsupportedVersionException
 from .metadata import Metadata
-from .network_support import (
-    ClientRequest,
-    ClientResponse,
-    MetadataUpdater,
-    body_segments_with_header,
-    decode_api_versions,
-)
-from .requests import CLIENT_VERSIONS, api_versions_request
+from .requests import CLIENT_VERSIONS, api_versions_request, metadata_request
 
-__all__ = ["ClientRequest", "ClientResponse", "NetworkClient"]
+__all__ = [
+    "ClientRequest",
+    "ClientResponse",
+    "DefaultMetadataUpdater",
+    "ManualMetadataUpdater",
+    "MetadataUpdater",
+    "NetworkClient",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +74,7 @@ class NetworkClient:
         connection_setup_timeout_ms: int = 10_000,
         send_buffer_bytes: int = 131_072,
         receive_buffer_bytes: int = 32_768,
+        metadata_updater: MetadataUpdater | None = None,
     ) -> None:
         self.metadata = metadata
         self._clock = clock
@@ -88,7 +98,9 @@ class NetworkClient:
         self._selector.register(self._wakeup_r, selectors.EVENT_READ, None)
         self._wakeup_pending = False
         self._completed: list[ClientResponse] = []
-        self.metadata_updater = MetadataUpdater(self, metadata)
+        self.metadata_updater: MetadataUpdater = metadata_updater or DefaultMetadataUpdater(
+            self, metadata
+        )
 
     # -- connection state -------------------------------------------------------------
 
@@ -195,15 +207,15 @@ class NetworkClient:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         correlation_id = self._correlation_id
         body = request.build(version)
-        if isinstance(body, list):
-            segments = body_segments_with_header(
-                body, request.api_key, version, correlation_id, self.client_id
-            )
+        if isinstance(body, list):  # a pre-encoded body: frame it with its header
+            header = encode_request_header(request.api_key, version, correlation_id, self.client_id)
+            segments = frame_segments([header, *body])
         else:
             segments = [encode_request(correlation_id, body, self.client_id)]
+        timeout_ms = self.request_timeout_ms if request.timeout_ms is None else request.timeout_ms
         in_flight = InFlightRequest(
             conn.node.id, correlation_id, request.api_key, version, request.expect_response,
-            now_ms, request.callback, request.decode,
+            now_ms, request.callback, request.decode, now_ms + timeout_ms,
         )  # fmt: skip
         conn.enqueue(segments, in_flight)
         self._write(conn, now_ms)
@@ -287,9 +299,7 @@ class NetworkClient:
             if conn.state is ConnectionState.CONNECTING:
                 timeout = min(timeout, conn.connect_started_ms + self._setup_timeout_ms - now_ms)
             if conn.in_flight:
-                timeout = min(
-                    timeout, conn.in_flight[0].send_time_ms + self.request_timeout_ms - now_ms
-                )
+                timeout = min(timeout, conn.next_deadline_ms() - now_ms)
         return max(timeout, 0)
 
     def _handle_timeouts(self, now_ms: int) -> None:
@@ -301,10 +311,7 @@ class NetworkClient:
                 and now_ms - conn.connect_started_ms >= self._setup_timeout_ms
             ):
                 self._close(conn, now_ms, "connection setup timed out", timed_out=True)
-            elif (
-                conn.in_flight
-                and now_ms - conn.in_flight[0].send_time_ms >= self.request_timeout_ms
-            ):
+            elif conn.in_flight and now_ms >= conn.next_deadline_ms():
                 self._close(conn, now_ms, "request timed out", timed_out=True)
 
     def _drain_wakeup(self) -> None:
@@ -323,7 +330,7 @@ class NetworkClient:
 
         request = ClientRequest(
             conn.node.id, ApiKey.API_VERSIONS, lambda v: api_versions_request(v), done,
-            version=version, decode=decode_api_versions,
+            version=version, decode=_decode_api_versions,
         )  # fmt: skip
         self._do_send(conn, request, version, now_ms)
 
@@ -387,3 +394,96 @@ class NetworkClient:
         self._selector.close()
         self._wakeup_r.close()
         self._wakeup_w.close()
+
+
+def _decode_api_versions(frame: memoryview, version: int) -> Any:
+    """ApiVersions responses: an UNSUPPORTED_VERSION answer comes as v0 (KIP-511)."""
+    try:
+        return decode_response(frame, ApiKey.API_VERSIONS, version).body
+    except ProtocolError:
+        if version == 0:
+            raise
+        return decode_response(frame, ApiKey.API_VERSIONS, 0).body
+
+
+# -- metadata updaters ------------------------------------------------------------------
+
+
+class MetadataUpdater(Protocol):
+    """Who sends Metadata requests from :meth:`NetworkClient.poll` (Kafka's interface)."""
+
+    def is_update_due(self, now_ms: int) -> bool:
+        """Whether an update must go out before any other request."""
+        ...
+
+    def maybe_update(self, now_ms: int) -> int:
+        """Send a Metadata request if due; return ms until it should be checked again."""
+        ...
+
+
+class ManualMetadataUpdater:
+    """Never sends Metadata on its own: the client's owner refreshes explicitly
+    (Kafka's ``ManualMetadataUpdater``, as its admin client uses)."""
+
+    def is_update_due(self, now_ms: int) -> bool:
+        return False
+
+    def maybe_update(self, now_ms: int) -> int:
+        return _FOREVER
+
+
+class DefaultMetadataUpdater:
+    """Sends Metadata requests when :class:`~.metadata.Metadata` says one is due
+    (Kafka's ``DefaultMetadataUpdater``), to the least loaded node."""
+
+    def __init__(self, client: NetworkClient, metadata: Metadata) -> None:
+        self._client = client
+        self._metadata = metadata
+        self.in_flight = False
+
+    def is_update_due(self, now_ms: int) -> bool:
+        return not self.in_flight and self._metadata.time_to_next_update(now_ms) == 0
+
+    def maybe_update(self, now_ms: int) -> int:
+        client = self._client
+        time_to_next = self._metadata.time_to_next_update(now_ms)
+        wait_for_fetch = client.request_timeout_ms if self.in_flight else 0
+        delay = max(time_to_next, wait_for_fetch)
+        if delay > 0:
+            return delay
+        node = client.least_loaded_node(now_ms)
+        if node is None:
+            log.debug("Give up sending metadata request since no node is available")
+            self._metadata.failed_update(now_ms)
+            return 50
+        if client.can_send_request(node.id):
+            topics, partial = self._metadata.request_topics(now_ms)
+            try:
+                version = client.latest_usable_version(node.id, ApiKey.METADATA)
+            except UnsupportedVersionException as exc:
+                log.error("%s", exc)
+                self._metadata.failed_update(now_ms)
+                return client.request_timeout_ms
+            allow = self._metadata.allow_auto_topic_creation
+
+            def done(response: ClientResponse) -> None:
+                self.in_flight = False
+                if response.disconnected:
+                    self._metadata.failed_update(response.received_ms)
+                else:
+                    self._metadata.update(response.body, topics, partial, response.received_ms)
+
+            log.debug("Sending metadata request for %s to node %s", topics, node)
+            self.in_flight = True
+            client.send(
+                ClientRequest(node.id, ApiKey.METADATA,
+                              lambda v: metadata_request(v, topics, allow), done,
+                              version=version),
+                now_ms,
+            )  # fmt: skip
+            return client.request_timeout_ms
+        if client.is_connecting(node.id) or client.is_connected(node.id):
+            return 50
+        client.maybe_connect(node, now_ms)
+        delay = client.connection_delay(node, now_ms)
+        return delay if 0 < delay < 2**62 else 50

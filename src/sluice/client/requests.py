@@ -32,12 +32,33 @@ CLIENT_SOFTWARE_VERSION: Final = "0.1.0"
 
 CLIENT_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     ApiKey.PRODUCE: (3, 11),  # v3+ carries magic v2 batches; v12 needs transactions v2
+    ApiKey.FETCH: (0, 12),
+    ApiKey.LIST_OFFSETS: (0, 7),
     ApiKey.METADATA: (1, 12),
+    ApiKey.OFFSET_COMMIT: (0, 8),
+    ApiKey.OFFSET_FETCH: (0, 7),
+    ApiKey.FIND_COORDINATOR: (0, 3),
+    ApiKey.JOIN_GROUP: (0, 7),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 4),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 5),
+    ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
-"""API key -> (min, max) version the Sluice clients implement. Consumers and admin
-clients add their APIs here."""
+"""API key -> (min, max) version the Sluice clients implement; the network client
+sends each request at the highest version both sides support. (The transaction
+client names its versions itself.)"""
 
 
 def api_versions_request(version: int) -> RequestPayload:

@@ -32,6 +32,7 @@ from sluice.base.clock import Clock
 from sluice.protocol import ApiKey, ErrorCode
 
 from .accumulator import RecordAccumulator
+from .client_request import ClientRequest, ClientResponse
 from .errors import (
     InvalidMetadataException,
     KafkaException,
@@ -41,7 +42,6 @@ from .errors import (
     exception_for,
 )
 from .metadata import Metadata
-from .network_support import ClientRequest, ClientResponse
 from .produce_request import PartitionResponse, decode_produce_response, encode_produce_request
 from .producer_batch import ProducerBatch
 from .requests import init_producer_id_request

@@ -21,7 +21,8 @@ from sluice.base import TopicPartition
 from sluice.protocol import ApiKey
 from sluice.protocol.errors import ErrorCode
 
-from .consumer_net import BlockingClient
+from .cluster import Node
+from .consumer_network_client import ConsumerNetworkClient, coordinator_node
 from .errors import (
     KafkaException,
     NetworkException,
@@ -52,18 +53,18 @@ class TransactionCoordinatorClient:
     """Blocking transaction requests of one transactional producer."""
 
     def __init__(
-        self, bootstrap: str, client_id: str, transactional_id: str, timeout_ms: int,
+        self, bootstrap: str | list[str], client_id: str, transactional_id: str, timeout_ms: int,
         request_timeout_ms: int,
     ) -> None:  # fmt: skip
         self.transactional_id = transactional_id
         self.timeout_s = timeout_ms / 1000
-        self._client = BlockingClient(bootstrap, client_id, request_timeout_ms)
-        self._coordinators: dict[tuple[int, str], tuple[str, int]] = {}
+        self._client = ConsumerNetworkClient(bootstrap, client_id, request_timeout_ms)
+        self._coordinators: dict[tuple[int, str], Node] = {}
 
     def close(self) -> None:
         self._client.close()
 
-    def _coordinator(self, key_type: int, key: str, deadline: float) -> tuple[str, int]:
+    def _coordinator(self, key_type: int, key: str, deadline: float) -> Node:
         cached = self._coordinators.get((key_type, key))
         if cached is not None:
             return cached
@@ -75,7 +76,7 @@ class TransactionCoordinatorClient:
             except NetworkException:
                 code = ErrorCode.coordinator_not_available
             if code is ErrorCode.none:
-                found = (str(body.host), int(body.port))
+                found = coordinator_node(body)
                 self._coordinators[(key_type, key)] = found
                 return found
             if code not in _RETRIABLE:
