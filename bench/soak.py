@@ -50,9 +50,9 @@ import raw_reader
 import raw_writer
 from produce_consume import MB, consumer_config, create_topic, delete_topic, producer_config
 from producers import multi_produce
+from sluice.cli.arguments import UsageError, parse_assignments
 from sluice.protocol.records.batch import iter_batches
 from sluice.server.replica_fetch_wire import FetchPartitionRequest
-from sluice.tools_impl.common import UsageError, parse_assignments
 
 SIZE = 1024
 TICK_S = 0.01

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sluice.bench_cli import bench_dir
 from sluice.cli import build_parser, main
+from sluice.cli.bench import bench_dir
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -62,7 +62,7 @@ def test_bench_rejects_an_unknown_harness(capsys: pytest.CaptureFixture[str]) ->
 
 def test_bench_without_a_checkout_says_how(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    monkeypatch.setattr("sluice.bench_cli.bench_dir", lambda: None)
+    monkeypatch.setattr("sluice.cli.bench.bench_dir", lambda: None)
     assert main(["bench", "compare"]) == 2
     assert "SLUICE_BENCH_DIR" in capsys.readouterr().err
 

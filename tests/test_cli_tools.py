@@ -365,7 +365,7 @@ def test_group_needs_a_coordinator(
         assert (r.code, sorted(r.out.splitlines())) == (0, ["a", "b"]), r.err
         return
     # No group support in the broker yet: a prompt, clear error instead of a hang.
-    import sluice.tools_impl.client as client
+    import sluice.cli.tool_clients as client
 
     monkeypatch.setattr(client, "GROUP_PROBE_TIMEOUT_S", 0.5)
     r = tools.consume(topic, *args)

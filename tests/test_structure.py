@@ -15,7 +15,14 @@ PACKAGE = SRC / "sluice"
 CORE = ("base", "protocol", "log", "timer", "purgatory", "replication", "coordinator", "controller")
 """Packages that take bytes and a clock and return results: no sockets, no event loop."""
 
-SHELL = ("sluice.server", "sluice.cli", "sluice.tools", "sluice.tools_impl", "sluice.demo")
+SHELL = (
+    "sluice.server",
+    "sluice.cli",
+    "sluice.demo",
+    "sluice.spark",
+    "sluice.embedded",
+    "sluice.embedded_cluster",
+)
 NETWORKING = ("asyncio", "socket", "selectors", "ssl", "socketserver")
 
 

@@ -17,34 +17,30 @@ Kafka's design (seed 003, and KIP-794 for unkeyed records):
 
 The map of deques is copy-on-write (Kafka's ``CopyOnWriteMap``): the Sender
 iterates a snapshot without locking it; new partitions replace the map. The
-deques' lifecycle (retries, expiry, muting, flush, close) lives in
-:class:`~.accumulator_queues.BatchQueues`.
+deques' lifecycle is here too: re-enqueueing retried batches, delivery-timeout
+expiry, muting, incomplete batches (flush waits for them, close aborts them) and
+deallocation.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Final
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from sluice.base import TopicPartition
 from sluice.base.clock import Clock
 from sluice.protocol.records.builder import MemoryRecordsBuilder, estimate_size_in_bytes_upper_bound
 from sluice.protocol.records.compression import CompressionType
 
-from .accumulator_queues import BatchQueues
-from .accumulator_support import (
-    UNKNOWN_PARTITION,
-    AccumulatorConfig,
-    PartitionDeque,
-    ReadyCheckResult,
-    RecordAppendResult,
-    all_batches_full,
-)
 from .backoff import ExponentialBackoff
 from .buffer_pool import BufferPool
 from .errors import KafkaException
-from .producer_batch import Callback, ProducerBatch
+from .partitioner import BuiltInPartitioner
+from .producer_batch import Callback, FutureRecordMetadata, ProducerBatch
 
 if TYPE_CHECKING:
     from .cluster import Cluster, Node
@@ -63,6 +59,118 @@ log = logging.getLogger(__name__)
 
 _FOREVER = 2**63 - 1
 _new_result = tuple.__new__
+
+
+UNKNOWN_PARTITION = -1
+"""A record for the sticky partitioner to place (Kafka's RecordMetadata.UNKNOWN_PARTITION)."""
+
+
+class RecordAppendResult(NamedTuple):
+    """What ``append`` did: the record's future, and whether to wake the Sender."""
+
+    future: FutureRecordMetadata
+    batch_is_full: bool
+    new_batch_created: bool
+    appended_bytes: int = 0
+
+
+class ReadyCheckResult(NamedTuple):
+    """Nodes with sendable data, when to check again, topics lacking a leader."""
+
+    ready_nodes: set[Node]
+    next_ready_check_delay_ms: int
+    unknown_leader_topics: set[str]
+
+
+@dataclass(frozen=True)
+class AccumulatorConfig:
+    """The producer settings the accumulator uses (Kafka's names, in snake case)."""
+
+    batch_size: int = 16384
+    compression: CompressionType = CompressionType.NONE
+    compression_level: int | None = None
+    linger_ms: int = 5
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+    delivery_timeout_ms: int = 120000
+    adaptive_partitioning: bool = True
+    backoff_jitter: float = 0.2
+
+
+class PartitionDeque(deque[ProducerBatch]):
+    """A partition's batches and the lock guarding them (Java synchronizes on the deque)."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+
+class TopicInfo:
+    """A topic's deques by partition and its sticky partitioner (Kafka's TopicInfo)."""
+
+    __slots__ = ("batches", "partitioner")
+
+    def __init__(self, topic: str, sticky_batch_size: int) -> None:
+        self.partitioner = BuiltInPartitioner(topic, sticky_batch_size)
+        self.batches: dict[int, PartitionDeque] = {}
+
+
+class IncompleteBatches:
+    """Batches created and not yet completed: what flush waits for and close aborts."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batches: set[ProducerBatch] = set()
+
+    def add(self, batch: ProducerBatch) -> None:
+        with self._lock:
+            self._batches.add(batch)
+
+    def remove(self, batch: ProducerBatch) -> None:
+        with self._lock:
+            self._batches.discard(batch)
+
+    def copy_all(self) -> list[ProducerBatch]:
+        with self._lock:
+            return list(self._batches)
+
+    def is_empty(self) -> bool:
+        with self._lock:
+            return not self._batches
+
+    def await_all(self, clock: Clock, timeout_ms: int | None) -> bool:
+        """Wait for the batches incomplete now; False if ``timeout_ms`` ran out."""
+        deadline = None if timeout_ms is None else clock.now_ms() + timeout_ms
+        for batch in self.copy_all():
+            result = batch.produce_future
+            if deadline is None:
+                result.wait()
+                continue
+            remaining = (deadline - clock.now_ms()) / 1000
+            if not (result.completed() or (remaining > 0 and result.wait(remaining))):
+                return False
+        return True
+
+
+def all_batches_full(dq: PartitionDeque) -> bool:
+    """Whether the sticky partitioner may switch away from this partition."""
+    return not dq or dq[-1].is_full()
+
+
+def insert_in_sequence_order(dq: PartitionDeque, batch: ProducerBatch) -> None:
+    """Re-enqueue ``batch`` ahead of later sequences (batches without one come last)."""
+    first = dq[0] if dq else None
+    if first is not None and first.has_sequence() and first.base_sequence < batch.base_sequence:
+        ordered: list[ProducerBatch] = []
+        while dq and dq[0].has_sequence() and dq[0].base_sequence < batch.base_sequence:
+            ordered.append(dq.popleft())
+        dq.appendleft(batch)
+        for earlier in reversed(ordered):
+            dq.appendleft(earlier)
+    else:
+        dq.appendleft(batch)
 
 
 class CompressionRatioEstimator:
@@ -89,7 +197,7 @@ class CompressionRatioEstimator:
         return current
 
 
-class RecordAccumulator(BatchQueues):
+class RecordAccumulator:
     """Batches records per partition for the Sender (Kafka's RecordAccumulator)."""
 
     def __init__(
@@ -99,13 +207,176 @@ class RecordAccumulator(BatchQueues):
         clock: Clock,
         transaction_manager: TransactionManager | None = None,
     ) -> None:
-        super().__init__(config, free, clock, transaction_manager)
+        self.config = config
+        self.free = free
+        self._clock = clock
+        self._transaction_manager = transaction_manager
+        self._batch_size = config.batch_size
+        self._delivery_timeout_ms = config.delivery_timeout_ms
+        self._topic_info: dict[str, TopicInfo] = {}
+        self._batches: dict[TopicPartition, PartitionDeque] = {}  # copy-on-write
+        self._cow_lock = threading.Lock()
+        self._incomplete = IncompleteBatches()
+        self._muted: set[TopicPartition] = set()
+        self._flushes_in_progress = 0
+        self._flush_lock = threading.Lock()
+        self._closed = False
+        self.next_batch_expiry_time_ms = _FOREVER
         self._retry_backoff = ExponentialBackoff(
             config.retry_backoff_ms, 2, config.retry_backoff_max_ms, config.backoff_jitter
         )
         self._linger_ms = config.linger_ms
         self.drain_index: dict[int, int] = {}
         self._ratios = CompressionRatioEstimator()
+
+    def _topic_info_for(self, topic: str) -> TopicInfo:
+        info = self._topic_info.get(topic)
+        if info is None:
+            info = self._topic_info.setdefault(topic, TopicInfo(topic, self._batch_size))
+        return info
+
+    def _get_or_create_deque(self, info: TopicInfo, tp: TopicPartition) -> PartitionDeque:
+        with self._cow_lock:
+            dq = info.batches.get(tp.partition)
+            if dq is None:
+                dq = PartitionDeque()
+                info.batches[tp.partition] = dq
+                batches = dict(self._batches)
+                batches[tp] = dq
+                self._batches = batches
+            return dq
+
+    def get_deque(self, tp: TopicPartition) -> deque[ProducerBatch] | None:
+        return self._batches.get(tp)
+
+    # -- retries, expiry, muting ---------------------------------------------------
+
+    def reenqueue(self, batch: ProducerBatch, now_ms: int) -> None:
+        """Put a batch to retry back at the head of its deque (in sequence order)."""
+        batch.reenqueued(now_ms)
+        tp = batch.topic_partition
+        dq = self._get_or_create_deque(self._topic_info_for(tp.topic), tp)
+        with dq.lock:
+            if self._transaction_manager is not None and batch.has_sequence():
+                insert_in_sequence_order(dq, batch)
+            else:
+                dq.appendleft(batch)
+
+    def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
+        """Remove and return queued batches past delivery.timeout.ms, oldest first."""
+        expired: list[ProducerBatch] = []
+        for dq in self._batches.values():
+            if not dq:
+                continue
+            with dq.lock:
+                while dq:
+                    batch = dq[0]
+                    if batch.has_reached_delivery_timeout(self._delivery_timeout_ms, now_ms):
+                        dq.popleft()
+                        batch.abort_record_appends()
+                        expired.append(batch)
+                    else:
+                        self.maybe_update_next_batch_expiry_time(batch)
+                        break
+        return expired
+
+    def maybe_update_next_batch_expiry_time(self, batch: ProducerBatch) -> None:
+        expiry = batch.created_ms + self._delivery_timeout_ms
+        if expiry < self.next_batch_expiry_time_ms:
+            self.next_batch_expiry_time_ms = expiry
+
+    def reset_next_batch_expiry_time(self) -> None:
+        self.next_batch_expiry_time_ms = _FOREVER
+
+    @property
+    def delivery_timeout_ms(self) -> int:
+        return self._delivery_timeout_ms
+
+    def mute_partition(self, tp: TopicPartition) -> None:
+        self._muted.add(tp)
+
+    def unmute_partition(self, tp: TopicPartition) -> None:
+        self._muted.discard(tp)
+
+    def is_muted(self, tp: TopicPartition) -> bool:
+        return tp in self._muted
+
+    # -- completion, flush, close ------------------------------------------------
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """Forget a completed batch and return its memory (its buffer to the pool
+        unless a socket write may still reference it)."""
+        self._incomplete.remove(batch)
+        batch.records_builder.release()
+        if batch.in_flight:
+            self.free.deallocate(None, batch.initial_capacity)
+        else:
+            self.free.deallocate(batch.buffer(), batch.initial_capacity)
+
+    def has_undrained(self) -> bool:
+        return any(self._batches.values())
+
+    def has_incomplete(self) -> bool:
+        return not self._incomplete.is_empty()
+
+    def incomplete_batches(self) -> list[ProducerBatch]:
+        return self._incomplete.copy_all()
+
+    def begin_flush(self) -> None:
+        """Make every batch ready at once until the matching :meth:`end_flush`."""
+        with self._flush_lock:
+            self._flushes_in_progress += 1
+
+    def end_flush(self) -> None:
+        with self._flush_lock:
+            self._flushes_in_progress -= 1
+
+    def flush_in_progress(self) -> bool:
+        return self._flushes_in_progress > 0
+
+    def await_flush_completion(self, timeout_ms: int | None = None) -> bool:
+        """Wait for the batches incomplete now; False on timeout. Ends the flush."""
+        try:
+            return self._incomplete.await_all(self._clock, timeout_ms)
+        finally:
+            self.end_flush()
+
+    def close(self) -> None:
+        """No more appends; waiting appenders fail. Queued batches are still sent."""
+        self._closed = True
+        self.free.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def abort_incomplete_batches(self, reason: Exception | None = None) -> None:
+        """Fail every batch not yet completed (forced close): queued and in flight."""
+        error = reason or KafkaException("Producer is closed forcefully.")
+        self._closed = True
+        for dq in self._batches.values():
+            with dq.lock:
+                for batch in dq:
+                    batch.abort_record_appends()
+                dq.clear()
+        for batch in self.incomplete_batches():
+            if not batch.is_done():
+                batch.abort(error)
+            self.deallocate(batch)
+
+    def abort_undrained_batches(self, reason: Exception) -> None:
+        """Fail the queued batches that were never sent (a fatal producer error)."""
+        aborted: list[ProducerBatch] = []
+        for dq in self._batches.values():
+            with dq.lock:
+                kept = [b for b in dq if b.has_sequence() or b.in_flight]
+                aborted.extend(b for b in dq if not (b.has_sequence() or b.in_flight))
+                dq.clear()
+                dq.extend(kept)
+        for batch in aborted:
+            batch.abort_record_appends()
+            batch.abort(reason)
+            self.deallocate(batch)
 
     # -- append ----------------------------------------------------------------
 

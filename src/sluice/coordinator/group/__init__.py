@@ -1,10 +1,15 @@
 """Kafka's classic group coordinator (sans I/O): group state machine, rebalances,
 member liveness, committed offsets and their records in ``__consumer_offsets``."""
 
-from sluice.coordinator.group.admin import GroupOverview, GroupSummary, MemberSummary
 from sluice.coordinator.group.config import GROUP_METADATA_TOPIC_NAME, GroupConfig
-from sluice.coordinator.group.coordinator import GroupCoordinator, MemberIdentity
-from sluice.coordinator.group.join import JoinGroupRequestData
+from sluice.coordinator.group.coordinator import (
+    GroupCoordinator,
+    GroupOverview,
+    GroupSummary,
+    JoinGroupRequestData,
+    MemberIdentity,
+    MemberSummary,
+)
 from sluice.coordinator.group.manager import (
     GroupLog,
     GroupMetadataManager,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from sluice.purgatory import DelayedOperation, DelayedOperationPurgatory
 
 if TYPE_CHECKING:
-    from sluice.coordinator.group.coordinator_base import CoordinatorBase
+    from sluice.coordinator.group.coordinator import GroupCoordinator
     from sluice.coordinator.group.metadata import GroupMetadata
 
 __all__ = [
@@ -40,7 +40,7 @@ class DelayedJoin(DelayedOperation):
 
     __slots__ = ("coordinator", "group")
 
-    def __init__(self, coordinator: CoordinatorBase, group: GroupMetadata, delay_ms: int) -> None:
+    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int) -> None:
         super().__init__(delay_ms, lock=group.lock)
         self.coordinator = coordinator
         self.group = group
@@ -63,7 +63,7 @@ class InitialDelayedJoin(DelayedJoin):
 
     def __init__(
         self,
-        coordinator: CoordinatorBase,
+        coordinator: GroupCoordinator,
         purgatory: DelayedOperationPurgatory[DelayedOperation],
         group: GroupMetadata,
         configured_delay_ms: int,
@@ -106,7 +106,7 @@ class DelayedSync(DelayedOperation):
     __slots__ = ("coordinator", "generation_id", "group")
 
     def __init__(
-        self, coordinator: CoordinatorBase, group: GroupMetadata, generation_id: int, delay_ms: int
+        self, coordinator: GroupCoordinator, group: GroupMetadata, generation_id: int, delay_ms: int
     ) -> None:
         super().__init__(delay_ms, lock=group.lock)
         self.coordinator = coordinator
@@ -133,7 +133,7 @@ class DelayedHeartbeat(DelayedOperation):
 
     def __init__(
         self,
-        coordinator: CoordinatorBase,
+        coordinator: GroupCoordinator,
         group: GroupMetadata,
         member_id: str,
         is_pending: bool,

@@ -2,7 +2,7 @@
 
 This wraps Sluice's own clients (:mod:`sluice.client`). The rest of the tools see
 only :class:`Admin`, :class:`Producer`, :class:`Consumer` and the library-neutral
-names of :mod:`~sluice.tools_impl.client_types` (re-exported here).
+names of :mod:`~sluice.cli.tool_types` (re-exported here).
 
 Every client first checks that a bootstrap broker accepts connections: if none
 does, that fails fast with one line ("cannot connect to host:port: Connection
@@ -21,7 +21,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sluice.tools_impl.client_types import (
+from sluice.cli.tool_types import (
     EARLIEST,
     LATEST,
     ClientError,

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from sluice.tools_impl.common import (
+from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
@@ -206,7 +206,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.delivery_timeout_ms < 1:
         raise UsageError("--delivery-timeout-ms must be positive")
     reader = LineReader(parse_assignments(args.property, "--property"))
-    from sluice.tools_impl.client import ClientError, Producer
+    from sluice.cli.tool_clients import ClientError, Producer
 
     try:
         producer = Producer(args.bootstrap_server, _settings(args), warner(PROG))

@@ -1,6 +1,6 @@
 """The library-neutral side of the tools' client interface: results, errors, offsets.
 
-:mod:`sluice.tools_impl.client` implements the interface (on Sluice's own clients)
+:mod:`sluice.cli.tool_clients` implements the interface (on Sluice's own clients)
 and re-exports these names, so the tools import everything from there.
 """
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from sluice.tools_impl.common import (
+from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
@@ -22,7 +22,7 @@ from sluice.tools_impl.common import (
 )
 
 if TYPE_CHECKING:
-    from sluice.tools_impl.client import Admin
+    from sluice.cli.tool_clients import Admin
 
 __all__ = ["add_parser", "run"]
 
@@ -195,7 +195,7 @@ def _action(args: argparse.Namespace) -> str:
 def _run(args: argparse.Namespace) -> int:
     action = _action(args)
     config = read_properties_file(args.command_config) if args.command_config else {}
-    from sluice.tools_impl.client import Admin, ClientError
+    from sluice.cli.tool_clients import Admin, ClientError
 
     try:
         admin = Admin(args.bootstrap_server, config, warner(PROG))
@@ -220,7 +220,7 @@ def _existing(admin: Admin, args: argparse.Namespace, must_exist: bool = True) -
 
 
 def _create(admin: Admin, args: argparse.Namespace) -> int:
-    from sluice.tools_impl.client import ClientError
+    from sluice.cli.tool_clients import ClientError
 
     try:
         admin.create_topic(args.topic, args.partitions, args.replication_factor, args.config_map)
@@ -241,7 +241,7 @@ def _list(admin: Admin, args: argparse.Namespace) -> int:
 
 
 def _describe(admin: Admin, args: argparse.Namespace) -> int:
-    from sluice.tools_impl.client import ClientError
+    from sluice.cli.tool_clients import ClientError
 
     for topic in admin.describe_topics(_existing(admin, args)):
         try:

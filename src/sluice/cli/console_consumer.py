@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from sluice.tools_impl.common import (
+from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
@@ -22,7 +22,7 @@ from sluice.tools_impl.common import (
 )
 
 if TYPE_CHECKING:
-    from sluice.tools_impl.client import StartOffset
+    from sluice.cli.tool_clients import StartOffset
 
 __all__ = ["RecordFormatter", "add_parser", "run"]
 
@@ -153,7 +153,7 @@ class RecordFormatter:
 
 
 def _start(args: argparse.Namespace) -> StartOffset:
-    from sluice.tools_impl.client import EARLIEST, LATEST
+    from sluice.cli.tool_clients import EARLIEST, LATEST
 
     if args.offset is None:
         return EARLIEST if args.from_beginning else LATEST
@@ -207,7 +207,7 @@ def _run(args: argparse.Namespace) -> int:
     settings.update(parse_assignments(args.consumer_property, "--consumer-property"))
     if args.group is not None:
         settings.setdefault("auto.offset.reset", "earliest" if args.from_beginning else "latest")
-    from sluice.tools_impl.client import ClientError, Consumer
+    from sluice.cli.tool_clients import ClientError, Consumer
 
     try:
         consumer = Consumer(args.bootstrap_server, args.group, settings, warner(PROG))

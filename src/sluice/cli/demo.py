@@ -21,9 +21,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.minutes < 1 or args.partitions < 1:
         print("sluice demo: --minutes and --partitions must be >= 1", file=sys.stderr)
         return 2
-    from sluice.cli import _setup_logging
+    from sluice.cli.broker import setup_logging
 
-    _setup_logging(args.log_level)
+    setup_logging(args.log_level)
     config = DemoConfig(
         events=args.events, rate=args.rate, window_s=args.window, watermark_s=args.watermark,
         minutes=args.minutes, partitions=args.partitions, output_dir=Path(args.output_dir),

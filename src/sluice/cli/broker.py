@@ -1,4 +1,4 @@
-"""The ``sluice`` command line: the broker and Kafka-style tools."""
+"""``sluice broker`` and ``sluice cluster start``: a broker process, a local cluster."""
 
 from __future__ import annotations
 
@@ -8,17 +8,15 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Sequence
 
-from sluice import __version__
 from sluice.config import BrokerConfig, ConfigError
 
-__all__ = ["main"]
+__all__ = ["add_broker_parsers", "cmd_broker", "cmd_cluster_start", "setup_logging"]
 
 log = logging.getLogger("sluice")
 
 
-def _setup_logging(level: str) -> None:
+def setup_logging(level: str) -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
@@ -61,7 +59,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"sluice broker: {exc}", file=sys.stderr)
         return 2
-    _setup_logging(args.log_level)
+    setup_logging(args.log_level)
     # asyncio's own loop, not uvloop: fetches use loop.sendfile, which uvloop lacks.
     try:
         asyncio.run(_run_broker(config))
@@ -122,15 +120,8 @@ def cmd_cluster_start(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser(tools: bool = True) -> argparse.ArgumentParser:
-    """The whole command line; ``tools=False`` leaves out the tool, demo and bench
-    subcommands (and their imports), for ``sluice broker``, which needs none of them."""
-    parser = argparse.ArgumentParser(
-        prog="sluice", description="Sluice: a Kafka-wire-compatible streaming platform."
-    )
-    parser.add_argument("--version", action="version", version=f"sluice {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def add_broker_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``broker`` and ``cluster start`` on ``sub``."""
     broker = sub.add_parser(
         "broker",
         help="run a broker",
@@ -168,29 +159,3 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         help="a broker property for every broker (repeatable), e.g. min.insync.replicas=2",
     )  # fmt: skip
     start.set_defaults(func=cmd_cluster_start)
-    if not tools:
-        return parser
-
-    from sluice.tools import add_tool_parsers
-
-    add_tool_parsers(sub)
-
-    from sluice.demo_cli import add_demo_parser
-
-    add_demo_parser(sub)
-
-    from sluice.bench_cli import add_bench_parser
-
-    add_bench_parser(sub)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["broker"]:
-        args, unknown = build_parser(tools=False).parse_known_args(argv)
-        if unknown:  # the whole command line's usage and error, as for any command
-            args = build_parser().parse_args(argv)
-    else:
-        args = build_parser().parse_args(argv)
-    return int(args.func(args))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from sluice.tools_impl.common import (
+from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
@@ -16,7 +16,7 @@ from sluice.tools_impl.common import (
 )
 
 if TYPE_CHECKING:
-    from sluice.tools_impl.client_types import GroupDescription
+    from sluice.cli.tool_types import GroupDescription
 
 __all__ = ["add_parser", "format_description", "run"]
 
@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
     config = read_properties_file(args.command_config) if args.command_config else {}
-    from sluice.tools_impl.client import Admin, ClientError
+    from sluice.cli.tool_clients import Admin, ClientError
 
     try:
         admin = Admin(args.bootstrap_server, config, warner(PROG))

@@ -1,0 +1,51 @@
+"""The ``sluice`` command line: the broker, a local cluster, Kafka-style tools, the demo
+and the benchmarks, one module per command.
+
+``sluice broker`` builds only its own parser (``tools=False``), so a broker process
+imports none of the tools, Spark or the benchmarks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from sluice import __version__
+from sluice.cli.broker import add_broker_parsers
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser(tools: bool = True) -> argparse.ArgumentParser:
+    """The whole command line; ``tools=False`` leaves out the tool, demo and bench
+    subcommands (and their imports), for ``sluice broker``, which needs none of them."""
+    parser = argparse.ArgumentParser(
+        prog="sluice", description="Sluice: a Kafka-wire-compatible streaming platform."
+    )
+    parser.add_argument("--version", action="version", version=f"sluice {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_broker_parsers(sub)
+    if not tools:
+        return parser
+
+    from sluice.cli import bench, console_consumer, console_producer, consumer_groups, demo, topics
+
+    topics.add_parser(sub)
+    console_producer.add_parser(sub)
+    console_consumer.add_parser(sub)
+    consumer_groups.add_parser(sub)
+    demo.add_demo_parser(sub)
+    bench.add_bench_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["broker"]:
+        args, unknown = build_parser(tools=False).parse_known_args(argv)
+        if unknown:  # the whole command line's usage and error, as for any command
+            args = build_parser().parse_args(argv)
+    else:
+        args = build_parser().parse_args(argv)
+    return int(args.func(args))
