@@ -134,7 +134,7 @@ def _confluent(bootstrap: str, topic: str, payload: bytes, n: int) -> float:
 
 def _c_sluice(bootstrap: str, topic: str, n: int) -> float:
     from sluice.client import Consumer
-    from sluice.client.consumer import TopicPartition
+    from sluice.client.consumer.consumer import TopicPartition
 
     with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
                    "enable.auto.commit": False}) as consumer:  # fmt: skip

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import raw_reader
-from sluice.client.produce_request import decode_produce_response, encode_produce_request
+from sluice.client.producer.produce_request import decode_produce_response, encode_produce_request
 from sluice.protocol.errors import ErrorCode
 from sluice.protocol.headers import encode_request_header
 from sluice.protocol.records.batch import ATTRIBUTES_OFFSET, BASE_TIMESTAMP_OFFSET, CRC_OFFSET

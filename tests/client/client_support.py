@@ -12,7 +12,7 @@ with warnings.catch_warnings():  # kafka-python's schema loader uses deprecated 
     import kafka  # noqa: F401
     from kafka.record import MemoryRecords
 
-from sluice.client.cluster import Cluster, Node, PartitionInfo
+from sluice.client.net.cluster import Cluster, Node, PartitionInfo
 
 NODE1 = Node(1, "127.0.0.1", 9092)
 NODE2 = Node(2, "127.0.0.1", 9093)
@@ -88,7 +88,7 @@ class MockClient:
         return self.versions[api_key][1]
 
     def send(self, request: Any, now_ms: int) -> None:
-        from sluice.client.client_request import ClientResponse, InFlightRequest
+        from sluice.client.net.client_request import ClientResponse, InFlightRequest
 
         version = request.version
         if version is None:
@@ -107,7 +107,7 @@ class MockClient:
 
     def respond(self, body: Any, *, disconnected: bool = False, timed_out: bool = False) -> None:
         """Answer the oldest in-flight request."""
-        from sluice.client.client_request import ClientResponse
+        from sluice.client.net.client_request import ClientResponse
 
         request = self.in_flight.pop(0)
         self.completed.append(
@@ -115,7 +115,7 @@ class MockClient:
         )
 
     def respond_produce(self, responses: dict[Any, Any]) -> None:
-        from sluice.client.produce_request import ProduceResponseData
+        from sluice.client.producer.produce_request import ProduceResponseData
 
         self.respond(ProduceResponseData(responses, 0))
 

@@ -11,12 +11,12 @@ from client_support import NODE1, NODE2, cluster, read_batches, wait_until
 
 from sluice.base import TopicPartition
 from sluice.base.clock import Clock, ManualClock, MonotonicClock
-from sluice.client.accumulator import AccumulatorConfig, RecordAccumulator
-from sluice.client.buffer_pool import BufferPool
 from sluice.client.errors import KafkaException
-from sluice.client.partitioner import BuiltInPartitioner
-from sluice.client.producer_batch import ProducerBatch, RecordMetadata
-from sluice.client.transaction_manager import ProducerIdAndEpoch, TransactionManager
+from sluice.client.producer.accumulator import AccumulatorConfig, RecordAccumulator
+from sluice.client.producer.buffer_pool import BufferPool
+from sluice.client.producer.partitioner import BuiltInPartitioner
+from sluice.client.producer.producer_batch import ProducerBatch, RecordMetadata
+from sluice.client.producer.transaction_manager import ProducerIdAndEpoch, TransactionManager
 
 T0 = 1_700_000_000_000
 TP0, TP1, TP2 = (TopicPartition("t", p) for p in range(3))

@@ -10,7 +10,7 @@ import pytest
 
 import sluice
 from sluice.client.admin import Admin, NewTopic
-from sluice.client.consumer import Consumer, TopicPartition
+from sluice.client.consumer.consumer import Consumer, TopicPartition
 from sluice.client.errors import ApiException, ConfigException
 
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import sluice
 from sluice.client.admin import Admin, NewTopic
-from sluice.client.consumer import Consumer, TopicPartition
-from sluice.client.group_assignors import (
+from sluice.client.consumer.consumer import Consumer, TopicPartition
+from sluice.client.consumer.group_assignors import (
     ASSIGNORS,
     Subscription,
     cooperative_sticky_assign,

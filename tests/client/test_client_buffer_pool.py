@@ -8,8 +8,8 @@ import pytest
 from client_support import wait_until
 
 from sluice.base.clock import ManualClock, MonotonicClock
-from sluice.client.buffer_pool import BufferPool
 from sluice.client.errors import BufferExhaustedException, KafkaException
+from sluice.client.producer.buffer_pool import BufferPool
 
 BLOCK_MS = 30_000  # real-thread tests: long enough never to expire
 

@@ -16,10 +16,10 @@ from client_support import wait_until
 
 import sluice
 from sluice.client.admin import Admin, NewTopic
-from sluice.client.consumer import Consumer, TopicPartition
-from sluice.client.fetcher import FetchSession
-from sluice.client.fetcher_records import TIMESTAMP_CREATE_TIME, decode_records
-from sluice.client.group_assignors import (
+from sluice.client.consumer.consumer import Consumer, TopicPartition
+from sluice.client.consumer.fetcher import FetchSession
+from sluice.client.consumer.fetcher_records import TIMESTAMP_CREATE_TIME, decode_records
+from sluice.client.consumer.group_assignors import (
     Assignment,
     Subscription,
     decode_assignment,

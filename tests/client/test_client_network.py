@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from sluice.base.clock import MonotonicClock
-from sluice.client.client_request import ClientRequest, ClientResponse
-from sluice.client.cluster import Node
-from sluice.client.consumer_network_client import ConsumerNetworkClient
 from sluice.client.errors import KafkaException, NetworkException
-from sluice.client.metadata import Metadata
-from sluice.client.network_client import ManualMetadataUpdater, NetworkClient
-from sluice.client.requests import metadata_request
+from sluice.client.net.client_request import ClientRequest, ClientResponse
+from sluice.client.net.cluster import Node
+from sluice.client.net.consumer_network_client import ConsumerNetworkClient
+from sluice.client.net.metadata import Metadata
+from sluice.client.net.network_client import ManualMetadataUpdater, NetworkClient
+from sluice.client.net.requests import metadata_request
 from sluice.protocol import (
     DEFAULT_VERSIONS,
     ApiKey,
@@ -114,7 +114,7 @@ def test_connects_negotiates_versions_and_completes_requests(fake) -> None:  # t
     def reply(api_key: int, version: int, correlation_id: int) -> bytes | None:
         if api_key == ApiKey.API_VERSIONS:
             return api_versions_only(api_key, version, correlation_id)
-        from sluice.client.requests import build
+        from sluice.client.net.requests import build
         from sluice.protocol.apis import response_type
 
         body = build(response_type(api_key, version), brokers=[], topics=[], throttle_time=0)
@@ -216,7 +216,7 @@ def test_the_consumer_network_client_negotiates_and_answers(fake) -> None:  # ty
     def reply(api_key: int, version: int, correlation_id: int) -> bytes | None:
         if api_key != ApiKey.METADATA:
             return api_versions_only(api_key, version, correlation_id)
-        from sluice.client.requests import build
+        from sluice.client.net.requests import build
         from sluice.protocol.apis import response_type
 
         body = build(

@@ -8,7 +8,12 @@ from collections.abc import Iterator
 import pytest
 from client_support import NODE1, cluster
 
-from sluice.client.partitioner import BuiltInPartitioner, murmur2, partition_for_key, to_positive
+from sluice.client.producer.partitioner import (
+    BuiltInPartitioner,
+    murmur2,
+    partition_for_key,
+    to_positive,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

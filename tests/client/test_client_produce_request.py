@@ -10,8 +10,8 @@ import pytest
 from kio.serial import entity_reader, entity_writer
 
 from sluice.base import TopicPartition
-from sluice.client.produce_request import decode_produce_response, encode_produce_request
-from sluice.client.requests import build
+from sluice.client.net.requests import build
+from sluice.client.producer.produce_request import decode_produce_response, encode_produce_request
 from sluice.protocol import ApiKey, ErrorCode, MalformedRequestError, encode_response
 from sluice.protocol.apis import request_type, response_type
 

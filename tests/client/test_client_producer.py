@@ -19,8 +19,8 @@ from sluice.client import (
     SerializationException,
     TimeoutException,
 )
-from sluice.client.partitioner import partition_for_key
-from sluice.client.producer_config import ProducerConfig
+from sluice.client.producer.partitioner import partition_for_key
+from sluice.client.producer.producer_config import ProducerConfig
 
 
 def producer(broker: sluice.EmbeddedBroker, **overrides: Any) -> Producer:

@@ -11,7 +11,7 @@ from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_new_batch
 from kio.static.primitive import i8, i16, i32, i64
 
-from sluice.client.accumulator import CompressionRatioEstimator
+from sluice.client.producer.accumulator import CompressionRatioEstimator
 from sluice.protocol.records.batch import BATCH_HEADER_SIZE
 from sluice.protocol.records.builder import (
     MemoryRecordsBuilder,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sluice.client.requests import build
+from sluice.client.net.requests import build
 from sluice.protocol import ApiKey, ErrorCode, MalformedRequestError, encode_response
 from sluice.protocol.apis import response_type
 from sluice.protocol.responses import decode_response, response_correlation_id

@@ -9,8 +9,6 @@ from client_support import NODE1, MockClient, cluster, read_batches
 
 from sluice.base import TopicPartition
 from sluice.base.clock import ManualClock
-from sluice.client.accumulator import AccumulatorConfig, RecordAccumulator
-from sluice.client.buffer_pool import BufferPool
 from sluice.client.errors import (
     InvalidRecordException,
     NotEnoughReplicasException,
@@ -18,12 +16,14 @@ from sluice.client.errors import (
     TimeoutException,
     UnsupportedVersionException,
 )
-from sluice.client.metadata import Metadata
-from sluice.client.produce_request import PartitionResponse
-from sluice.client.producer_batch import FutureRecordMetadata, RecordMetadata
-from sluice.client.requests import build
-from sluice.client.sender import Sender, SenderConfig
-from sluice.client.transaction_manager import TransactionManager
+from sluice.client.net.metadata import Metadata
+from sluice.client.net.requests import build
+from sluice.client.producer.accumulator import AccumulatorConfig, RecordAccumulator
+from sluice.client.producer.buffer_pool import BufferPool
+from sluice.client.producer.produce_request import PartitionResponse
+from sluice.client.producer.producer_batch import FutureRecordMetadata, RecordMetadata
+from sluice.client.producer.sender import Sender, SenderConfig
+from sluice.client.producer.transaction_manager import TransactionManager
 from sluice.protocol import ApiKey, ErrorCode
 from sluice.protocol.apis import response_type
 

@@ -10,7 +10,7 @@ import pytest
 
 import sluice
 from sluice.client import Admin, Consumer, ConsumerRecord, NewTopic, Producer, TopicPartition
-from sluice.client.partitioner import murmur2
+from sluice.client.producer.partitioner import murmur2
 
 pytestmark = pytest.mark.timeout(240)
 

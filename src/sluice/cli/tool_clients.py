@@ -442,8 +442,8 @@ class Consumer:
             pool.shutdown(wait=False)
 
     def assign(self, topic: str, partitions: Sequence[int], start: StartOffset) -> None:
-        from sluice.client.fetcher import EARLIEST as FROM_START
-        from sluice.client.fetcher import LATEST as FROM_END
+        from sluice.client.consumer.fetcher import EARLIEST as FROM_START
+        from sluice.client.consumer.fetcher import LATEST as FROM_END
 
         tps = [_tp(topic, p) for p in partitions]
         offset = FROM_START if start == EARLIEST else FROM_END if start == LATEST else int(start)

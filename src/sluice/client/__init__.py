@@ -16,10 +16,7 @@ See ``docs/producer.md``.
 
 from __future__ import annotations
 
-from sluice.protocol.records.compression import CompressionType
-
-from .accumulator import ReadyCheckResult, RecordAccumulator, RecordAppendResult
-from .admin import (
+from sluice.client.admin import (
     Admin,
     ClusterDescription,
     ConfigEntry,
@@ -30,17 +27,14 @@ from .admin import (
     PartitionDescription,
     TopicDescription,
 )
-from .buffer_pool import BufferPool
-from .client_request import ClientRequest, ClientResponse
-from .cluster import Cluster, Node, PartitionInfo
-from .consumer import (
+from sluice.client.consumer.consumer import (
     Consumer,
     ConsumerRebalanceListener,
     ConsumerRecord,
     OffsetAndMetadata,
     TopicPartition,
 )
-from .errors import (
+from sluice.client.errors import (
     ApiException,
     BufferExhaustedException,
     ConfigException,
@@ -51,12 +45,25 @@ from .errors import (
     TimeoutException,
     exception_for,
 )
-from .metadata import Metadata
-from .network_client import NetworkClient
-from .partitioner import murmur2
-from .producer import Producer
-from .producer_batch import FutureRecordMetadata, ProducerBatch, RecordMetadata
-from .sender import Sender
+from sluice.client.net.client_request import ClientRequest, ClientResponse
+from sluice.client.net.cluster import Cluster, Node, PartitionInfo
+from sluice.client.net.metadata import Metadata
+from sluice.client.net.network_client import NetworkClient
+from sluice.client.producer.accumulator import (
+    ReadyCheckResult,
+    RecordAccumulator,
+    RecordAppendResult,
+)
+from sluice.client.producer.buffer_pool import BufferPool
+from sluice.client.producer.partitioner import murmur2
+from sluice.client.producer.producer import Producer
+from sluice.client.producer.producer_batch import (
+    FutureRecordMetadata,
+    ProducerBatch,
+    RecordMetadata,
+)
+from sluice.client.producer.sender import Sender
+from sluice.protocol.records.compression import CompressionType
 
 __all__ = [
     "Admin",

@@ -21,14 +21,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final
 
+from sluice.client.consumer.fetcher import EARLIEST, LATEST, TopicPartition, list_offsets
+from sluice.client.consumer.group_assignors import decode_assignment
+from sluice.client.consumer.group_coordinator import OffsetAndMetadata
+from sluice.client.errors import ConfigException, exception_for
+from sluice.client.net.cluster import Node, PartitionInfo
+from sluice.client.net.consumer_network_client import ConsumerNetworkClient, coordinator_node
 from sluice.protocol import ApiKey, ErrorCode
-
-from .cluster import Node, PartitionInfo
-from .consumer_network_client import ConsumerNetworkClient, coordinator_node
-from .errors import ConfigException, exception_for
-from .fetcher import EARLIEST, LATEST, TopicPartition, list_offsets
-from .group_assignors import decode_assignment
-from .group_coordinator import OffsetAndMetadata
 
 __all__ = [
     "Admin",

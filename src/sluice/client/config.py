@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigException
+from sluice.client.errors import ConfigException
 
 __all__ = [
     "COMMON_CLIENT_CONFIGS",

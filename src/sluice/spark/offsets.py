@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sluice.client.consumer import Consumer, TopicPartition
+from sluice.client.consumer.consumer import Consumer, TopicPartition
 
 from .options import EARLIEST, LATEST, OffsetMap, ReaderOptions, Subscription
 

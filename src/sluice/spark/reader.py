@@ -37,7 +37,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sluice.client.consumer import Consumer, TopicPartition
+from sluice.client.consumer.consumer import Consumer, TopicPartition
 from sluice.client.errors import KafkaException
 
 from .offsets import OffsetReader, check_progress, data_loss, resolve, spread_limit

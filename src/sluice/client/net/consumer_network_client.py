@@ -5,7 +5,7 @@ transaction client send a request and poll the one network client until it
 completes, so framing, correlation ids, ApiVersions negotiation, request timeouts,
 reconnect backoff and the cluster metadata live in one place, shared with the
 producer. Requests are kio dataclasses built from keyword fields with
-:func:`sluice.client.requests.build` at the highest version both sides support.
+:func:`sluice.client.net.requests.build` at the highest version both sides support.
 
 A network client belongs to one thread, so each thread that talks to brokers owns
 a ``ConsumerNetworkClient``: the consumer's application thread, its fetcher thread
@@ -29,15 +29,14 @@ from typing import Any
 
 from sluice.base import TopicPartition
 from sluice.base.clock import MonotonicClock
+from sluice.client.errors import KafkaException, NetworkException
+from sluice.client.net.client_request import ClientRequest, ClientResponse
+from sluice.client.net.cluster import Cluster, Node
+from sluice.client.net.metadata import Metadata
+from sluice.client.net.network_client import ManualMetadataUpdater, NetworkClient
+from sluice.client.net.requests import build
 from sluice.protocol import ApiKey
 from sluice.protocol.apis import request_type
-
-from .client_request import ClientRequest, ClientResponse
-from .cluster import Cluster, Node
-from .errors import KafkaException, NetworkException
-from .metadata import Metadata
-from .network_client import ManualMetadataUpdater, NetworkClient
-from .requests import build
 
 __all__ = ["ConsumerNetworkClient", "coordinator_node"]
 

@@ -23,12 +23,11 @@ import socket
 from collections import deque
 from collections.abc import Sequence
 
+from sluice.client.backoff import ExponentialBackoff
+from sluice.client.net.client_request import InFlightRequest
+from sluice.client.net.cluster import Node
 from sluice.protocol import FrameDecoder
 from sluice.protocol._wire import BytesLike
-
-from .backoff import ExponentialBackoff
-from .client_request import InFlightRequest
-from .cluster import Node
 
 __all__ = ["BrokerConnection", "ClusterConnectionStates", "ConnectionState"]
 

@@ -18,18 +18,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sluice.base import TopicPartition
-from sluice.protocol import ApiKey
-from sluice.protocol.errors import ErrorCode
-
-from .cluster import Node
-from .consumer_network_client import ConsumerNetworkClient, coordinator_node
-from .errors import (
+from sluice.client.errors import (
     KafkaException,
     NetworkException,
     ProducerFencedException,
     TimeoutException,
     exception_for,
 )
+from sluice.client.net.cluster import Node
+from sluice.client.net.consumer_network_client import ConsumerNetworkClient, coordinator_node
+from sluice.protocol import ApiKey
+from sluice.protocol.errors import ErrorCode
 
 __all__ = ["ProducerTransactions", "TransactionCoordinatorClient"]
 
@@ -180,7 +179,7 @@ class ProducerTransactions:
     """The transactional state of one producer (Kafka's ``TransactionManager`` states,
     reduced to READY / IN_TRANSACTION / FATAL): partitions added to the current
     transaction, records of it that failed, and the calls a transactional
-    :class:`~sluice.client.producer.Producer` makes."""
+    :class:`~sluice.client.producer.producer.Producer` makes."""
 
     def __init__(self, client: TransactionCoordinatorClient, transaction_timeout_ms: int) -> None:
         self.client = client

@@ -26,11 +26,18 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final, Protocol
 
-from .consumer_network_client import ConsumerNetworkClient
-from .errors import ConfigException, KafkaException
-from .fetcher import EARLIEST, LATEST, Fetcher, SubscriptionState, TopicPartition, list_offsets
-from .fetcher_records import ConsumerRecord
-from .group_coordinator import ConsumerCoordinator, OffsetAndMetadata
+from sluice.client.consumer.fetcher import (
+    EARLIEST,
+    LATEST,
+    Fetcher,
+    SubscriptionState,
+    TopicPartition,
+    list_offsets,
+)
+from sluice.client.consumer.fetcher_records import ConsumerRecord
+from sluice.client.consumer.group_coordinator import ConsumerCoordinator, OffsetAndMetadata
+from sluice.client.errors import ConfigException, KafkaException
+from sluice.client.net.consumer_network_client import ConsumerNetworkClient
 
 __all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "OffsetAndMetadata",
            "TopicPartition"]  # fmt: skip

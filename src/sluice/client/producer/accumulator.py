@@ -33,18 +33,21 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 from sluice.base import TopicPartition
 from sluice.base.clock import Clock
+from sluice.client.backoff import ExponentialBackoff
+from sluice.client.errors import KafkaException
+from sluice.client.producer.buffer_pool import BufferPool
+from sluice.client.producer.partitioner import BuiltInPartitioner
+from sluice.client.producer.producer_batch import (
+    Callback,
+    FutureRecordMetadata,
+    ProducerBatch,
+)
 from sluice.protocol.records.builder import MemoryRecordsBuilder, estimate_size_in_bytes_upper_bound
 from sluice.protocol.records.compression import CompressionType
 
-from .backoff import ExponentialBackoff
-from .buffer_pool import BufferPool
-from .errors import KafkaException
-from .partitioner import BuiltInPartitioner
-from .producer_batch import Callback, FutureRecordMetadata, ProducerBatch
-
 if TYPE_CHECKING:
-    from .cluster import Cluster, Node
-    from .transaction_manager import TransactionManager
+    from sluice.client.net.cluster import Cluster, Node
+    from sluice.client.producer.transaction_manager import TransactionManager
 
 __all__ = [
     "UNKNOWN_PARTITION",

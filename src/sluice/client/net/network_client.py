@@ -28,6 +28,12 @@ import socket
 from typing import Any, Protocol
 
 from sluice.base.clock import Clock
+from sluice.client.errors import UnsupportedVersionException
+from sluice.client.net.client_request import ClientRequest, ClientResponse, InFlightRequest
+from sluice.client.net.cluster import Node
+from sluice.client.net.connection import BrokerConnection, ClusterConnectionStates, ConnectionState
+from sluice.client.net.metadata import Metadata
+from sluice.client.net.requests import CLIENT_VERSIONS, api_versions_request, metadata_request
 from sluice.protocol import (
     ApiKey,
     ErrorCode,
@@ -37,13 +43,6 @@ from sluice.protocol import (
     frame_segments,
 )
 from sluice.protocol.responses import decode_response
-
-from .client_request import ClientRequest, ClientResponse, InFlightRequest
-from .cluster import Node
-from .connection import BrokerConnection, ClusterConnectionStates, ConnectionState
-from .errors import UnsupportedVersionException
-from .metadata import Metadata
-from .requests import CLIENT_VERSIONS, api_versions_request, metadata_request
 
 __all__ = [
     "ClientRequest",

@@ -25,17 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from sluice.base import TopicPartition
-from sluice.protocol.errors import ErrorCode
-from sluice.protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
-
-from .errors import (
+from sluice.client.errors import (
     KafkaException,
     OutOfOrderSequenceException,
     ProducerFencedException,
     UnknownProducerIdException,
     exception_for,
 )
-from .producer_batch import ProducerBatch
+from sluice.client.producer.producer_batch import ProducerBatch
+from sluice.protocol.errors import ErrorCode
+from sluice.protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 
 __all__ = ["ProducerIdAndEpoch", "TransactionManager"]
 

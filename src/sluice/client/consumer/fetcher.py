@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.base import TopicPartition
+from sluice.client.consumer.fetcher_records import ConsumerRecord, decode_records
+from sluice.client.errors import KafkaException, exception_for
+from sluice.client.net.consumer_network_client import ConsumerNetworkClient
 from sluice.protocol import ApiKey, ErrorCode
-
-from .consumer_network_client import ConsumerNetworkClient
-from .errors import KafkaException, exception_for
-from .fetcher_records import ConsumerRecord, decode_records
 
 __all__ = [
     "EARLIEST",

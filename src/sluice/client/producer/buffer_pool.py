@@ -21,8 +21,7 @@ import threading
 from collections import deque
 
 from sluice.base.clock import Clock
-
-from .errors import BufferExhaustedException, KafkaException
+from sluice.client.errors import BufferExhaustedException, KafkaException
 
 __all__ = ["BufferPool"]
 

@@ -13,12 +13,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+from sluice.client.errors import CorruptRecordException
 from sluice.protocol.records import batch as record_batch
 from sluice.protocol.records.compression import decompress
 from sluice.protocol.records.errors import CorruptRecordException as InvalidBatch
 from sluice.protocol.records.reader import batch_records, control_type
-
-from .errors import CorruptRecordException
 
 __all__ = [
     "TIMESTAMP_CREATE_TIME",

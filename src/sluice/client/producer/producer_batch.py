@@ -16,10 +16,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from sluice.base import TopicPartition
+from sluice.client.errors import TimeoutException
 from sluice.protocol.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from sluice.protocol.records.builder import MemoryRecordsBuilder
-
-from .errors import TimeoutException
 
 __all__ = [
     "Callback",

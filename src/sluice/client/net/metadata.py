@@ -21,10 +21,9 @@ import threading
 from typing import Any
 
 from sluice.base.clock import Clock
+from sluice.client.backoff import ExponentialBackoff
+from sluice.client.net.cluster import Cluster, Node, PartitionInfo
 from sluice.protocol.errors import ErrorCode
-
-from .backoff import ExponentialBackoff
-from .cluster import Cluster, Node, PartitionInfo
 
 __all__ = ["Metadata"]
 

@@ -22,13 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sluice.protocol import ApiKey, ErrorCode
-
-from .cluster import Node
-from .consumer_network_client import ConsumerNetworkClient, coordinator_node
-from .errors import KafkaException, RetriableException, exception_for
-from .fetcher import TopicPartition
-from .group_assignors import (
+from sluice.client.consumer.fetcher import TopicPartition
+from sluice.client.consumer.group_assignors import (
     ALIASES,
     ASSIGNORS,
     COOPERATIVE,
@@ -39,6 +34,10 @@ from .group_assignors import (
     encode_assignment,
     encode_subscription,
 )
+from sluice.client.errors import KafkaException, RetriableException, exception_for
+from sluice.client.net.cluster import Node
+from sluice.client.net.consumer_network_client import ConsumerNetworkClient, coordinator_node
+from sluice.protocol import ApiKey, ErrorCode
 
 __all__ = ["ConsumerCoordinator", "OffsetAndMetadata"]
 

@@ -26,13 +26,7 @@ from typing import Any
 
 from sluice.base import TopicPartition
 from sluice.base.clock import Clock, MonotonicClock
-from sluice.protocol.errors import ErrorCode
-from sluice.protocol.records.builder import encode_headers, estimate_size_in_bytes_upper_bound
-
-from .accumulator import UNKNOWN_PARTITION, AccumulatorConfig, RecordAccumulator
-from .buffer_pool import BufferPool
-from .cluster import Cluster, PartitionInfo
-from .errors import (
+from sluice.client.errors import (
     ApiException,
     InvalidTopicException,
     KafkaException,
@@ -41,14 +35,33 @@ from .errors import (
     TimeoutException,
     TopicAuthorizationException,
 )
-from .metadata import Metadata
-from .network_client import NetworkClient
-from .partitioner import murmur2
-from .producer_batch import Callback, FutureRecordMetadata, ProduceRequestResult
-from .producer_config import ProducerConfig
-from .sender import Sender, SenderConfig
-from .transaction_manager import ProducerIdAndEpoch, TransactionManager
-from .transactions import ProducerTransactions, TransactionCoordinatorClient
+from sluice.client.net.cluster import Cluster, PartitionInfo
+from sluice.client.net.metadata import Metadata
+from sluice.client.net.network_client import NetworkClient
+from sluice.client.producer.accumulator import (
+    UNKNOWN_PARTITION,
+    AccumulatorConfig,
+    RecordAccumulator,
+)
+from sluice.client.producer.buffer_pool import BufferPool
+from sluice.client.producer.partitioner import murmur2
+from sluice.client.producer.producer_batch import (
+    Callback,
+    FutureRecordMetadata,
+    ProduceRequestResult,
+)
+from sluice.client.producer.producer_config import ProducerConfig
+from sluice.client.producer.sender import Sender, SenderConfig
+from sluice.client.producer.transaction_manager import (
+    ProducerIdAndEpoch,
+    TransactionManager,
+)
+from sluice.client.producer.transactions import (
+    ProducerTransactions,
+    TransactionCoordinatorClient,
+)
+from sluice.protocol.errors import ErrorCode
+from sluice.protocol.records.builder import encode_headers, estimate_size_in_bytes_upper_bound
 
 __all__ = ["Producer"]
 

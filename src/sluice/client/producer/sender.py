@@ -29,11 +29,7 @@ from typing import Any
 
 from sluice.base import TopicPartition
 from sluice.base.clock import Clock
-from sluice.protocol import ApiKey, ErrorCode
-
-from .accumulator import RecordAccumulator
-from .client_request import ClientRequest, ClientResponse
-from .errors import (
+from sluice.client.errors import (
     InvalidMetadataException,
     KafkaException,
     OutOfOrderSequenceException,
@@ -41,11 +37,18 @@ from .errors import (
     UnsupportedVersionException,
     exception_for,
 )
-from .metadata import Metadata
-from .produce_request import PartitionResponse, decode_produce_response, encode_produce_request
-from .producer_batch import ProducerBatch
-from .requests import init_producer_id_request
-from .transaction_manager import TransactionManager
+from sluice.client.net.client_request import ClientRequest, ClientResponse
+from sluice.client.net.metadata import Metadata
+from sluice.client.net.requests import init_producer_id_request
+from sluice.client.producer.accumulator import RecordAccumulator
+from sluice.client.producer.produce_request import (
+    PartitionResponse,
+    decode_produce_response,
+    encode_produce_request,
+)
+from sluice.client.producer.producer_batch import ProducerBatch
+from sluice.client.producer.transaction_manager import TransactionManager
+from sluice.protocol import ApiKey, ErrorCode
 
 __all__ = ["Sender", "SenderConfig"]
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from sluice.client.net.cluster import Cluster
 
 __all__ = [
     "BuiltInPartitioner",

@@ -17,9 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sluice.protocol.records.compression import CompressionType
-
-from .config import (
+from sluice.client.config import (
     BOOL,
     CALLABLE,
     COMMON_CLIENT_CONFIGS,
@@ -32,7 +30,8 @@ from .config import (
     one_of,
     parse_bootstrap_servers,
 )
-from .errors import ConfigException
+from sluice.client.errors import ConfigException
+from sluice.protocol.records.compression import CompressionType
 
 __all__ = ["PRODUCER_CONFIG", "ProducerConfig"]
 

@@ -1,0 +1,1 @@
+"""The consumer: fetcher, record decoding, the group coordinator client and assignors."""
