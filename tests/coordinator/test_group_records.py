@@ -182,7 +182,7 @@ def test_a_compacted_offsets_partition_loads_the_same_state(tmp_path: Path) -> N
     from group_helpers import Harness
 
     from sluice.coordinator.group import GroupCoordinator
-    from sluice.log.cleaner import LogCleaner
+    from sluice.log.cleaner.log_cleaner import LogCleaner
 
     clock = ManualClock(1_700_000_000_000)
 

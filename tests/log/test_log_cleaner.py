@@ -18,8 +18,8 @@ from test_log_cleaner_support import (
 )
 
 from sluice.log import AppendOrigin, InvalidRecordException, Log
-from sluice.log.cleaner import CLEANER_CHECKPOINT, CompactionConfig, LogCleaner
-from sluice.log.cleaner_files import read_cleaner_checkpoint
+from sluice.log.cleaner.files import read_cleaner_checkpoint
+from sluice.log.cleaner.log_cleaner import CLEANER_CHECKPOINT, CompactionConfig, LogCleaner
 
 SECOND = 1000
 

@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import sluice
-from sluice.log.cleaner_files import read_cleaner_checkpoint
+from sluice.log.cleaner.files import read_cleaner_checkpoint
 
 TOPIC = "table"
 

@@ -22,8 +22,8 @@ from sluice_log_helpers import ManualClock
 from test_log_cleaner_support import kv_batch, latest_view, open_log, read_batches
 
 from sluice.log import Log
-from sluice.log.cleaner import CompactionConfig, LogCleaner
-from sluice.log.cleaner_files import read_cleaner_checkpoint
+from sluice.log.cleaner.files import read_cleaner_checkpoint
+from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
 
 KEYS = [b"a", b"b", b"c", b"d", b"e", b"f"]
 values = st.one_of(st.none(), st.binary(min_size=0, max_size=40))

@@ -16,7 +16,7 @@ from sluice_log_helpers import ManualClock
 from test_log_cleaner_support import cleaner_for, key_values, kv_batch, latest_view, open_log
 
 from sluice.log import Log
-from sluice.log.cleaner_files import complete_interrupted_swaps
+from sluice.log.cleaner.files import complete_interrupted_swaps
 from sluice.log.segment import LogSegment
 
 Written = dict[int, tuple[bytes, bytes]]
@@ -130,7 +130,7 @@ def test_crash_after_commit_completes_the_swap(
         raise Crash
 
     monkeypatch.setattr(Log, "replace_segments", crash)
-    monkeypatch.setattr("sluice.log.cleaner_pass.remove_cleaning_files", lambda *_: None)
+    monkeypatch.setattr("sluice.log.cleaner.cleaning_pass.remove_cleaning_files", lambda *_: None)
     cleaner = cleaner_for(log, clock)
     cleaning = cleaner.start_pass(cleaner.log_to_clean(log))
     with pytest.raises(Crash):
@@ -206,7 +206,7 @@ def test_a_committed_swap_replaces_every_segment_of_its_group(
         raise RuntimeError("crash")
 
     monkeypatch.setattr(Log, "replace_segments", crash)
-    monkeypatch.setattr("sluice.log.cleaner_pass.remove_cleaning_files", lambda *_: None)
+    monkeypatch.setattr("sluice.log.cleaner.cleaning_pass.remove_cleaning_files", lambda *_: None)
     cleaner = cleaner_for(log, clock)
     cleaning = cleaner.start_pass(cleaner.log_to_clean(log))
     with pytest.raises(RuntimeError):
@@ -234,7 +234,7 @@ def test_without_a_swapend_file_recovery_falls_back_to_the_swap_next_offset(
         raise RuntimeError("crash")
 
     monkeypatch.setattr(Log, "replace_segments", crash)
-    monkeypatch.setattr("sluice.log.cleaner_pass.remove_cleaning_files", lambda *_: None)
+    monkeypatch.setattr("sluice.log.cleaner.cleaning_pass.remove_cleaning_files", lambda *_: None)
     cleaner = cleaner_for(log, clock)
     cleaning = cleaner.start_pass(cleaner.log_to_clean(log))
     with pytest.raises(RuntimeError):

@@ -8,7 +8,7 @@ from typing import Any
 from sluice_log_helpers import DecodedRecord, ManualClock, Rec, build_batch, decode_batches
 
 from sluice.log import Log, LogConfig
-from sluice.log.cleaner import CompactionConfig, LogCleaner
+from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
 
 Pair = tuple[bytes | None, bytes | None]
 

@@ -176,7 +176,7 @@ def test_lso_and_aborted_list_match_a_reference_model(
 def test_compaction_keeps_the_aborted_transactions_of_cleaned_segments(tmp_path: Path) -> None:
     """The cleaner copies transactional batches and markers unchanged; the cleaned segment
     takes over the old segments' .txnindex entries, so read_committed still skips them."""
-    from sluice.log.cleaner import CompactionConfig, LogCleaner
+    from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
 
     clock = ManualClock()
     log = Log(tmp_path / "c-0", _cfg(segment_bytes=400, cleanup_policy="compact"), clock=clock)

@@ -37,7 +37,7 @@ NOT_BEFORE_LISTENING = (
     "sluice.metastore",
     "sluice.server.cluster",
     "kazoo",
-    "sluice.log.cleaner",
+    "sluice.log.cleaner.log_cleaner",
     "sluice.server.handlers.produce",  # the handler modules: HANDLER_MODULES names them
     "sluice.server.handlers.metadata",
     "sluice.server.handlers.find_coordinator",
@@ -152,7 +152,7 @@ def test_the_apis_served_before_the_coordinators_do_not_import_them() -> None:
         "build_handlers(SERVED_BEFORE_COORDINATORS)"
     )
     assert "sluice.server.handlers.metadata" in modules
-    early = ("sluice.coordinator", "sluice.log.cleaner", "importlib.metadata")
+    early = ("sluice.coordinator", "sluice.log.cleaner.log_cleaner", "importlib.metadata")
     assert _offenders(modules, early) == []
     assert "crc32c" not in modules  # only its C extension (sluice.protocol.records.crc)
 

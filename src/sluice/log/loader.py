@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from sluice.log.cleaner_files import complete_interrupted_swaps
+from sluice.log.cleaner.files import complete_interrupted_swaps
 from sluice.log.config import Clock, LogConfig
 from sluice.log.errors import CorruptIndexException
 from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords

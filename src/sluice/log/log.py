@@ -16,8 +16,8 @@ from sluice.log.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     OffsetCheckpointFile,
 )
-from sluice.log.cleaner_files import truncate_cleaner_checkpoint
-from sluice.log.cleaner_records import check_keys_present
+from sluice.log.cleaner.files import truncate_cleaner_checkpoint
+from sluice.log.cleaner.records import check_keys_present
 from sluice.log.config import Clock, LogConfig, system_clock
 from sluice.log.errors import (
     OffsetOutOfRangeException,

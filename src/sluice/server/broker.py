@@ -49,7 +49,7 @@ from sluice.server.topics import (
 if TYPE_CHECKING:  # imported in start(), after the listeners are open
     from sluice.coordinator import GroupCoordinator
     from sluice.coordinator.transaction import TransactionCoordinator
-    from sluice.log.cleaner import CompactionConfig, LogCleaner
+    from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
 
 __all__ = ["Broker"]
 
@@ -236,7 +236,7 @@ class Broker:
                 await slices.pause()
                 handlers.update(build_handlers([key]))
             await slices.pause()
-            import sluice.log.cleaner  # noqa: F401  # for _start_log_cleaner(), in a slice
+            import sluice.log.cleaner.log_cleaner  # noqa: F401  # for _start_log_cleaner(), in a slice
             from sluice.server.txn_runtime import (
                 build_transaction_coordinator,
                 run_transaction_coordinator,
@@ -428,7 +428,7 @@ class Broker:
 
     # -- log compaction -----------------------------------------------------------------
     def _start_log_cleaner(self) -> None:
-        from sluice.log.cleaner import LogCleaner
+        from sluice.log.cleaner.log_cleaner import LogCleaner
 
         self.log_cleaner = LogCleaner(
             lambda: list(self.log_manager), config_for=self._compaction_config,
@@ -451,7 +451,7 @@ class Broker:
             await asyncio.sleep(0 if busy else backoff_s)
 
     def _compaction_config(self, log_: Log) -> CompactionConfig:
-        from sluice.log.cleaner import CompactionConfig
+        from sluice.log.cleaner.log_cleaner import CompactionConfig
 
         return CompactionConfig.from_topic_configs(self.topic_configs(log_.topic))
 

@@ -12,7 +12,7 @@ dirty offset kept in ``cleaner-offset-checkpoint``, and a *dirty* tail. A cleani
 3. rewrites every segment from the start of the log up to the mapped end, in groups that stay
    under ``segment.bytes`` and the index size, keeping for each key only its latest record
    (see :meth:`CleaningPass._filter_batch` for every rule), and swaps each group's new segment
-   in (:mod:`sluice.log.cleaner_files`);
+   in (:mod:`sluice.log.cleaner.files`);
 4. writes the mapped end as the new checkpoint.
 
 Everything runs on the caller's thread, because the log classes are not thread-safe. A pass
@@ -30,8 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sluice.log.cleaner_files import CLEANER_CHECKPOINT, read_cleaner_checkpoint
-from sluice.log.cleaner_pass import (
+from sluice.log.cleaner.cleaning_pass import (
     DEFAULT_MAX_MAP_ENTRIES,
     DEFAULT_SLICE_BYTES,
     LONG_MAX,
@@ -41,7 +40,8 @@ from sluice.log.cleaner_pass import (
     LogToClean,
     group_segments_by_size,
 )
-from sluice.log.cleaner_records import delete_horizon_of
+from sluice.log.cleaner.files import CLEANER_CHECKPOINT, read_cleaner_checkpoint
+from sluice.log.cleaner.records import delete_horizon_of
 from sluice.log.config import Clock, system_clock
 from sluice.log.log import Log
 

@@ -1,6 +1,6 @@
 """One compaction pass over one log (Kafka's ``Cleaner.doClean``), run in bounded steps.
 
-See :mod:`sluice.log.cleaner` for the design; this module holds the pass itself, the
+See :mod:`sluice.log.cleaner.log_cleaner` for the design; this module holds the pass itself, the
 compaction topic configs, the statistics and the grouping of segments.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.log.cleaner_files import (
+from sluice.log.cleaner.files import (
     commit_cleaned_segment,
     finish_swap,
     open_cleaned_segment,
@@ -20,7 +20,7 @@ from sluice.log.cleaner_files import (
     remove_cleaning_files,
     write_cleaner_checkpoint,
 )
-from sluice.log.cleaner_records import (
+from sluice.log.cleaner.records import (
     build_batch_from_records,
     decode_records,
     delete_horizon_of,
