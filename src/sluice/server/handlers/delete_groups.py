@@ -8,13 +8,13 @@ from sluice.protocol import Request
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
+def handle(ctx: RequestContext, request: Request) -> Any:
     body: Any = request.body
     names = list(dict.fromkeys(body.groups_names))
-    errors = broker.group_coordinator.handle_delete_groups(names)
+    errors = ctx.group_coordinator.handle_delete_groups(names)
     return build(
         request.response_type,
         throttle_time=0,

@@ -17,13 +17,13 @@ from sluice.server.partition import FetchIsolation
 from sluice.server.replica_manager import FetchParams, FetchPartitionData, PartitionFetch
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
 SENDFILE_MIN_BYTES = 64 * 1024
 
 
-def _context(broker: Broker, request: Request) -> FetchContext:
+def _context(ctx: RequestContext, request: Request) -> FetchContext:
     body: Any = request.body
     partitions: dict[TopicPartition, PartitionState] = {}
     for topic in body.topics:
@@ -39,9 +39,9 @@ def _context(broker: Broker, request: Request) -> FetchContext:
         for t in field(body, "forgotten_topics_data", ())
         for p in t.partitions
     ]
-    return broker.fetch_sessions.new_context(
-        body.session_id, body.session_epoch, partitions, forgotten,
-        privileged=body.replica_id >= 0, now_ms=broker.clock.now_ms(),
+    return ctx.fetch_sessions.new_context(
+        field(body, "session_id"), field(body, "session_epoch"), partitions, forgotten,
+        privileged=body.replica_id >= 0, now_ms=ctx.clock.now_ms(),
     )  # fmt: skip
 
 
@@ -220,9 +220,9 @@ def _response_general(
     )
 
 
-def handle(broker: Broker, request: Request) -> Any:
+def handle(ctx: RequestContext, request: Request) -> Any:
     body: Any = request.body
-    context = _context(broker, request)
+    context = _context(ctx, request)
     if context.error != ErrorCode.none:
         return _response(request, context, [])
     replica_id = body.replica_id
@@ -249,5 +249,5 @@ def handle(broker: Broker, request: Request) -> Any:
         if not future.done():
             future.set_result(_response(request, context, results))
 
-    broker.replica_manager.fetch_messages(params, fetches, done)
+    ctx.replica_manager.fetch_messages(params, fetches, done)
     return future

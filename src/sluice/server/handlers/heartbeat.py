@@ -8,12 +8,12 @@ from sluice.protocol import Request
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
+def handle(ctx: RequestContext, request: Request) -> Any:
     body: Any = request.body
-    error = broker.group_coordinator.handle_heartbeat(
+    error = ctx.group_coordinator.handle_heartbeat(
         body.group_id, body.member_id, field(body, "group_instance_id"), int(body.generation_id)
     )
     return build(request.response_type, throttle_time=0, error_code=error)

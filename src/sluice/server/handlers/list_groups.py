@@ -8,12 +8,12 @@ from sluice.protocol import Request
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
+def handle(ctx: RequestContext, request: Request) -> Any:
     body: Any = request.body
-    error, groups = broker.group_coordinator.handle_list_groups(
+    error, groups = ctx.group_coordinator.handle_list_groups(
         field(body, "states_filter", ()), field(body, "types_filter", ())
     )
     return build(

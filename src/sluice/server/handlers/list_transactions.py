@@ -10,10 +10,10 @@ from sluice.protocol import ErrorCode, Request
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
+def handle(ctx: RequestContext, request: Request) -> Any:
     body: Any = request.body
     states: set[TransactionState] = set()
     unknown = []
@@ -27,7 +27,7 @@ def handle(broker: Broker, request: Request) -> Any:
     if unknown and not states:
         listed = []  # only unknown states asked for: nothing matches
     else:
-        listed = broker.txn_coordinator.handle_list(
+        listed = ctx.txn_coordinator.handle_list(
             states or None, producer_ids or None, int(field(body, "duration_filter", -1))
         )
     return build(

@@ -11,15 +11,15 @@ from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
+def handle(ctx: RequestContext, request: Request) -> Any:
     body: Any = request.body
     callback: Callable[[SyncGroupResult], None]
     result: Awaitable[SyncGroupResult]
     callback, result = deferred()
-    broker.group_coordinator.handle_sync_group(
+    ctx.group_coordinator.handle_sync_group(
         body.group_id,
         int(body.generation_id),
         body.member_id,
