@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.ADD_OFFSETS_TO_TXN)
     ctx.topic_admin.ensure_transaction_state()
     partition = ctx.group_coordinator.partition_for(body.group_id)
     tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.config import ConfigError, topic_config_defaults, validate_topic_configs
 from sluice.log import LogConfig, LogError
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build
 from sluice.server.topics import TopicInfo
 
@@ -115,5 +116,5 @@ def _replace_all(info: TopicInfo, resource: Any) -> dict[str, str]:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.ALTER_CONFIGS)
     return alter_resources(ctx, request, body.resources, bool(body.validate_only), _replace_all)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.controller.events import ApiError
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build, field
 
@@ -47,7 +48,7 @@ def _respond(request: Request, results: Results) -> Any:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.ALTER_PARTITION_REASSIGNMENTS)
     reassignments: dict[TopicPartition, tuple[int, ...] | None] = {
         TopicPartition(t.name, int(p.partition_index)): (
             None if p.replicas is None else tuple(int(r) for r in p.replicas)

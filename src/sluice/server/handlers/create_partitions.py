@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[Error
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.CREATE_PARTITIONS)
     validate_only = bool(field(body, "validate_only", False))
     occurrences = Counter(t.name for t in body.topics)
     results = []

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.config import ConfigError, format_config_value
 from sluice.log import LogError
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidReplicaAssignment, InvalidRequest, InvalidTopicError
 
@@ -59,7 +60,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, A
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.CREATE_TOPICS)
     validate_only = bool(field(body, "validate_only", False))
     seen: set[str] = set()
     results = []

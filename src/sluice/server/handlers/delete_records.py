@@ -13,7 +13,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, ms
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ Result = dict[TopicPartition, tuple[int, ErrorCode]]
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.DELETE_RECORDS)
     order: list[TopicPartition] = []
     offsets: dict[TopicPartition, int] = {}
     early: Result = {}

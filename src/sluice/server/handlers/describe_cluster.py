@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.DESCRIBE_CLUSTER)
     endpoint_type = field(body, "endpoint_type", BROKER_ENDPOINT)
     common: dict[str, Any] = {"throttle_time": 0, "endpoint_type": endpoint_type}
     if endpoint_type != BROKER_ENDPOINT:

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, format_config_value
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
@@ -186,7 +187,7 @@ def _describe(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.DESCRIBE_CONFIGS)
     include_synonyms = bool(field(body, "include_synonyms", False))
     include_docs = bool(field(body, "include_documentation", False))
     results = [_describe(ctx, r, include_synonyms, include_docs) for r in body.resources]

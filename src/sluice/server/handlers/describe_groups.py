@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import Request
+from sluice.protocol import ApiKey, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ NOT_REQUESTED = -(2**31)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.DESCRIBE_GROUPS)
     include_ops = bool(field(body, "include_authorized_operations", False))
     groups = []
     for group_id in body.groups:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -30,6 +31,6 @@ def _describe(ctx: RequestContext, txn_id: str) -> dict[str, Any]:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.DESCRIBE_TRANSACTIONS)
     states = [_describe(ctx, t) for t in body.transactional_ids]
     return build(request.response_type, throttle_time=0, transaction_states=states)

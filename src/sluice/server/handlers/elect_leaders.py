@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.controller.events import ElectionType, ReplicaLeaderElectionResults
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.errors import KafkaError
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build
 
@@ -43,7 +44,7 @@ def _respond(request: Request, error: ErrorCode, results: dict[TopicPartition, A
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.ELECT_LEADERS)
     controller = ctx.controller.active_controller
     try:
         election_type = ElectionType(int(getattr(body, "election_type", 0)))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.END_TXN)
     ctx.topic_admin.ensure_transaction_state()
     callback: Callable[[ErrorCode], None]
     callback, result = deferred()

@@ -9,7 +9,8 @@ import typing
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.answer import Answer
 from sluice.server.fetch_session import FetchContext, PartitionState
 from sluice.server.messages import build, field, ms
@@ -24,7 +25,7 @@ SENDFILE_MIN_BYTES = 64 * 1024
 
 
 def _context(ctx: RequestContext, request: Request) -> FetchContext:
-    body: Any = request.body
+    body = body_of(request, ApiKey.FETCH)
     partitions: dict[TopicPartition, PartitionState] = {}
     for topic in body.topics:
         for p in topic.partitions:
@@ -221,7 +222,7 @@ def _response_general(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.FETCH)
     context = _context(ctx, request)
     if context.error != ErrorCode.none:
         return _response(request, context, [])

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import OFFSETS_TOPIC_CONFIGS
 from sluice.server.messages import build, field
 from sluice.server.txn_runtime import TRANSACTION_TOPIC_CONFIGS
@@ -80,7 +81,7 @@ def _error(key: str, code: ErrorCode, message: str) -> dict[str, Any]:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.FIND_COORDINATOR)
     key_type = int(field(body, "key_type", GROUP_KEY_TYPE))
     if request.api_version >= 4:
         coordinators = [_coordinator(ctx, key_type, key) for key in field(body, "coordinator_keys")]

@@ -12,7 +12,8 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import TOPIC_CONFIGS, format_config_value
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.handlers.alter_configs import AlterRejected, alter_resources
 from sluice.server.topics import TopicInfo
 
@@ -65,7 +66,7 @@ def _apply(ctx: RequestContext, info: TopicInfo, resource: Any) -> dict[str, str
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.INCREMENTAL_ALTER_CONFIGS)
     return alter_resources(
         ctx, request, body.resources, bool(body.validate_only),
         lambda info, res: _apply(ctx, info, res),

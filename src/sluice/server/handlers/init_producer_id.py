@@ -15,7 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms
 from sluice.server.producer_ids import ProducerIdsExhaustedError
@@ -42,7 +43,7 @@ def _response(request: Request, error: ErrorCode, producer_id: int, epoch: int) 
 def _transactional(
     ctx: RequestContext, request: Request, transactional_id: str, producer_id: int, epoch: int
 ) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.INIT_PRODUCER_ID)
     ctx.topic_admin.ensure_transaction_state()
     callback: Callable[[tuple[ErrorCode, int, int]], None]
     callback, result = deferred()
@@ -62,7 +63,7 @@ def _transactional(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.INIT_PRODUCER_ID)
     transactional_id = field(body, "transactional_id")
     producer_id = int(field(body, "producer_id", NO_PRODUCER_ID))
     producer_epoch = int(field(body, "producer_epoch", NO_PRODUCER_EPOCH))

@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.group import JoinGroupRequestData, JoinGroupResult
-from sluice.protocol import Request
+from sluice.protocol import ApiKey, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms
 
@@ -39,7 +40,7 @@ def _response(request: Request, r: JoinGroupResult) -> Any:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.JOIN_GROUP)
     version = request.api_version
     session_timeout_ms = ms(body.session_timeout)
     instance_id = field(body, "group_instance_id")

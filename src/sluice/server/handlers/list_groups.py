@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import Request
+from sluice.protocol import ApiKey, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.LIST_GROUPS)
     error, groups = ctx.group_coordinator.handle_list_groups(
         field(body, "states_filter", ()), field(body, "types_filter", ())
     )

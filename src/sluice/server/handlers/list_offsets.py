@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def _lookup(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.LIST_OFFSETS)
     committed = field(body, "isolation_level", 0) == 1
     topics = []
     for topic in body.topics:

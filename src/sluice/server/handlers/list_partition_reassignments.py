@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.controller.events import ApiError
 from sluice.controller.model import ReplicaAssignment
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build
 
@@ -45,7 +46,7 @@ def _respond(request: Request, results: Results) -> Any:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.LIST_PARTITION_REASSIGNMENTS)
     requested = None if body.topics is None else {
         TopicPartition(t.name, int(p)) for t in body.topics for p in t.partition_indexes
     }  # fmt: skip

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
@@ -72,7 +73,7 @@ def _requested_entry(ctx: RequestContext, item: Any, allow_create: bool) -> dict
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     cache = ctx.metadata_cache
-    body: Any = request.body
+    body = body_of(request, ApiKey.METADATA)
     requested = field(body, "topics")
     # v0: an empty list means all topics; v1+: null means all topics.
     all_topics = requested is None or (request.api_version == 0 and not requested)

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.coordinator.group import OffsetAndMetadata
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def _fetch(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.OFFSET_FETCH)
     version = request.api_version
     require_stable = bool(field(body, "require_stable", False))
     if version >= 8:

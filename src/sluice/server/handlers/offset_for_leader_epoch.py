@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.log import LATEST_TIMESTAMP
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def _lookup(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.OFFSET_FOR_LEADER_EPOCH)
     topics = []
     for topic in body.topics:
         partitions = []

@@ -6,8 +6,9 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.produce_response import PartitionResult, encode_produce_response
+from sluice.protocol.requests import body_of
 from sluice.server.answer import Answer
 from sluice.server.delayed import ProducePartitionStatus
 from sluice.server.messages import ms
@@ -30,7 +31,7 @@ def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatu
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.PRODUCE)
     acks = int(body.acks)
     if acks not in (-1, 0, 1):
         statuses = {

@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.group import SyncGroupResult
-from sluice.protocol import Request
+from sluice.protocol import ApiKey, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.SYNC_GROUP)
     callback: Callable[[SyncGroupResult], None]
     result: Awaitable[SyncGroupResult]
     callback, result = deferred()

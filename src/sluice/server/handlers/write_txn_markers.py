@@ -7,7 +7,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build
 from sluice.server.txn_runtime import write_marker
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body: Any = request.body
+    body = body_of(request, ApiKey.WRITE_TXN_MARKERS)
     loop = asyncio.get_running_loop()
     pending: list[tuple[int, TopicPartition, asyncio.Future[ErrorCode]]] = []
     for marker in body.markers:
