@@ -64,6 +64,19 @@ def test_the_core_never_imports_the_shell_or_networking() -> None:
     assert found == []
 
 
+def test_handlers_import_neither_the_broker_nor_the_network_layer() -> None:
+    """A request handler gets what it may use in its RequestContext: it never reaches
+    into the Broker or the network layer (not even for type checking)."""
+    found = [
+        f"{module} imports {name}"
+        for module, path, tree in _modules()
+        if _within(module, ("sluice.server.handlers",))
+        for name in _imports(module, path, tree)
+        if _within(name, ("sluice.server.broker", "sluice.server.network"))
+    ]
+    assert found == []
+
+
 def test_the_check_sees_imports() -> None:
     """The walker finds absolute, relative and function-level imports."""
     tree = ast.parse("import asyncio\nfrom ..server import x\ndef f():\n    from .y import z\n")
@@ -91,6 +104,8 @@ def _definitions(name: str) -> list[str]:
         ("TopicPartition", "sluice.base.topic_partition"),
         ("CompressionType", "sluice.protocol.records.compression"),
         ("BatchHeader", "sluice.protocol.records.batch"),
+        ("MetadataCache", "sluice.server.metadata_cache"),
+        ("RequestContext", "sluice.server.request_context"),
     ],
 )
 def test_shared_concepts_are_defined_once(name: str, home: str) -> None:

@@ -16,6 +16,7 @@ from confluent_kafka import TopicPartition as CTP
 
 import sluice
 from sluice.base import TopicPartition
+from sluice.controller.requests import UpdateMetadataPartitionState
 from sluice.server.handlers import metadata
 from sluice.server.messages import field
 
@@ -34,22 +35,40 @@ class NoLeader:
         self.left = 0
         self.asked = 0
 
-    def __call__(self, broker: Any, request: Any) -> Any:
+    def __call__(self, ctx: Any, request: Any) -> Any:
         requested = field(request.body, "topics")
         names = None if requested is None else {field(t, "name") for t in requested}
         if names is not None and TOPIC not in names:
-            return self.handle(broker, request)
+            return self.handle(ctx, request)
         self.asked += 1
-        partition = broker.replica_manager.get_partition(TopicPartition(TOPIC, 0))
-        if self.left == 0 or partition is None:
-            return self.handle(broker, request)
+        cache = ctx.metadata_cache
+        if self.left == 0 or not cache.contains_partition(TopicPartition(TOPIC, 0)):
+            return self.handle(ctx, request)
         if self.left > 0:
             self.left -= 1
-        leader, partition.leader_id = partition.leader_id, -1
+        topic_id, partitions = cache.topic_id(TOPIC), cache.partitions(TOPIC)
+        cache.put_topic(TOPIC, topic_id, _states(partitions, leaderless=0))
         try:
-            return self.handle(broker, request)
+            return self.handle(ctx, request)
         finally:
-            partition.leader_id = leader
+            cache.put_topic(TOPIC, topic_id, _states(partitions))
+
+
+def _states(partitions: list[Any], leaderless: int | None = None) -> list[Any]:
+    """The metadata cache's partition states of TOPIC, partition ``leaderless`` without
+    a leader."""
+    return [
+        UpdateMetadataPartitionState(
+            TopicPartition(TOPIC, p.partition),
+            0,
+            -1 if p.partition == leaderless else p.leader,
+            p.leader_epoch,
+            p.isr,
+            0,
+            p.replicas,
+        )
+        for p in partitions
+    ]
 
 
 @pytest.fixture

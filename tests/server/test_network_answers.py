@@ -22,7 +22,7 @@ from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
 from sluice.server import network
 from sluice.server.answer import Answer
 from sluice.server.messages import build
-from sluice.server.network import KafkaServer
+from sluice.server.network import ClientIdentity, KafkaServer
 
 METADATA = MetadataRequest(
     topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
@@ -44,7 +44,7 @@ class Parked:
     def __init__(self) -> None:
         self.answers: list[tuple[Request, Answer]] = []
 
-    def handler(self, request: Request) -> Answer:
+    def handler(self, _ctx: Any, request: Request) -> Answer:
         answer = Answer(loop=asyncio.get_running_loop())
         self.answers.append((request, answer))
         return answer
@@ -59,9 +59,11 @@ class Parked:
 
 @asynccontextmanager
 async def serving(
-    handlers: dict[int, Callable[[Request], Any]],
+    handlers: dict[int, Callable[[Any, Request], Any]],
 ) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    server = KafkaServer("127.0.0.1", 0, handlers, DEFAULT_VERSIONS.restrict(handlers), 1 << 20, 0)
+    server = KafkaServer(
+        "127.0.0.1", 0, handlers, DEFAULT_VERSIONS.restrict(handlers), 1 << 20, 0, ClientIdentity()
+    )
     await server.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:
@@ -96,7 +98,10 @@ def test_a_parked_answer_is_written_inside_set_result() -> None:
 def test_pipelined_produce_answers_set_out_of_order_go_out_in_order() -> None:
     async def scenario() -> tuple[list[int], list[bool]]:
         parked = Parked()
-        handlers = {ApiKey.PRODUCE: parked.handler, ApiKey.METADATA: _metadata_response}
+        handlers = {
+            ApiKey.PRODUCE: parked.handler,
+            ApiKey.METADATA: lambda _ctx, request: _metadata_response(request),
+        }
         async with serving(handlers) as (reader, writer):
             for cid in (1, 2, 3):
                 writer.write(encode_request(cid, produce_request(-1)))

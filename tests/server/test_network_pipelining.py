@@ -13,14 +13,14 @@ from wire_support import read_correlation_id as _read_response
 
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
 from sluice.server.messages import build
-from sluice.server.network import KafkaServer
+from sluice.server.network import ClientIdentity, KafkaServer
 
 
 async def _scenario() -> tuple[list[str], list[int]]:
     events: list[str] = []
     waiting: list[asyncio.Future[Any]] = []
 
-    def produce(request: Request) -> Any:
+    def produce(_ctx: Any, request: Request) -> Any:
         body: Any = request.body
         cid = request.header.correlation_id
         events.append(f"produce {cid} appended")
@@ -39,14 +39,14 @@ async def _scenario() -> tuple[list[str], list[int]]:
 
         return acknowledged()
 
-    def metadata(request: Request) -> Any:
+    def metadata(_ctx: Any, request: Request) -> Any:
         events.append(f"metadata {request.header.correlation_id} handled")
         return build(request.response_type, throttle_time=0, brokers=[], cluster_id=None,
                      controller_id=-1, topics=[])  # fmt: skip
 
     handlers = {ApiKey.PRODUCE: produce, ApiKey.METADATA: metadata}
     versions = DEFAULT_VERSIONS.restrict(handlers)
-    server = KafkaServer("127.0.0.1", 0, handlers, versions, 1 << 20, 0)
+    server = KafkaServer("127.0.0.1", 0, handlers, versions, 1 << 20, 0, ClientIdentity())
     await server.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:

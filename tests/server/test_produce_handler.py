@@ -21,14 +21,17 @@ from sluice.protocol.produce_response import encode_produce_response
 from sluice.server.handlers import produce
 
 
-class _Broker:
-    """What the handler uses of a Broker: the replica manager and topic lookup."""
+class _TopicAdmin:
+    def maybe_auto_create(self, topic: str) -> bool:
+        return topic == TP.topic
+
+
+class _Context:
+    """What the handler uses of its RequestContext: the replica manager and topic lookup."""
 
     def __init__(self, harness: Harness) -> None:
         self.replica_manager = harness.rm
-
-    def maybe_auto_create(self, topic: str) -> object | None:
-        return object() if topic == TP.topic else None
+        self.topic_admin = _TopicAdmin()
 
 
 def _frame(records: bytes) -> bytearray:
@@ -60,7 +63,7 @@ def test_a_waiting_acks_all_produce_lets_go_of_its_frame(tmp_path: Path) -> None
         buffer = _frame(batch(b"a", b"b"))
         view = memoryview(buffer)
         request = decode_request(view)
-        answer = produce.handle(_Broker(harness), request)  # type: ignore[arg-type]
+        answer = produce.handle(_Context(harness), request)  # type: ignore[arg-type]
         assert not answer.done() and harness.rm.produce_purgatory.delayed == 1
         assert not _released(buffer)  # the decoded request's records are views of it
         del request, view

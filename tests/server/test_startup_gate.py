@@ -24,7 +24,7 @@ from sluice.protocol import ApiKey, ErrorCode, Request, encode_request
 from sluice.protocol.apis import load_request_schema, response_header_version, response_type
 from sluice.server.broker import Broker
 from sluice.server.messages import build
-from sluice.server.network import KafkaServer
+from sluice.server.network import ClientIdentity, KafkaServer
 from sluice.server.request_gate import RequestGate
 
 DEADLINE_S = 20.0
@@ -212,8 +212,8 @@ def test_gate_opens_keys_in_steps_keeping_each_connections_order() -> None:
     async def scenario() -> list[str]:
         events: list[str] = []
 
-        def answer(name: str) -> Callable[[Request], Any]:
-            def handle(request: Request) -> Any:
+        def answer(name: str) -> Callable[[Any, Request], Any]:
+            def handle(_ctx: Any, request: Request) -> Any:
                 events.append(f"{name} {request.header.correlation_id}")
                 if request.api_key == ApiKey.FIND_COORDINATOR:
                     return build(request.response_type, throttle_time=0, error_code=0,
@@ -224,7 +224,9 @@ def test_gate_opens_keys_in_steps_keeping_each_connections_order() -> None:
             return handle
 
         gate = RequestGate([ApiKey.METADATA, ApiKey.FIND_COORDINATOR])
-        server = KafkaServer("127.0.0.1", 0, gate.handlers, _versions(gate), 1 << 20, 0)
+        server = KafkaServer(
+            "127.0.0.1", 0, gate.handlers, _versions(gate), 1 << 20, 0, ClientIdentity()
+        )
         await server.start()
         first = await Client.connect(server.port)
         second = await Client.connect(server.port)
@@ -257,13 +259,13 @@ def test_gate_opens_keys_in_steps_keeping_each_connections_order() -> None:
 def test_gate_close_refuses_the_keys_never_opened() -> None:
     async def scenario() -> None:
         gate = RequestGate([1, 2])
-        gate.open({1: lambda request: "served"})
-        held = gate.handlers[2](_fake_request(2))
+        gate.open({1: lambda _ctx, request: "served"})
+        held = gate.handlers[2](None, _fake_request(2))
         gate.close()
         assert held.cancelled() and gate.is_open
-        assert gate.handlers[1](_fake_request(1)) == "served"
+        assert gate.handlers[1](None, _fake_request(1)) == "served"
         with pytest.raises(RuntimeError, match="failed to start"):
-            gate.handlers[2](_fake_request(2))
+            gate.handlers[2](None, _fake_request(2))
 
     asyncio.run(scenario())
 

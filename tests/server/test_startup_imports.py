@@ -24,7 +24,7 @@ from wire_support import read_correlation_id as _read_response
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
 from sluice.server.handlers import HANDLER_MODULES, build_handlers
 from sluice.server.messages import build
-from sluice.server.network import KafkaServer
+from sluice.server.network import ClientIdentity, KafkaServer
 from sluice.server.request_gate import RequestGate
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -186,23 +186,25 @@ def test_gate_holds_requests_and_serves_them_in_arrival_order() -> None:
     async def scenario() -> None:
         calls: list[int] = []
 
-        def sync_handler(request: Any) -> str:
+        def sync_handler(_ctx: Any, request: Any) -> str:
             calls.append(request.header.correlation_id)
             return f"sync {request.header.correlation_id}"
 
         async def async_answer(cid: int) -> str:
             return f"async {cid}"
 
-        def async_handler(request: Any) -> Any:
+        def async_handler(_ctx: Any, request: Any) -> Any:
             calls.append(request.header.correlation_id)
             return async_answer(request.header.correlation_id)
 
-        def failing(request: Any) -> Any:
+        def failing(_ctx: Any, request: Any) -> Any:
             calls.append(request.header.correlation_id)
             raise RuntimeError("boom")
 
         gate = RequestGate([1, 2, 3])
-        held = [gate.handlers[key](_request(key, cid)) for cid, key in enumerate([1, 2, 1, 3, 2])]
+        held = [
+            gate.handlers[key](None, _request(key, cid)) for cid, key in enumerate([1, 2, 1, 3, 2])
+        ]
         held[4].cancel()  # its connection went away before the gate opened
         assert calls == [] and gate.held_count == 5 and not gate.is_open
         real = {1: sync_handler, 2: async_handler, 3: failing}
@@ -224,9 +226,9 @@ def test_gate_open_takes_only_held_keys_and_close_cancels() -> None:
     async def scenario() -> None:
         gate = RequestGate([1, 2])
         with pytest.raises(ValueError):
-            gate.open({3: lambda request: None})  # not a gated key
+            gate.open({3: lambda _ctx, request: None})  # not a gated key
         gate = RequestGate([1])
-        waiting = gate.handlers[1](_request(1, 0))
+        waiting = gate.handlers[1](None, _request(1, 0))
         gate.close()
         assert waiting.cancelled() and gate.is_open
 
@@ -248,18 +250,18 @@ def test_requests_sent_before_the_gate_opens_are_answered_in_order() -> None:
     async def scenario() -> tuple[list[str], list[int]]:
         events: list[str] = []
 
-        def produce(request: Request) -> Any:
+        def produce(_ctx: Any, request: Request) -> Any:
             events.append(f"produce {request.header.correlation_id}")
             return build(request.response_type, responses=[], throttle_time=0)
 
-        def metadata(request: Request) -> Any:
+        def metadata(_ctx: Any, request: Request) -> Any:
             events.append(f"metadata {request.header.correlation_id}")
             return build(request.response_type, throttle_time=0, brokers=[], cluster_id=None,
                          controller_id=-1, topics=[])  # fmt: skip
 
         gate = RequestGate([ApiKey.PRODUCE, ApiKey.METADATA])
         versions = DEFAULT_VERSIONS.restrict(gate.handlers)
-        server = KafkaServer("127.0.0.1", 0, gate.handlers, versions, 1 << 20, 0)
+        server = KafkaServer("127.0.0.1", 0, gate.handlers, versions, 1 << 20, 0, ClientIdentity())
         await server.start()
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 import uuid
@@ -22,6 +21,9 @@ from sluice.config import (
     parse_listener,
     topic_config_defaults,
 )
+from sluice.controller.model import Broker as BrokerInfo
+from sluice.controller.model import EndPoint
+from sluice.controller.requests import UpdateMetadataPartitionState
 from sluice.log import Log, LogConfig, LogManager
 from sluice.log.file_work import FileThread
 from sluice.log.group_flush import GroupFlusher
@@ -35,11 +37,17 @@ from sluice.server.handlers import (
     build_handlers,
     build_raw_handlers,
 )
+from sluice.server.metadata_cache import MetadataCache
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.producer_ids import ProducerIdManager
 from sluice.server.replica_manager import ReplicaManager
+from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
+from sluice.server.single_node_controller import SingleNodeController
 from sluice.server.topics import (
+    InvalidReplicaAssignment,
+    InvalidReplicationFactor,
+    InvalidRequest,
     InvalidTopicError,
     TopicInfo,
     TopicRegistry,
@@ -50,6 +58,7 @@ if TYPE_CHECKING:  # imported in start(), after the listeners are open
     from sluice.coordinator import GroupCoordinator
     from sluice.coordinator.transaction import TransactionCoordinator
     from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
+    from sluice.server.cluster import ClusterManager
 
 __all__ = ["Broker"]
 
@@ -103,8 +112,10 @@ class Broker:
         self.broker_id = config.broker_id
         self.clock: Clock = clock if clock is not None else MonotonicClock()
         self.log_dir = config.log_dir
-        self.cluster_id = ""
-        self.servers: list[KafkaServer] = []
+        # What handlers know of topics, partitions and brokers: fed from the registry and
+        # the replica manager on a single node, by the controller in a cluster.
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.servers: list[KafkaServer[RequestContext]] = []
         self.registry: TopicRegistry
         self.log_manager: LogManager
         self.replica_manager: ReplicaManager
@@ -113,6 +124,7 @@ class Broker:
         self.txn_coordinator: TransactionCoordinator
         self.producer_id_manager: ProducerIdManager
         self.coordinators_ready = False  # group_coordinator and txn_coordinator are built
+        self.coordinators = Coordinators()  # the same two, for the request handlers
         self.versions: VersionTable = DEFAULT_VERSIONS
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -124,7 +136,16 @@ class Broker:
         self._stopped = asyncio.Event()
         self.advertised = [parse_listener(x)[1:] for x in config.advertised_listeners]
         # Cluster mode (zookeeper.connect set): see sluice.server.cluster.
-        self.cluster: Any = None
+        self.cluster: ClusterManager | None = None
+        self.request_context: RequestContext  # built once the listeners can open
+
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata_cache.cluster_id
+
+    @cluster_id.setter
+    def cluster_id(self, cluster_id: str) -> None:
+        self.metadata_cache.cluster_id = cluster_id
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self, on_listening: Callable[[], None] | None = None) -> None:
@@ -160,15 +181,20 @@ class Broker:
         self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
         self.versions = DEFAULT_VERSIONS.restrict(HANDLER_MODULES)
-        gate: RequestGate | None = None
+        gate: RequestGate[RequestContext] | None = None
+        controller: Controller
         if self.config["zookeeper.connect"] or self._store_factory is not None:
             from sluice.server.cluster import ClusterManager
 
-            self.cluster = ClusterManager(self, self._store_factory)
+            self.cluster = controller = ClusterManager(self, self._store_factory)
             await self._loop.run_in_executor(None, self.cluster.connect)
+            self.request_context = self._request_context(controller)
         else:  # in a cluster, partitions are hosted when the controller says so
             for info in self.registry.topics.values():
                 self._host_partitions(info, list(info.assignment))
+            self.request_context = self._request_context(
+                SingleNodeController(self.broker_id, self.replica_manager)
+            )
             # As Kafka binds its SocketServer once the logs are loaded: connections are
             # accepted from here, requests wait in the gate until their handlers exist.
             gate = RequestGate(HANDLER_MODULES)
@@ -199,20 +225,30 @@ class Broker:
             (time.monotonic() - started) * 1000,
         )  # fmt: skip
 
-    def _bind(self, handlers: dict[int, Callable[..., Any]]) -> dict[int, Handler]:
-        return {key: functools.partial(fn, self) for key, fn in handlers.items()}
+    def _request_context(self, controller: Controller) -> RequestContext:
+        """What the request handlers may use; the network layer adds each client's
+        identity."""
+        return RequestContext(
+            broker_id=self.broker_id, config=self.config, versions=self.versions,
+            clock=self.clock, metadata_cache=self.metadata_cache,
+            replica_manager=self.replica_manager, fetch_sessions=self.fetch_sessions,
+            producer_ids=self.producer_id_manager, topic_admin=self, controller=controller,
+            coordinators=self.coordinators,
+        )  # fmt: skip
 
-    async def _serve_before_coordinators(self, gate: RequestGate) -> None:
+    async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:
         """Single node, listeners open: the APIs that need no coordinator are served as
         soon as their handler modules are imported, ApiVersions and Metadata first; then,
         once the first clients' handshakes are answered, the coordinators are built."""
         slices = _Slices()
         for key in SERVED_BEFORE_COORDINATORS:
-            gate.open(self._bind(build_handlers([key])))
+            gate.open(build_handlers([key]))
             await slices.pause()
         await self._quiet_listeners(gate)
 
-    async def _start_coordinators_and_handlers(self, gate: RequestGate | None) -> None:
+    async def _start_coordinators_and_handlers(
+        self, gate: RequestGate[RequestContext] | None
+    ) -> None:
         """The group and transaction coordinators and the remaining request handlers; then
         the listeners serve them. ``gate`` given (single node): the listeners already serve
         the other APIs, so this is done in slices (requests are answered in between) and
@@ -231,7 +267,7 @@ class Broker:
         if gate is not None:
             offsets_logs = asyncio.ensure_future(create_offsets_topic(self))
         try:
-            handlers: dict[int, Callable[..., Any]] = {}
+            handlers: dict[int, Handler[RequestContext]] = {}
             for key in HANDLER_MODULES if gate is None else gate.closed_keys:  # one at a time
                 await slices.pause()
                 handlers.update(build_handlers([key]))
@@ -254,15 +290,16 @@ class Broker:
         # Transaction coordinator: __transaction_state, loaded in the background likewise.
         self.txn_coordinator = build_transaction_coordinator(self)
         self._tasks.append(asyncio.create_task(run_transaction_coordinator(self.txn_coordinator)))
+        self.coordinators.set(self.group_coordinator, self.txn_coordinator)
         self.coordinators_ready = True
         if gate is not None:
-            gate.open(self._bind(handlers))
+            gate.open(handlers)
             await asyncio.sleep(0)  # the held requests' answers go out first
         else:
-            raw_handlers = build_raw_handlers(self) if self.cluster is not None else None
-            await self._open_listeners(self._bind(handlers), raw_handlers)
+            raw_handlers = build_raw_handlers(self.cluster) if self.cluster is not None else None
+            await self._open_listeners(handlers, raw_handlers)
 
-    async def _quiet_listeners(self, gate: RequestGate) -> None:
+    async def _quiet_listeners(self, gate: RequestGate[RequestContext]) -> None:
         """Wait until the listeners have accepted no connection and read no request for
         ``QUIET_S`` (at most ``QUIET_WAIT_S``), or a coordinator request is held: the first
         clients' handshakes (ApiVersions, Metadata, ...) are then answered before the
@@ -277,7 +314,7 @@ class Broker:
             await asyncio.sleep(_Slices.PAUSE_S)
 
     async def _open_listeners(
-        self, handlers: dict[int, Handler], raw_handlers: dict[int, Any] | None
+        self, handlers: dict[int, Handler[RequestContext]], raw_handlers: dict[int, Any] | None
     ) -> None:
         congestion = self.config["socket.loopback.congestion.control"]
         checked_algorithm(congestion)  # a refused name is reported now, not at a connection
@@ -286,12 +323,17 @@ class Broker:
             server = KafkaServer(
                 host, port, handlers, self.versions,
                 self.config["socket.request.max.bytes"], self.config["connections.max.idle.ms"],
-                raw_handlers=raw_handlers, loopback_congestion=congestion,
+                self.request_context, raw_handlers=raw_handlers, loopback_congestion=congestion,
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
         if self.advertised and self.advertised[0][1] == 0:  # port 0: advertise the real one
             self.advertised[0] = (self.advertised[0][0], self.servers[0].port)
+        host, port = self.advertised[0]
+        # A single node is the one live broker; in a cluster the controller names them.
+        self.metadata_cache.register_local_broker(
+            BrokerInfo(self.broker_id, (EndPoint(host, port),)), alive=self.cluster is None
+        )
 
     async def stop(self) -> None:
         """Stop accepting, answer requests in flight, flush and close the logs cleanly.
@@ -520,6 +562,7 @@ class Broker:
         return int(self.topic_config(tp.topic, "min.insync.replicas"))
 
     def _host_partitions(self, info: TopicInfo, partitions: list[int]) -> None:
+        """Single node: host the topic's ``partitions`` and publish the topic."""
         config = self.log_config_for(info.name)
         for p in partitions:
             replicas = info.assignment[p]
@@ -529,6 +572,25 @@ class Broker:
             self.replica_manager.add_partition(
                 TopicPartition(info.name, p), log_, replicas, topic_id=info.topic_id
             )
+        self._publish_topic(info)
+
+    def _publish_topic(self, info: TopicInfo) -> None:
+        """Single node: the metadata cache's view of a registry topic, this broker the
+        leader of every partition it hosts."""
+        states = []
+        for p, replicas in info.assignment.items():
+            tp = TopicPartition(info.name, p)
+            partition = self.replica_manager.get_partition(tp)
+            isr: tuple[int, ...] = ()
+            if partition is None:
+                leader, epoch = -1, -1
+            else:
+                leader, epoch = partition.leader_id, partition.leader_epoch
+                isr = tuple(sorted(partition.isr))
+            states.append(
+                UpdateMetadataPartitionState(tp, 0, leader, epoch, isr, 0, tuple(replicas))
+            )
+        self.metadata_cache.put_topic(info.name, info.topic_id, states)
 
     async def create_partition_logs(
         self, name: str, num_partitions: int, configs: dict[str, str]
@@ -566,8 +628,7 @@ class Broker:
                     "Both numPartitions or replicationFactor and replicasAssignments were set. "
                     "Both cannot be used at the same time."
                 )
-            live = self.cluster.live_broker_ids() if self.cluster is not None else [self.broker_id]
-            check_replica_assignment(assignment, live)
+            check_replica_assignment(assignment, self._live_broker_ids())
             num_partitions = len(assignment)
             replication_factor = len(assignment[0])
         if num_partitions == -1:
@@ -582,7 +643,7 @@ class Broker:
 
             validate_topic_name(name)
             validate_topic_configs(configs)
-            return self.cluster.create_topic(  # type: ignore[no-any-return]
+            return self.cluster.create_topic(
                 name, num_partitions, replication_factor, configs, validate_only, assignment
             )
         if replication_factor < 1 or replication_factor > 1:
@@ -598,24 +659,43 @@ class Broker:
             log.info("created topic %s with %d partitions", name, num_partitions)
         return info
 
-    def maybe_auto_create(self, name: str) -> TopicInfo | None:
-        """The topic, created with broker defaults when auto-creation is on."""
-        info = self.registry.get(name)
-        if info is None and name == OFFSETS_TOPIC and not self.coordinators_ready:
-            return None  # the group coordinator creates it, with its own partition count
-        if self.cluster is not None:
-            if info is None:
-                info = self.cluster.cached_topic(name)
-            if info is None and self.config["auto.create.topics.enable"]:
-                with contextlib.suppress(InvalidTopicError, FileExistsError, ValueError):
-                    self.create_topic(name, -1, -1, {})
-            return info
-        if info is None and self.config["auto.create.topics.enable"]:
-            try:
-                info = self.create_topic(name, -1, -1, {})
-            except (InvalidTopicError, FileExistsError):
-                info = self.registry.get(name)
-        return info
+    def _live_broker_ids(self) -> list[int]:
+        return self.cluster.live_broker_ids() if self.cluster is not None else [self.broker_id]
+
+    def maybe_auto_create(self, name: str) -> bool:
+        """Whether the topic exists (a replica here, or in the metadata cache) or is being
+        created: it is created with broker defaults when auto-creation is on. A single
+        node has it at once; in a cluster the controller creates its partitions, and the
+        topic is in the metadata cache once it has told this broker about them."""
+        if self.registry.get(name) is not None or self.metadata_cache.contains_topic(name):
+            return True
+        if name == OFFSETS_TOPIC and not self.coordinators_ready:
+            return False  # the group coordinator creates it, with its own partition count
+        if not self.config["auto.create.topics.enable"]:
+            return False
+        try:
+            self.create_topic(name, -1, -1, {})
+        except FileExistsError:  # created meanwhile
+            return True
+        except (InvalidTopicError, ValueError):
+            return False
+        return True
+
+    def create_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """Create an internal topic (``__consumer_offsets``, ``__transaction_state``) on
+        first use unless it exists, its replication factor capped by the live brokers."""
+        rf = max(1, min(replication_factor, len(self._live_broker_ids())))
+        with contextlib.suppress(FileExistsError):
+            self.create_topic(name, num_partitions, rf, configs)
+
+    def ensure_transaction_state(self) -> None:
+        """Single node: ``__transaction_state`` is created at the first transactional
+        request and coordinated here (see :func:`txn_runtime.ensure_transaction_state`)."""
+        from sluice.server.txn_runtime import ensure_transaction_state
+
+        ensure_transaction_state(self)
 
     def delete_topic(self, name: str) -> None:
         if self.cluster is not None:  # the controller deletes it (StopReplica)
@@ -625,6 +705,7 @@ class Broker:
         if info is None:
             raise KeyError(name)
         gone = [TopicPartition(name, p) for p in info.assignment]
+        self.metadata_cache.remove_topic(name)
         for tp in gone:
             self.replica_manager.remove_partition(tp)
             self.log_manager.delete_log(tp.topic, tp.partition)
@@ -670,18 +751,6 @@ class Broker:
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 OFFSETS_TOPIC = "__consumer_offsets"  # GROUP_METADATA_TOPIC_NAME, not imported before listening
-
-
-class InvalidReplicationFactor(ValueError):
-    """INVALID_REPLICATION_FACTOR."""
-
-
-class InvalidReplicaAssignment(ValueError):
-    """INVALID_REPLICA_ASSIGNMENT."""
-
-
-class InvalidRequest(ValueError):
-    """INVALID_REQUEST."""
 
 
 def check_replica_assignment(assignment: dict[int, list[int]], live: list[int]) -> None:

@@ -32,7 +32,6 @@ from sluice.controller.requests import (
     LeaderAndIsrResponse,
     StopReplicaRequest,
     StopReplicaResponse,
-    UpdateMetadataPartitionState,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
@@ -84,10 +83,10 @@ class ClusterManager:
         self.channel: NetworkControllerChannel | None = None
         self.checker = ControllerEpochChecker()
         self.broker_epoch = -1
-        # The metadata cache (UpdateMetadata).
-        self.live_brokers: dict[int, BrokerInfo] = {}
-        self.partition_states: dict[TopicPartition, UpdateMetadataPartitionState] = {}
-        self.topic_ids: dict[str, uuid.UUID] = {}
+        # Fed with the controller's UpdateMetadata requests; the controller id is this
+        # broker's view of /controller.
+        self.metadata_cache = broker.metadata_cache
+        self.metadata_cache.set_controller_id_source(lambda: self.active_controller_id)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loads: set[asyncio.Future[None]] = set()
@@ -200,7 +199,7 @@ class ClusterManager:
 
         controller_id = self.active_controller_id
         target = self.me() if controller_id == self.broker_id else (
-            self.live_brokers.get(controller_id)
+            self.metadata_cache.alive_broker(controller_id)
         )  # fmt: skip
         if target is None or not target.endpoints:
             return ControlledShutdownResult(ErrorCode.not_controller, message="no controller")
@@ -271,7 +270,7 @@ class ClusterManager:
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
         validate_only: bool, manual: dict[int, list[int]] | None = None,
     ) -> TopicInfo:  # fmt: skip
-        from sluice.server.broker import InvalidReplicationFactor
+        from sluice.server.topics import InvalidReplicationFactor
 
         brokers = self.live_broker_ids()
         if manual is None and (replication_factor < 1 or replication_factor > len(brokers)):
@@ -287,7 +286,10 @@ class ClusterManager:
         )
         topic_id = None
         if not validate_only:
-            topic_id = self.admin.create_topic_with_assignment(name, assignment, configs)
+            try:
+                topic_id = self.admin.create_topic_with_assignment(name, assignment, configs)
+            except NodeExistsError:  # created meanwhile
+                raise FileExistsError(f"Topic '{name}' already exists.") from None
             log.info("created topic %s with assignment %s", name, assignment)
         return TopicInfo(name, topic_uuid(topic_id), assignment, dict(configs))
 
@@ -325,30 +327,6 @@ class ClusterManager:
         new = {p if p >= current else p + current: r for p, r in new.items()}
         if not validate_only:
             self.admin.add_partitions(name, new)
-
-    def cached_topic(self, name: str) -> TopicInfo | None:
-        parts = {tp.partition: list(s.replicas) for tp, s in self.partition_states.items()
-                 if tp.topic == name}  # fmt: skip
-        if not parts:
-            return None
-        return TopicInfo(name, self.topic_ids.get(name, uuid.UUID(int=0)), parts, {})
-
-    def internal_topic_leader(
-        self, topic: str, partition: int, num_partitions: int, replication_factor: int,
-        configs: dict[str, str],
-    ) -> BrokerInfo | None:  # fmt: skip
-        """The live leader of an internal topic's partition, from the metadata cache.
-        When the topic does not exist yet it is created (its replication factor capped by
-        the live brokers) and None is returned: the caller answers
-        COORDINATOR_NOT_AVAILABLE and the client retries."""
-        state = self.partition_states.get(TopicPartition(topic, partition))
-        if state is not None:
-            return self.live_brokers.get(state.leader)
-        if self.zk.get_topic_assignment(topic) is None:
-            rf = max(1, min(replication_factor, len(self.live_broker_ids())))
-            with contextlib.suppress(FileExistsError, NodeExistsError):
-                self.create_topic(topic, num_partitions, rf, configs, validate_only=False)
-        return None
 
     # -- topic configs (/config/topics, announced under /config/changes) ----------------
     def change_topic_config(self, topic: str, configs: dict[str, str]) -> None:
@@ -430,7 +408,7 @@ class ClusterManager:
         elif set(assignment) - set(info.assignment):
             info.assignment.update({p: r for p, r in assignment.items()})
             registry._save()
-        self.topic_ids[topic] = info.topic_id
+        self.metadata_cache.set_topic_id(topic, info.topic_id)
         return info
 
     def handle_leader_and_isr(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
@@ -480,7 +458,7 @@ class ClusterManager:
                         "%s: follower of %d at epoch %d, LEO %d, HW %d", tp, s.leader,
                         s.leader_epoch, partition.log.log_end_offset, partition.high_watermark,
                     )  # fmt: skip
-                    leader = leaders.get(s.leader) or self.live_brokers.get(s.leader)
+                    leader = leaders.get(s.leader) or self.metadata_cache.alive_broker(s.leader)
                     if s.leader >= 0 and leader is not None:
                         self._add_to_fetcher(leader, partition)
                 errors[tp] = ErrorCode.none
@@ -515,11 +493,6 @@ class ClusterManager:
         elif tp.topic == TRANSACTION_STATE_TOPIC_NAME:
             self.broker.txn_coordinator.on_resigned(tp.partition)
 
-    def partition_leader(self, tp: TopicPartition) -> BrokerInfo | None:
-        """The live leader of ``tp`` in the metadata cache, if known."""
-        state = self.partition_states.get(tp)
-        return None if state is None else self.live_brokers.get(state.leader)
-
     def _create_partition(self, tp: TopicPartition, replicas: list[int]) -> Partition:
         info = self._ensure_topic(tp.topic)
         broker = self.broker
@@ -536,17 +509,13 @@ class ClusterManager:
         error = self.checker.check_request(request)
         if error is not ErrorCode.none:
             return UpdateMetadataResponse(error)
-        if request.live_brokers:
-            self.live_brokers = {b.id: b for b in request.live_brokers}
-        for s in request.partition_states:
-            if s.leader == -2:  # being deleted
-                self.partition_states.pop(s.topic_partition, None)
-                continue
-            self.partition_states[s.topic_partition] = s
-            topic = s.topic_partition.topic
-            if topic not in self.topic_ids:
-                found = self.zk.get_topic_assignment(topic)
-                self.topic_ids[topic] = topic_uuid(found[0] if found else None)
+        topic_ids = {}
+        for topic in self.metadata_cache.topics_without_id(request.partition_states):
+            found = self.zk.get_topic_assignment(topic)
+            topic_ids[topic] = topic_uuid(found[0] if found else None)
+        self.metadata_cache.update_metadata(
+            request.live_brokers, request.partition_states, topic_ids
+        )
         return UpdateMetadataResponse()
 
     def handle_stop_replica(self, request: StopReplicaRequest) -> StopReplicaResponse:

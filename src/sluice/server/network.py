@@ -2,7 +2,8 @@
 
 Thin on purpose: :mod:`sluice.server.connection` receives the frames (without copying
 them), this module decodes header and body through ``sluice.protocol``, calls the API's
-handler and writes the encoded response.
+handler with the connection's context (who the client is; for the broker, its
+``RequestContext``) and writes the encoded response.
 Responses go out in request order. Like Kafka it handles one request per connection
 at a time, with one exception: Produce requests are pipelined. Each is appended when
 it arrives, and while one waits for its acknowledgement (acks=all: the high watermark)
@@ -20,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextvars
 import functools
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from sluice.protocol import (
     ProtocolError,
@@ -41,27 +42,52 @@ from sluice.server.congestion import set_on_loopback
 from sluice.server.connection import KafkaConnectionProtocol, ResponseWriter
 from sluice.server.sendfile import holds_file_region, write_segments
 
-__all__ = ["CLIENT_HOST", "Handler", "KafkaServer"]
+__all__ = ["ClientContext", "ClientIdentity", "Handler", "KafkaServer"]
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request], Any | Awaitable[Any]]
-"""Maps a decoded request to a kio response dataclass, or None for no response."""
+
+class ClientContext(Protocol):
+    """What a handler is given besides the request: at least who sent it."""
+
+    @property
+    def client_id(self) -> str | None: ...
+
+    def for_client(self, client_id: str | None, client_host: str) -> Self:
+        """This context for the requests of one client (``client_host``: ``/127.0.0.1``)."""
+
+
+Ctx = TypeVar("Ctx", bound=ClientContext)
+
+Handler = Callable[[Ctx, Request], Any]
+"""Maps a context and a decoded request to a kio response dataclass, an awaitable of one,
+or None for no response."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientIdentity:
+    """The smallest context: only the client's identity (a server without a broker)."""
+
+    client_id: str | None = None
+    client_host: str = ""
+
+    def for_client(self, client_id: str | None, client_host: str) -> ClientIdentity:
+        return ClientIdentity(client_id, client_host)
+
 
 MAX_PIPELINED_PRODUCES = 32
 _PRODUCE = 0
 
-CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
-"""The peer address of the connection whose request is being handled, as Kafka shows it
-(``/127.0.0.1``); each connection runs in its own task, so its own context."""
 
+class _Connection(Generic[Ctx]):
+    __slots__ = ("context", "failed", "flusher", "host", "last_active", "peer", "pending",
+                 "writer")  # fmt: skip
 
-class _Connection:
-    __slots__ = ("failed", "flusher", "last_active", "peer", "pending", "writer")
-
-    def __init__(self, writer: ResponseWriter, peer: str) -> None:
+    def __init__(self, writer: ResponseWriter, peer: str, host: str) -> None:
         self.writer = writer
         self.peer = peer
+        self.host = host  # as Kafka shows a client's address: /127.0.0.1
+        self.context: Ctx | None = None  # for the client id of its latest request
         self.last_active = time.monotonic()
         # Produce answers not written yet, oldest first, and the task writing them.
         # (correlation id, answer): not the request, whose frame buffer is then reusable.
@@ -70,21 +96,24 @@ class _Connection:
         self.failed = False
 
 
-class KafkaServer:
-    """Accepts Kafka clients on one listener and serves them with ``handlers``."""
+class KafkaServer(Generic[Ctx]):
+    """Accepts Kafka clients on one listener and serves them with ``handlers``, each
+    called with ``context`` for the connection and client id of the request."""
 
     def __init__(
         self,
         host: str,
         port: int,
-        handlers: dict[int, Handler],
+        handlers: dict[int, Handler[Ctx]],
         versions: VersionTable,
         max_request_size: int,
         idle_timeout_ms: int,
+        context: Ctx,
         raw_handlers: dict[int, Any] | None = None,
         loopback_congestion: str = "",
     ) -> None:
         self.host = host
+        self._context = context
         self._loopback_congestion = loopback_congestion  # sluice.server.congestion
         # API key -> fn(frame) -> framed response bytes, for APIs kio has no schema for
         # (the controller's inter-broker requests); cluster mode only.
@@ -95,7 +124,7 @@ class KafkaServer:
         self._max_request_size = max_request_size
         self._idle_timeout_s = idle_timeout_ms / 1000 if idle_timeout_ms > 0 else None
         self._server: asyncio.Server | None = None
-        self._connections: set[_Connection] = set()
+        self._connections: set[_Connection[Ctx]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._busy = 0
         self._idle = asyncio.Event()
@@ -178,8 +207,7 @@ class KafkaServer:
         assert writer is not None
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        conn = _Connection(writer, peer)
-        CLIENT_HOST.set(f"/{peername[0]}" if peername else "")
+        conn: _Connection[Ctx] = _Connection(writer, peer, f"/{peername[0]}" if peername else "")
         self._connections.add(conn)
         try:
             while True:
@@ -196,7 +224,7 @@ class KafkaServer:
             self._connections.discard(conn)
             writer.close()
 
-    async def _write_pending(self, conn: _Connection) -> None:
+    async def _write_pending(self, conn: _Connection[Ctx]) -> None:
         """Write pipelined Produce answers in request order as they complete."""
         while conn.pending:
             correlation_id, answer = conn.pending[0]
@@ -221,14 +249,14 @@ class KafkaServer:
         if self._busy == 0:
             self._idle.set()
 
-    async def _written(self, conn: _Connection) -> bool:
+    async def _written(self, conn: _Connection[Ctx]) -> bool:
         """Wait until every pipelined answer is written; False if the connection failed."""
         flusher = conn.flusher
         if flusher is not None and not flusher.done():
             await asyncio.shield(flusher)
         return not conn.failed
 
-    def _pipeline(self, conn: _Connection, request: Request, answer: Any) -> None:
+    def _pipeline(self, conn: _Connection[Ctx], request: Request, answer: Any) -> None:
         self._busy += 1  # until its answer is written
         correlation_id = request.header.correlation_id
         if type(answer) is Answer and not answer.done():
@@ -238,7 +266,7 @@ class KafkaServer:
             conn.flusher = asyncio.ensure_future(self._write_pending(conn))
 
     def _write_head(
-        self, conn: _Connection, correlation_id: int, answer: Answer, result: Any
+        self, conn: _Connection[Ctx], correlation_id: int, answer: Answer, result: Any
     ) -> None:
         """A pipelined Produce answer was set: written now if it is the oldest unwritten
         one (the flusher then only takes it off the queue)."""
@@ -246,7 +274,7 @@ class KafkaServer:
             self._write_now(conn, correlation_id, answer, result)
 
     def _write_now(
-        self, conn: _Connection, correlation_id: int, answer: Answer, result: Any
+        self, conn: _Connection[Ctx], correlation_id: int, answer: Answer, result: Any
     ) -> None:
         """Write ``answer`` from inside whatever set it, if it can go without waiting: the
         connection is open and the answer holds no file region (those are sent by the
@@ -263,7 +291,7 @@ class KafkaServer:
         conn.writer.writelines(segments)
         answer.written = True
 
-    async def _handle_frame(self, frame: memoryview | bytes, conn: _Connection) -> bool:
+    async def _handle_frame(self, frame: memoryview | bytes, conn: _Connection[Ctx]) -> bool:
         """Answer one request; False closes the connection."""
         self._busy += 1
         self._idle.clear()
@@ -297,8 +325,12 @@ class KafkaServer:
             if handler is None:  # advertised versions come from the handler table
                 log.info("closing connection from %s: no handler for %s", conn.peer, request)
                 return False
+            context = conn.context
+            client_id = request.header.client_id
+            if context is None or context.client_id != client_id:
+                context = conn.context = self._context.for_client(client_id, conn.host)
             try:
-                response = handler(request)
+                response = handler(context, request)
                 answer = response
                 if type(response) is Answer and response.done() and not conn.pending:
                     # Answered already (a Produce at acks=1, or acks=all with nobody to
@@ -331,7 +363,7 @@ class KafkaServer:
             self._done(1)
 
 
-async def _send(conn: _Connection, correlation_id: int, answer: Any, response: Any) -> None:
+async def _send(conn: _Connection[Any], correlation_id: int, answer: Any, response: Any) -> None:
     """Write ``response`` (None: no answer) unless its :class:`Answer` was written when
     set; then only wait for the socket to drain. Segments an Answer kept are reused."""
     if type(answer) is Answer:

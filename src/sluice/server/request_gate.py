@@ -8,16 +8,17 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from sluice.protocol import Request
 
 __all__ = ["RequestGate"]
 
-Handler = Callable[[Request], Any]
+Ctx = TypeVar("Ctx")
+Handler = Callable[[Ctx, Request], Any]
 
 
-class RequestGate:
+class RequestGate(Generic[Ctx]):
     """A handler table for ``KafkaServer`` before the real handlers exist: each request is
     held (an awaitable of its response is returned) until :meth:`open` is given a handler
     for its API key, which hands the held requests of those keys to the real handlers in
@@ -33,8 +34,8 @@ class RequestGate:
     __slots__ = ("_held", "handlers")
 
     def __init__(self, api_keys: Iterable[int]) -> None:
-        self._held: list[tuple[int, Request, asyncio.Future[Any]]] = []
-        self.handlers: dict[int, Handler] = {key: self._hold for key in api_keys}
+        self._held: list[tuple[int, Ctx, Request, asyncio.Future[Any]]] = []
+        self.handlers: dict[int, Handler[Ctx]] = {key: self._hold for key in api_keys}
 
     @property
     def is_open(self) -> bool:
@@ -50,12 +51,12 @@ class RequestGate:
     def held_count(self) -> int:
         return len(self._held)
 
-    def _hold(self, request: Request) -> Any:
+    def _hold(self, context: Ctx, request: Request) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._held.append((request.api_key, request, future))
+        self._held.append((request.api_key, context, request, future))
         return future
 
-    def open(self, handlers: dict[int, Handler]) -> None:
+    def open(self, handlers: dict[int, Handler[Ctx]]) -> None:
         """Serve the held requests of ``handlers``' keys (all still held) with them, oldest
         first, and route every later request of those keys straight to them. Each held
         request is passed to its handler here, synchronously and in order, before any later
@@ -70,11 +71,11 @@ class RequestGate:
         self.handlers.update(handlers)  # the table KafkaServer reads, updated in place
         serve = [entry for entry in self._held if entry[0] in handlers]
         self._held = [entry for entry in self._held if entry[0] not in handlers]
-        for api_key, request, future in serve:
+        for api_key, context, request, future in serve:
             if future.done():  # cancelled: its connection is gone, nobody awaits an answer
                 continue
             try:
-                response = handlers[api_key](request)
+                response = handlers[api_key](context, request)
             except Exception as exc:  # the server logs it and closes the connection
                 future.set_exception(exc)
                 continue
@@ -89,11 +90,11 @@ class RequestGate:
         held, self._held = self._held, []
         for key in self.closed_keys:
             self.handlers[key] = _refuse
-        for _, _, future in held:
+        for _, _, _, future in held:
             future.cancel()
 
 
-def _refuse(request: Request) -> Any:
+def _refuse(_context: object, request: Request) -> Any:
     raise RuntimeError(f"the broker failed to start; api key {request.api_key} is not served")
 
 

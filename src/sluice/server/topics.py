@@ -17,11 +17,31 @@ from typing import Any
 
 from sluice.config import ConfigError, validate_topic_configs
 
-__all__ = ["InvalidTopicError", "TopicInfo", "TopicRegistry", "validate_topic_name"]
+__all__ = [
+    "InvalidReplicaAssignment",
+    "InvalidReplicationFactor",
+    "InvalidRequest",
+    "InvalidTopicError",
+    "TopicInfo",
+    "TopicRegistry",
+    "validate_topic_name",
+]
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class InvalidReplicationFactor(ValueError):
+    """INVALID_REPLICATION_FACTOR."""
+
+
+class InvalidReplicaAssignment(ValueError):
+    """INVALID_REPLICA_ASSIGNMENT."""
+
+
+class InvalidRequest(ValueError):
+    """INVALID_REQUEST."""
 
 
 class InvalidTopicError(ValueError):

@@ -30,7 +30,9 @@ from sluice.server.group_runtime import (
 )
 
 if TYPE_CHECKING:
+    from sluice.coordinator.group import GroupCoordinator
     from sluice.server.broker import Broker
+    from sluice.server.replica_manager import ReplicaManager
 
 __all__ = [
     "ReplicaManagerMarkerWriter",
@@ -53,7 +55,9 @@ EXPIRE_TRANSACTIONAL_IDS_INTERVAL_S = 3600.0
 
 
 def write_marker(
-    broker: Broker,
+    replica_manager: ReplicaManager,
+    group_coordinator: GroupCoordinator,
+    timeout_ms: int,
     tp: TopicPartition,
     producer_id: int,
     producer_epoch: int,
@@ -71,12 +75,10 @@ def write_marker(
     def done(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
         error = statuses[tp].error
         if error == ErrorCode.none and tp.topic == GROUP_METADATA_TOPIC_NAME:
-            broker.group_coordinator.handle_txn_completion(tp.partition, producer_id, commit)
+            group_coordinator.handle_txn_completion(tp.partition, producer_id, commit)
         callback(error)
 
-    broker.replica_manager.append_records(
-        broker.config["request.timeout.ms"], -1, {tp: batch}, done, AppendOrigin.COORDINATOR,
-    )  # fmt: skip
+    replica_manager.append_records(timeout_ms, -1, {tp: batch}, done, AppendOrigin.COORDINATOR)
 
 
 class ReplicaManagerMarkerWriter:
@@ -88,9 +90,7 @@ class ReplicaManagerMarkerWriter:
 
     def _topic_exists(self, topic: str) -> bool:
         broker = self.broker
-        if broker.registry.get(topic) is not None:
-            return True
-        return broker.cluster is not None and broker.cluster.cached_topic(topic) is not None
+        return broker.registry.get(topic) is not None or broker.metadata_cache.contains_topic(topic)
 
     def write_markers(
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
@@ -122,13 +122,14 @@ class ReplicaManagerMarkerWriter:
                 loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)
 
             if partition is not None and partition.is_leader:
+                broker = self.broker
                 write_marker(
-                    self.broker, tp, producer_id, producer_epoch, commit, coordinator_epoch,
-                    written,
+                    broker.replica_manager, broker.group_coordinator,
+                    broker.config["request.timeout.ms"], tp, producer_id, producer_epoch,
+                    commit, coordinator_epoch, written,
                 )  # fmt: skip
                 return
-            cluster = self.broker.cluster
-            leader = cluster.partition_leader(tp) if cluster is not None else None
+            leader = self.broker.metadata_cache.leader(tp)
             if leader is None or leader.id == self.broker.broker_id or not leader.endpoints:
                 loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)  # no leader known yet
                 return

@@ -1,19 +1,24 @@
-"""Request handlers: one module per API, each ``handle(broker, request) -> response``.
+"""Request handlers: one module per API, each ``handle(ctx, request) -> response``.
 
 A handler turns a decoded request (kio's dataclass for its version) into a
 response dataclass of the same version, or an awaitable of one, or None when
-the request gets no response (acks=0 produce). State lives in the broker's
-replica manager, logs and registries, never here. Adding an API is adding a
-module and a line below.
+the request gets no response (acks=0 produce). It uses only what its
+:class:`~sluice.server.request_context.RequestContext` holds (replica manager,
+metadata cache, coordinators, topic admin, ...); state lives there, never here.
+Adding an API is adding a module and a line below.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ApiKey
+from sluice.protocol import ApiKey, Request
+
+if TYPE_CHECKING:
+    from sluice.server.cluster import ClusterManager
+    from sluice.server.request_context import RequestContext
 
 __all__ = ["HANDLER_MODULES", "SERVED_BEFORE_COORDINATORS", "build_handlers", "build_raw_handlers"]
 
@@ -88,7 +93,9 @@ SERVED_BEFORE_COORDINATORS: tuple[int, ...] = (
 )
 
 
-def build_handlers(keys: Iterable[int] | None = None) -> dict[int, Callable[..., Any]]:
+def build_handlers(
+    keys: Iterable[int] | None = None,
+) -> dict[int, Callable[[RequestContext, Request], Any]]:
     """API key -> handler function, importing their modules; for ``keys`` (default: all
     of HANDLER_MODULES, exactly the APIs the broker advertises)."""
     return {
@@ -97,14 +104,19 @@ def build_handlers(keys: Iterable[int] | None = None) -> dict[int, Callable[...,
     }
 
 
-def build_raw_handlers(broker: Any) -> dict[int, Callable[[bytes], Any]]:
+def build_raw_handlers(cluster: ClusterManager) -> dict[int, Callable[[bytes], Any]]:
     """The controller's inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
     and ControlledShutdown from a broker to the controller, answered asynchronously):
     kio has no schema for them, so they are decoded and encoded by
     :mod:`sluice.server.inter_broker`; each function takes a request frame and returns
-    the framed response. Only served in cluster mode."""
+    the framed response. Only served in cluster mode, by this broker's ``cluster``."""
     import struct
 
+    from sluice.controller.requests import (
+        ControllerRequest,
+        LeaderAndIsrRequest,
+        StopReplicaRequest,
+    )
     from sluice.server import inter_broker
     from sluice.server.handlers import (
         controlled_shutdown,
@@ -113,16 +125,16 @@ def build_raw_handlers(broker: Any) -> dict[int, Callable[[bytes], Any]]:
         update_metadata,
     )
 
-    handlers = {
-        inter_broker.LEADER_AND_ISR: leader_and_isr.handle,
-        inter_broker.STOP_REPLICA: stop_replica.handle,
-        inter_broker.UPDATE_METADATA: update_metadata.handle,
-    }
+    def answer(request: ControllerRequest) -> object:
+        if isinstance(request, LeaderAndIsrRequest):
+            return leader_and_isr.handle(cluster, request)
+        if isinstance(request, StopReplicaRequest):
+            return stop_replica.handle(cluster, request)
+        return update_metadata.handle(cluster, request)
 
     def serve(frame: bytes) -> bytes:
         api_key, _version, correlation_id, body = inter_broker.parse_raw_request(frame)
-        request = inter_broker.decode_controller_request(api_key, body)
-        response = handlers[api_key](broker, request)
+        response = answer(inter_broker.decode_controller_request(api_key, body))
         payload = struct.pack(">i", correlation_id) + inter_broker.encode_controller_response(
             api_key, response
         )
@@ -131,11 +143,15 @@ def build_raw_handlers(broker: Any) -> dict[int, Callable[[bytes], Any]]:
     async def serve_controlled_shutdown(frame: bytes) -> bytes:
         _key, _version, correlation_id, body = inter_broker.parse_raw_request(frame)
         broker_id, broker_epoch = inter_broker.decode_controlled_shutdown_request(body)
-        result = await controlled_shutdown.handle(broker, broker_id, broker_epoch)
+        result = await controlled_shutdown.handle(cluster, broker_id, broker_epoch)
         payload = struct.pack(">i", correlation_id)
         payload += inter_broker.encode_controlled_shutdown_response(result)
         return struct.pack(">i", len(payload)) + payload
 
-    served: dict[int, Callable[[bytes], Any]] = {key: serve for key in handlers}
+    served: dict[int, Callable[[bytes], Any]] = {
+        inter_broker.LEADER_AND_ISR: serve,
+        inter_broker.STOP_REPLICA: serve,
+        inter_broker.UPDATE_METADATA: serve,
+    }
     served[inter_broker.CONTROLLED_SHUTDOWN] = serve_controlled_shutdown
     return served

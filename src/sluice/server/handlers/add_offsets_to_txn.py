@@ -8,23 +8,23 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build
-from sluice.server.txn_runtime import ensure_transaction_state
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
-    ensure_transaction_state(broker)
-    partition = broker.group_coordinator.partition_for(body.group_id)
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.ADD_OFFSETS_TO_TXN)
+    ctx.topic_admin.ensure_transaction_state()
+    partition = ctx.group_coordinator.partition_for(body.group_id)
     tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)
     callback: Callable[[ErrorCode], None]
     callback, result = deferred()
-    broker.txn_coordinator.handle_add_partitions(
+    ctx.txn_coordinator.handle_add_partitions(
         body.transactional_id, int(body.producer_id), int(body.producer_epoch), [tp], callback
     )
 

@@ -6,20 +6,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field
-from sluice.server.txn_runtime import ensure_transaction_state
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
-
-
-def partition_exists(broker: Broker, tp: TopicPartition) -> bool:
-    info = broker.registry.get(tp.topic)
-    if info is None and broker.cluster is not None:
-        info = broker.cluster.cached_topic(tp.topic)
-    return info is not None and tp.partition in info.assignment
+    from sluice.server.request_context import RequestContext
 
 
 def _response(request: Request, errors: dict[TopicPartition, ErrorCode]) -> Any:
@@ -32,15 +25,15 @@ def _response(request: Request, errors: dict[TopicPartition, ErrorCode]) -> Any:
     return build(request.response_type, throttle_time=0, results_by_topic_v3_and_below=results)
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
-    ensure_transaction_state(broker)
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.ADD_PARTITIONS_TO_TXN)
+    ctx.topic_admin.ensure_transaction_state()
     txn_id = field(body, "v3_and_below_transactional_id") or field(body, "transactional_id")
     producer_id = int(field(body, "v3_and_below_producer_id", field(body, "producer_id", -1)))
     epoch = int(field(body, "v3_and_below_producer_epoch", field(body, "producer_epoch", -1)))
     topics = field(body, "v3_and_below_topics", None) or field(body, "topics", ())
     partitions = [TopicPartition(t.name, int(p)) for t in topics for p in t.partitions]
-    missing = [tp for tp in partitions if not partition_exists(broker, tp)]
+    missing = [tp for tp in partitions if not ctx.metadata_cache.contains_partition(tp)]
     if missing:
         # Kafka: the missing ones UNKNOWN_TOPIC_OR_PARTITION, the rest not attempted.
         errors = {
@@ -51,7 +44,7 @@ def handle(broker: Broker, request: Request) -> Any:
         return _response(request, errors)
     callback: Callable[[ErrorCode], None]
     callback, result = deferred()
-    broker.txn_coordinator.handle_add_partitions(txn_id, producer_id, epoch, partitions, callback)
+    ctx.txn_coordinator.handle_add_partitions(txn_id, producer_id, epoch, partitions, callback)
 
     async def respond() -> Any:
         return _response(request, dict.fromkeys(partitions, await result))

@@ -9,17 +9,18 @@ lookup, validation, validate_only) is used by IncrementalAlterConfigs too.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import ConfigError, topic_config_defaults, validate_topic_configs
 from sluice.log import LogConfig, LogError
-from sluice.protocol import ErrorCode, Request
-from sluice.server.messages import build, field
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
+from sluice.server.messages import build
 from sluice.server.topics import TopicInfo
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 __all__ = ["AlterRejected", "alter_resources", "check_topic_configs", "handle"]
 
@@ -37,11 +38,11 @@ class AlterRejected(Exception):
         self.code = code
 
 
-def check_topic_configs(broker: Broker, overrides: dict[str, str]) -> None:
+def check_topic_configs(ctx: RequestContext, overrides: dict[str, str]) -> None:
     """Raise ConfigError/LogError unless ``overrides`` would be a valid set of topic
     overrides: known names, parseable values within range, and a valid log config."""
     validate_topic_configs(overrides)
-    values: dict[str, Any] = {**topic_config_defaults(broker.config), **overrides}
+    values: dict[str, Any] = {**topic_config_defaults(ctx.config), **overrides}
     LogConfig.from_properties(
         {
             k: ",".join(v) if isinstance(v, list) else v
@@ -56,32 +57,36 @@ NewOverrides = Callable[[TopicInfo, Any], dict[str, str]]
 
 
 def _alter_one(
-    broker: Broker, resource: Any, validate_only: bool, new_overrides: NewOverrides
+    ctx: RequestContext, resource: Any, validate_only: bool, new_overrides: NewOverrides
 ) -> None:
     rtype, name = resource.resource_type, resource.resource_name
     if rtype == BROKER:
         raise AlterRejected(ErrorCode.invalid_request, "dynamic broker configs are not supported")
     if rtype != TOPIC:
         raise AlterRejected(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
-    info = broker.topic_info(name)
+    info = ctx.topic_admin.topic_info(name)
     if info is None:
         raise AlterRejected(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
     overrides = new_overrides(info, resource)
     try:
-        check_topic_configs(broker, overrides)
+        check_topic_configs(ctx, overrides)
         if not validate_only:
-            broker.update_topic_configs(name, overrides)
+            ctx.topic_admin.update_topic_configs(name, overrides)
     except (ConfigError, LogError) as exc:
         raise AlterRejected(ErrorCode.invalid_config, str(exc)) from None
 
 
-def alter_resources(broker: Broker, request: Request, new_overrides: NewOverrides) -> Any:
+def alter_resources(
+    ctx: RequestContext,
+    request: Request,
+    resources: Sequence[Any],
+    validate_only: bool,
+    new_overrides: NewOverrides,
+) -> Any:
     """The response to an AlterConfigs or IncrementalAlterConfigs request."""
-    body: Any = request.body
-    validate_only = bool(field(body, "validate_only", False))
-    seen = Counter((r.resource_type, r.resource_name) for r in body.resources)
+    seen = Counter((r.resource_type, r.resource_name) for r in resources)
     responses = []
-    for resource in body.resources:
+    for resource in resources:
         entry: dict[str, Any] = {
             "error_code": ErrorCode.none,
             "error_message": None,
@@ -93,7 +98,7 @@ def alter_resources(broker: Broker, request: Request, new_overrides: NewOverride
                 raise AlterRejected(
                     ErrorCode.invalid_request, "Each resource must appear at most once."
                 )
-            _alter_one(broker, resource, validate_only, new_overrides)
+            _alter_one(ctx, resource, validate_only, new_overrides)
         except AlterRejected as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         responses.append(entry)
@@ -110,5 +115,6 @@ def _replace_all(info: TopicInfo, resource: Any) -> dict[str, str]:
     return {c.name: c.value for c in resource.configs}
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    return alter_resources(broker, request, _replace_all)
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.ALTER_CONFIGS)
+    return alter_resources(ctx, request, body.resources, bool(body.validate_only), _replace_all)

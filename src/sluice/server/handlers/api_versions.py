@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from sluice.protocol import Request, api_versions_response
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    return api_versions_response(broker.versions, request.api_version)
+def handle(ctx: RequestContext, request: Request) -> Any:
+    return api_versions_response(ctx.versions, request.api_version)

@@ -14,12 +14,13 @@ from sluice.protocol import ErrorCode
 from sluice.server.group_runtime import answer_from_thread
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.cluster import ClusterManager
 
 
-async def handle(broker: Broker, broker_id: int, broker_epoch: int) -> ControlledShutdownResult:
-    cluster = broker.cluster
-    controller = cluster.active_controller if cluster is not None else None
+async def handle(
+    cluster: ClusterManager, broker_id: int, broker_epoch: int
+) -> ControlledShutdownResult:
+    controller = cluster.active_controller
     if controller is None:
         return ControlledShutdownResult(ErrorCode.not_controller)
     result: ControlledShutdownResult = await answer_from_thread(

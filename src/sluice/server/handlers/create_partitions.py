@@ -10,24 +10,25 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def _create(broker: Broker, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     name, count = topic.name, topic.count
-    info = broker.registry.get(name)
-    if info is None:
+    current = ctx.metadata_cache.num_partitions(name)
+    if current is None:
         return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
     if field(topic, "assignments"):
         return ErrorCode.invalid_request, "Manual partition assignment is not supported yet"
-    if count == info.num_partitions:
+    if count == current:
         return ErrorCode.invalid_partitions, f"Topic already has {count} partitions."
     try:
-        broker.add_partitions(name, count, validate_only)
+        ctx.topic_admin.add_partitions(name, count, validate_only)
     except KeyError:  # deleted meanwhile
         return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
     except ValueError as exc:
@@ -35,8 +36,8 @@ def _create(broker: Broker, topic: Any, validate_only: bool) -> tuple[ErrorCode,
     return ErrorCode.none, None
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.CREATE_PARTITIONS)
     validate_only = bool(field(body, "validate_only", False))
     occurrences = Counter(t.name for t in body.topics)
     results = []
@@ -45,6 +46,6 @@ def handle(broker: Broker, request: Request) -> Any:
             code: ErrorCode = ErrorCode.invalid_request
             message: str | None = "Duplicate topic in request."
         else:
-            code, message = _create(broker, topic, validate_only)
+            code, message = _create(ctx, topic, validate_only)
         results.append({"name": topic.name, "error_code": code, "error_message": message})
     return build(request.response_type, throttle_time=0, results=results)

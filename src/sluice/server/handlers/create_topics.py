@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.config import ConfigError, format_config_value
 from sluice.log import LogError
-from sluice.protocol import ErrorCode, Request
-from sluice.server.broker import InvalidReplicaAssignment, InvalidRequest
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
-from sluice.server.topics import InvalidTopicError
+from sluice.server.topics import InvalidReplicaAssignment, InvalidRequest, InvalidTopicError
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
+def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     name = topic.name
     result: dict[str, Any] = {"name": name, "error_code": ErrorCode.none, "error_message": None}
     assignment = None
@@ -24,7 +24,7 @@ def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
                       for a in topic.assignments}  # fmt: skip
     configs = {c.name: c.value for c in topic.configs}
     try:
-        info = broker.create_topic(
+        info = ctx.topic_admin.create_topic(
             name, topic.num_partitions, topic.replication_factor, configs, validate_only,
             assignment,
         )  # fmt: skip
@@ -53,14 +53,14 @@ def _create(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
             configs=[
                 {"name": k, "value": format_config_value(v),
                  "read_only": False, "config_source": 5, "is_sensitive": False}
-                for k, v in sorted(broker.topic_configs(name).items()) if v is not None
+                for k, v in sorted(ctx.topic_admin.topic_configs(name).items()) if v is not None
             ],
         )  # fmt: skip
     return result
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.CREATE_TOPICS)
     validate_only = bool(field(body, "validate_only", False))
     seen: set[str] = set()
     results = []
@@ -70,5 +70,5 @@ def handle(broker: Broker, request: Request) -> Any:
                             "error_message": "Duplicate topic in request"})  # fmt: skip
             continue
         seen.add(topic.name)
-        results.append(_create(broker, topic, validate_only))
+        results.append(_create(ctx, topic, validate_only))
     return build(request.response_type, throttle_time=0, topics=results)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import Request
+from sluice.protocol import ApiKey, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.DELETE_GROUPS)
     names = list(dict.fromkeys(body.groups_names))
-    errors = broker.group_coordinator.handle_delete_groups(names)
+    errors = ctx.group_coordinator.handle_delete_groups(names)
     return build(
         request.response_type,
         throttle_time=0,

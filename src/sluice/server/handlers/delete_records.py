@@ -13,22 +13,23 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, ms
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 Result = dict[TopicPartition, tuple[int, ErrorCode]]
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.DELETE_RECORDS)
     order: list[TopicPartition] = []
     offsets: dict[TopicPartition, int] = {}
     early: Result = {}
     for topic in body.topics:
-        known = broker.registry.get(topic.name) is not None
+        known = ctx.metadata_cache.contains_topic(topic.name)
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
             if tp not in offsets and tp not in early:
@@ -44,7 +45,7 @@ def handle(broker: Broker, request: Request) -> Any:
         if not future.done():
             future.set_result(dict(results))
 
-    broker.replica_manager.delete_records(ms(body.timeout), offsets, done)
+    ctx.replica_manager.delete_records(ms(body.timeout), offsets, done)
 
     async def respond() -> Any:
         results = {**await future, **early}

@@ -4,35 +4,38 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.DELETE_TOPICS)
+    cache = ctx.metadata_cache
     names: list[tuple[str | None, Any]] = []
     if field(body, "topics") is not None and request.api_version >= 6:
-        for t in body.topics:
-            info = (
-                broker.registry.by_id(t.topic_id) if t.name is None else broker.registry.get(t.name)
-            )
-            names.append((t.name if info is None else info.name, t.topic_id))
+        for t in field(body, "topics"):
+            name = t.name if t.name is not None else cache.topic_name(t.topic_id)
+            names.append((name, t.topic_id))
     else:
-        names = [(n, None) for n in body.topic_names]
+        names = [(n, None) for n in field(body, "topic_names")]
     responses = []
     for name, topic_id in names:
         entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_message": None}
-        if not broker.config["delete.topic.enable"]:
+        if not ctx.config["delete.topic.enable"]:
             entry["error_code"] = ErrorCode.topic_deletion_disabled
-        elif name is None or broker.registry.get(name) is None:
-            entry["error_code"] = (
-                ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
-            )
+        elif name is None:
+            entry["error_code"] = ErrorCode.unknown_topic_id
+        elif not cache.contains_topic(name):
+            entry["error_code"] = ErrorCode.unknown_topic_or_partition
         else:
-            broker.delete_topic(name)
-            entry["error_code"] = ErrorCode.none
+            try:
+                ctx.topic_admin.delete_topic(name)
+                entry["error_code"] = ErrorCode.none
+            except KeyError:  # deleted meanwhile
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
         responses.append(entry)
     return build(request.response_type, throttle_time=0, responses=responses)

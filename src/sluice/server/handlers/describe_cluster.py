@@ -1,7 +1,7 @@
-"""DescribeCluster (60): cluster id, controller and brokers (the admin client's view).
+"""DescribeCluster (60): cluster id, controller and brokers (the admin client's view),
+from the metadata cache: a single node is the whole cluster and its own controller.
 
-A single Sluice node is the whole cluster and its own controller. Without an
-authorizer every cluster operation is allowed, so when the client asks for the
+Without an authorizer every cluster operation is allowed, so when the client asks for the
 authorized operations they are all of CLUSTER's, as Kafka answers with no authorizer.
 """
 
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 BROKER_ENDPOINT = 1
 OPERATIONS_NOT_REQUESTED = -2147483648  # the schema default, INT32_MIN
@@ -22,8 +23,8 @@ OPERATIONS_NOT_REQUESTED = -2147483648  # the schema default, INT32_MIN
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.DESCRIBE_CLUSTER)
     endpoint_type = field(body, "endpoint_type", BROKER_ENDPOINT)
     common: dict[str, Any] = {"throttle_time": 0, "endpoint_type": endpoint_type}
     if endpoint_type != BROKER_ENDPOINT:
@@ -32,9 +33,9 @@ def handle(broker: Broker, request: Request) -> Any:
             error_code=ErrorCode.mismatched_endpoint_type,
             error_message="The request was sent to an endpoint of type BROKER, but we wanted "
             f"an endpoint of type {'CONTROLLER' if endpoint_type == 2 else endpoint_type}",
-            cluster_id=broker.cluster_id, controller_id=-1, brokers=[],
+            cluster_id=ctx.metadata_cache.cluster_id, controller_id=-1, brokers=[],
         )  # fmt: skip
-    host, port = broker.advertised[0]
+    cache = ctx.metadata_cache
     operations = (
         CLUSTER_OPERATIONS
         if field(body, "include_cluster_authorized_operations", False)
@@ -44,8 +45,12 @@ def handle(broker: Broker, request: Request) -> Any:
         request.response_type, **common,
         error_code=ErrorCode.none,
         error_message=None,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.broker_id,
-        brokers=[{"broker_id": broker.broker_id, "host": host, "port": port, "rack": None}],
+        cluster_id=cache.cluster_id,
+        controller_id=cache.controller_id,
+        brokers=[
+            {"broker_id": b.id, "host": b.endpoints[0].host, "port": b.endpoints[0].port,
+             "rack": b.rack}
+            for b in cache.alive_brokers()
+        ],
         cluster_authorized_operations=operations,
     )  # fmt: skip

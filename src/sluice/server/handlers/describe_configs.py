@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, format_config_value
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 __all__ = ["BROKER", "TOPIC", "handle"]
 
@@ -96,11 +97,11 @@ def _wanted(keys: Any, name: str) -> bool:
 
 
 def topic_configs(
-    broker: Broker, topic: str, keys: Any, include_synonyms: bool, include_docs: bool
+    ctx: RequestContext, topic: str, keys: Any, include_synonyms: bool, include_docs: bool
 ) -> list[dict[str, Any]]:
-    info = broker.topic_info(topic)
+    info = ctx.topic_admin.topic_info(topic)
     overrides = info.configs if info is not None else {}
-    values = broker.topic_configs(topic)
+    values = ctx.topic_admin.topic_configs(topic)
     log_config = None
     out = []
     for name, (synonym, definition) in TOPIC_CONFIGS.items():
@@ -109,9 +110,9 @@ def topic_configs(
         value = values.get(name)
         if value is None:  # e.g. flush.ms: the log layer's own default applies
             if log_config is None:
-                log_config = broker.log_config_for(topic)
+                log_config = ctx.topic_admin.log_config_for(topic)
             value = getattr(log_config, name.replace(".", "_"), None)
-        synonyms = _synonyms(broker.config, synonym) if synonym else []
+        synonyms = _synonyms(ctx.config, synonym) if synonym else []
         if name in overrides:
             synonyms.insert(
                 0,
@@ -126,9 +127,9 @@ def topic_configs(
 
 
 def broker_configs(
-    broker: Broker, keys: Any, include_synonyms: bool, include_docs: bool
+    ctx: RequestContext, keys: Any, include_synonyms: bool, include_docs: bool
 ) -> list[dict[str, Any]]:
-    config = broker.config
+    config = ctx.config
     out = []
     for name, definition in BROKER_CONFIGS.items():
         if not _wanted(keys, name):
@@ -142,7 +143,7 @@ def broker_configs(
 
 
 def _describe(
-    broker: Broker, resource: Any, include_synonyms: bool, include_docs: bool
+    ctx: RequestContext, resource: Any, include_synonyms: bool, include_docs: bool
 ) -> dict[str, Any]:
     rtype, name = resource.resource_type, resource.resource_name
     keys = field(resource, "configuration_keys")
@@ -159,11 +160,11 @@ def _describe(
         except InvalidTopicError as exc:
             result.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
             return result
-        if broker.topic_info(name) is None:
+        if ctx.topic_admin.topic_info(name) is None:
             result.update(error_code=ErrorCode.unknown_topic_or_partition,
                           error_message=f"Topic {name} does not exist.")  # fmt: skip
             return result
-        result["configs"] = topic_configs(broker, name, keys, include_synonyms, include_docs)
+        result["configs"] = topic_configs(ctx, name, keys, include_synonyms, include_docs)
     elif rtype == BROKER:
         if name == "":
             return result  # no dynamic cluster-wide defaults in Sluice
@@ -173,21 +174,21 @@ def _describe(
             message = f"Broker id must be an integer, but it is: {name}"
             result.update(error_code=ErrorCode.invalid_request, error_message=message)
             return result
-        if broker_id != broker.broker_id:
+        if broker_id != ctx.broker_id:
             result.update(error_code=ErrorCode.invalid_request,
-                          error_message=f"Unexpected broker id, expected {broker.broker_id} "
+                          error_message=f"Unexpected broker id, expected {ctx.broker_id} "
                                         f"or empty string, but received {name}")  # fmt: skip
             return result
-        result["configs"] = broker_configs(broker, keys, include_synonyms, include_docs)
+        result["configs"] = broker_configs(ctx, keys, include_synonyms, include_docs)
     else:
         result.update(error_code=ErrorCode.invalid_request,
                       error_message=f"Unsupported resource type: {rtype}")  # fmt: skip
     return result
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.DESCRIBE_CONFIGS)
     include_synonyms = bool(field(body, "include_synonyms", False))
     include_docs = bool(field(body, "include_documentation", False))
-    results = [_describe(broker, r, include_synonyms, include_docs) for r in body.resources]
+    results = [_describe(ctx, r, include_synonyms, include_docs) for r in body.resources]
     return build(request.response_type, throttle_time=0, results=results)

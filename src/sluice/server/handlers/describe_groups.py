@@ -4,23 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import Request
+from sluice.protocol import ApiKey, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 # READ, DELETE and DESCRIBE on a group (bits of Kafka's AclOperation codes); no ACLs here.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NOT_REQUESTED = -(2**31)
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.DESCRIBE_GROUPS)
     include_ops = bool(field(body, "include_authorized_operations", False))
     groups = []
     for group_id in body.groups:
-        error, summary = broker.group_coordinator.handle_describe_group(group_id)
+        error, summary = ctx.group_coordinator.handle_describe_group(group_id)
         groups.append(
             {
                 "error_code": error,

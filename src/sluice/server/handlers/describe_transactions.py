@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def _describe(broker: Broker, txn_id: str) -> dict[str, Any]:
-    error, meta = broker.txn_coordinator.handle_describe(txn_id)
+def _describe(ctx: RequestContext, txn_id: str) -> dict[str, Any]:
+    error, meta = ctx.txn_coordinator.handle_describe(txn_id)
     if meta is None or error != ErrorCode.none:
         return {"error_code": error, "transactional_id": txn_id, "transaction_state": "",
                 "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
@@ -29,7 +30,7 @@ def _describe(broker: Broker, txn_id: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
-    states = [_describe(broker, t) for t in body.transactional_ids]
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.DESCRIBE_TRANSACTIONS)
+    states = [_describe(ctx, t) for t in body.transactional_ids]
     return build(request.response_type, throttle_time=0, transaction_states=states)

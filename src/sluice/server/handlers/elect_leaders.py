@@ -1,8 +1,10 @@
 """ElectLeaders (43): preferred (0) or unclean (1) leader elections, run by the controller.
 
 Only the active controller answers (others: NOT_CONTROLLER, and the admin client asks
-the controller named in Metadata). Null ``topic_partitions`` means every partition.
-Each partition's outcome comes back from the controller's event thread.
+the controller named in Metadata); a single node is its own, where no election is ever
+needed (:class:`~sluice.server.single_node_controller.SingleNodeController`). Null
+``topic_partitions`` means every partition. Each partition's outcome comes back from the
+controller (a cluster's on its event thread).
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.controller.events import ElectionType, ReplicaLeaderElectionResults
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.errors import KafkaError
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
 def _respond(request: Request, error: ErrorCode, results: dict[TopicPartition, Any]) -> Any:
@@ -40,22 +43,9 @@ def _respond(request: Request, error: ErrorCode, results: dict[TopicPartition, A
     )  # fmt: skip
 
 
-def _single_node(
-    broker: Broker, requested: set[TopicPartition] | None
-) -> dict[TopicPartition, Any]:
-    partitions = set(broker.replica_manager.partitions) if requested is None else requested
-    return {
-        tp: KafkaError(code=ErrorCode.election_not_needed)
-        if broker.replica_manager.get_partition(tp) is not None
-        else KafkaError("the partition does not exist", code=ErrorCode.unknown_topic_or_partition)
-        for tp in partitions
-    }
-
-
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
-    cluster = broker.cluster
-    controller = cluster.active_controller if cluster is not None else None
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.ELECT_LEADERS)
+    controller = ctx.controller.active_controller
     try:
         election_type = ElectionType(int(getattr(body, "election_type", 0)))
     except ValueError:
@@ -63,11 +53,9 @@ def handle(broker: Broker, request: Request) -> Any:
     requested = None if body.topic_partitions is None else {
         TopicPartition(t.topic, int(p)) for t in body.topic_partitions for p in t.partitions
     }  # fmt: skip
-    if cluster is None:  # one broker leads every partition: nothing to elect
-        return _respond(request, ErrorCode.none, _single_node(broker, requested))
     if controller is None:
         return _respond(request, ErrorCode.not_controller, {})
-    partitions = set(cluster.partition_states) if requested is None else requested
+    partitions = ctx.metadata_cache.all_partitions() if requested is None else requested
 
     async def respond() -> Any:
         results: ReplicaLeaderElectionResults = await answer_from_thread(

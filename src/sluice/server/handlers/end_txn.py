@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build
-from sluice.server.txn_runtime import ensure_transaction_state
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
-    ensure_transaction_state(broker)
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.END_TXN)
+    ctx.topic_admin.ensure_transaction_state()
     callback: Callable[[ErrorCode], None]
     callback, result = deferred()
-    broker.txn_coordinator.handle_end_transaction(
+    ctx.txn_coordinator.handle_end_transaction(
         body.transactional_id, int(body.producer_id), int(body.producer_epoch),
         bool(body.committed), callback,
     )  # fmt: skip

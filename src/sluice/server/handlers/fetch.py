@@ -9,7 +9,8 @@ import typing
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.answer import Answer
 from sluice.server.fetch_session import FetchContext, PartitionState
 from sluice.server.messages import build, field, ms
@@ -17,14 +18,14 @@ from sluice.server.partition import FetchIsolation
 from sluice.server.replica_manager import FetchParams, FetchPartitionData, PartitionFetch
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
 SENDFILE_MIN_BYTES = 64 * 1024
 
 
-def _context(broker: Broker, request: Request) -> FetchContext:
-    body: Any = request.body
+def _context(ctx: RequestContext, request: Request) -> FetchContext:
+    body = body_of(request, ApiKey.FETCH)
     partitions: dict[TopicPartition, PartitionState] = {}
     for topic in body.topics:
         for p in topic.partitions:
@@ -39,9 +40,9 @@ def _context(broker: Broker, request: Request) -> FetchContext:
         for t in field(body, "forgotten_topics_data", ())
         for p in t.partitions
     ]
-    return broker.fetch_sessions.new_context(
-        body.session_id, body.session_epoch, partitions, forgotten,
-        privileged=body.replica_id >= 0, now_ms=broker.clock.now_ms(),
+    return ctx.fetch_sessions.new_context(
+        field(body, "session_id"), field(body, "session_epoch"), partitions, forgotten,
+        privileged=body.replica_id >= 0, now_ms=ctx.clock.now_ms(),
     )  # fmt: skip
 
 
@@ -220,9 +221,9 @@ def _response_general(
     )
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
-    context = _context(broker, request)
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.FETCH)
+    context = _context(ctx, request)
     if context.error != ErrorCode.none:
         return _response(request, context, [])
     replica_id = body.replica_id
@@ -249,5 +250,5 @@ def handle(broker: Broker, request: Request) -> Any:
         if not future.done():
             future.set_result(_response(request, context, results))
 
-    broker.replica_manager.fetch_messages(params, fetches, done)
+    ctx.replica_manager.fetch_messages(params, fetches, done)
     return future

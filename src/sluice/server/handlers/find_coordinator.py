@@ -1,88 +1,71 @@
 """FindCoordinator (10): which broker coordinates a group or a transactional id (v0-v3
-one key, v4+ a batch)."""
+one key, v4+ a batch).
+
+The coordinator of a key is the live leader of the key's partition of the internal topic
+(``__consumer_offsets``, ``__transaction_state``), from the metadata cache. A missing
+topic is created on first use (its replication factor capped by the live brokers) and
+COORDINATOR_NOT_AVAILABLE answered for the client to retry until a leader is known; when
+this broker leads the partition, its coordinator must own it too.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from sluice.base import TopicPartition
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from sluice.protocol import ErrorCode, Request
+from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
+from sluice.server.group_runtime import OFFSETS_TOPIC_CONFIGS
 from sluice.server.messages import build, field
-from sluice.server.txn_runtime import ensure_transaction_state
+from sluice.server.txn_runtime import TRANSACTION_TOPIC_CONFIGS
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+NOT_AVAILABLE = "The coordinator is not available."
 
 
-def _coordinator(broker: Broker, key_type: int, key: str) -> dict[str, Any]:
-    host, port = broker.advertised[0]
-    if key_type == GROUP_KEY_TYPE and broker.cluster is not None:
-        return _cluster_group_coordinator(broker, key)
+def _coordinator(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     if key_type == GROUP_KEY_TYPE:
-        coordinator = broker.group_coordinator
-        if not coordinator.is_active or not coordinator.group_manager.is_group_local(key):
-            message = "The coordinator is not available."
-            return _error(key, ErrorCode.coordinator_not_available, message)
-        return {
-            "key": key, "node_id": broker.broker_id, "host": host, "port": port,
-            "error_code": ErrorCode.none, "error_message": None,
-        }  # fmt: skip
-    if key_type == TRANSACTION_KEY_TYPE and broker.cluster is not None:
-        return _cluster_txn_coordinator(broker, key)
+        group = ctx.group_coordinator
+        return _leader_of(
+            ctx, key, GROUP_METADATA_TOPIC_NAME, group.partition_for(key),
+            group.group_manager.num_partitions, ctx.config["offsets.topic.replication.factor"],
+            OFFSETS_TOPIC_CONFIGS,
+            lambda: group.is_active and group.group_manager.is_group_local(key),
+        )  # fmt: skip
     if key_type == TRANSACTION_KEY_TYPE:
-        ensure_transaction_state(broker)
-        if not broker.txn_coordinator.is_local(key):
-            message = "The coordinator is not available."
-            return _error(key, ErrorCode.coordinator_not_available, message)
-        return {
-            "key": key, "node_id": broker.broker_id, "host": host, "port": port,
-            "error_code": ErrorCode.none, "error_message": None,
-        }  # fmt: skip
+        ctx.topic_admin.ensure_transaction_state()
+        txn = ctx.txn_coordinator
+        return _leader_of(
+            ctx, key, TRANSACTION_STATE_TOPIC_NAME, txn.partition_for(key),
+            txn.config.num_partitions, ctx.config["transaction.state.log.replication.factor"],
+            TRANSACTION_TOPIC_CONFIGS, lambda: txn.is_local(key),
+        )  # fmt: skip
     return _error(key, ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}.")
 
 
-def _cluster_group_coordinator(broker: Broker, key: str) -> dict[str, Any]:
-    """In a cluster the coordinator is the leader of the group's offsets partition."""
-    from sluice.server.group_runtime import OFFSETS_TOPIC_CONFIGS
-
-    coordinator = broker.group_coordinator
-    return _leader_of(
-        broker, key, GROUP_METADATA_TOPIC_NAME, coordinator.partition_for(key),
-        coordinator.group_manager.num_partitions,
-        broker.config["offsets.topic.replication.factor"], OFFSETS_TOPIC_CONFIGS,
-    )  # fmt: skip
-
-
-def _cluster_txn_coordinator(broker: Broker, key: str) -> dict[str, Any]:
-    """In a cluster the transaction coordinator is the leader of the id's
-    ``__transaction_state`` partition (created on first use, like the offsets topic)."""
-    from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
-    from sluice.server.txn_runtime import TRANSACTION_TOPIC_CONFIGS
-
-    coordinator = broker.txn_coordinator
-    return _leader_of(
-        broker, key, TRANSACTION_STATE_TOPIC_NAME, coordinator.partition_for(key),
-        coordinator.config.num_partitions,
-        broker.config["transaction.state.log.replication.factor"], TRANSACTION_TOPIC_CONFIGS,
-    )  # fmt: skip
-
-
 def _leader_of(
-    broker: Broker, key: str, topic: str, partition: int, num_partitions: int,
-    replication_factor: int, configs: Mapping[str, str],
+    ctx: RequestContext, key: str, topic: str, partition: int, num_partitions: int,
+    replication_factor: int, configs: Mapping[str, str], owned_here: Callable[[], bool],
 ) -> dict[str, Any]:  # fmt: skip
-    """The live leader of an internal topic's partition (the topic is created when
-    missing), or COORDINATOR_NOT_AVAILABLE for the client to retry."""
-    assert broker.cluster is not None
-    leader = broker.cluster.internal_topic_leader(
-        topic, partition, num_partitions, replication_factor, dict(configs)
-    )
+    """The live leader of the key's partition, or COORDINATOR_NOT_AVAILABLE."""
+    cache = ctx.metadata_cache
+    tp = TopicPartition(topic, partition)
+    if not cache.contains_partition(tp):
+        ctx.topic_admin.create_internal_topic(
+            topic, num_partitions, replication_factor, dict(configs)
+        )
+    leader = cache.leader(tp)
     if leader is None or not leader.endpoints:
-        return _error(key, ErrorCode.coordinator_not_available, "The coordinator is not available.")
+        return _error(key, ErrorCode.coordinator_not_available, NOT_AVAILABLE)
+    if leader.id == ctx.broker_id and not owned_here():
+        return _error(key, ErrorCode.coordinator_not_available, NOT_AVAILABLE)
     ep = leader.endpoints[0]
     return {
         "key": key, "node_id": leader.id, "host": ep.host, "port": ep.port,
@@ -97,11 +80,11 @@ def _error(key: str, code: ErrorCode, message: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.FIND_COORDINATOR)
     key_type = int(field(body, "key_type", GROUP_KEY_TYPE))
     if request.api_version >= 4:
-        coordinators = [_coordinator(broker, key_type, key) for key in body.coordinator_keys]
+        coordinators = [_coordinator(ctx, key_type, key) for key in field(body, "coordinator_keys")]
         return build(request.response_type, throttle_time=0, coordinators=coordinators)
-    result = _coordinator(broker, key_type, body.key)
+    result = _coordinator(ctx, key_type, field(body, "key"))
     return build(request.response_type, throttle_time=0, **result)

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import Request
+from sluice.protocol import ApiKey, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
-    error = broker.group_coordinator.handle_heartbeat(
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.HEARTBEAT)
+    error = ctx.group_coordinator.handle_heartbeat(
         body.group_id, body.member_id, field(body, "group_instance_id"), int(body.generation_id)
     )
     return build(request.response_type, throttle_time=0, error_code=error)

@@ -12,18 +12,19 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import TOPIC_CONFIGS, format_config_value
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.handlers.alter_configs import AlterRejected, alter_resources
 from sluice.server.topics import TopicInfo
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
-def _apply(broker: Broker, info: TopicInfo, resource: Any) -> dict[str, str]:
+def _apply(ctx: RequestContext, info: TopicInfo, resource: Any) -> dict[str, str]:
     counts = Counter(c.name for c in resource.configs)
     duplicates = sorted(n for n, k in counts.items() if k > 1)
     if duplicates:
@@ -32,7 +33,7 @@ def _apply(broker: Broker, info: TopicInfo, resource: Any) -> dict[str, str]:
             f"Error due to duplicate config keys: {', '.join(duplicates)}",
         )
     overrides = dict(info.configs)
-    effective = broker.topic_configs(info.name)
+    effective = ctx.topic_admin.topic_configs(info.name)
     for config in resource.configs:
         name, op, value = config.name, config.config_operation, config.value
         if op not in _OP_NAMES:
@@ -64,5 +65,9 @@ def _apply(broker: Broker, info: TopicInfo, resource: Any) -> dict[str, str]:
     return overrides
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    return alter_resources(broker, request, lambda info, res: _apply(broker, info, res))
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.INCREMENTAL_ALTER_CONFIGS)
+    return alter_resources(
+        ctx, request, body.resources, bool(body.validate_only),
+        lambda info, res: _apply(ctx, info, res),
+    )  # fmt: skip

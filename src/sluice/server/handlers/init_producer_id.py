@@ -15,14 +15,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms
 from sluice.server.producer_ids import ProducerIdsExhaustedError
-from sluice.server.txn_runtime import ensure_transaction_state
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +41,14 @@ def _response(request: Request, error: ErrorCode, producer_id: int, epoch: int) 
 
 
 def _transactional(
-    broker: Broker, request: Request, transactional_id: str, producer_id: int, epoch: int
+    ctx: RequestContext, request: Request, transactional_id: str, producer_id: int, epoch: int
 ) -> Any:
-    body: Any = request.body
-    ensure_transaction_state(broker)
+    body = body_of(request, ApiKey.INIT_PRODUCER_ID)
+    ctx.topic_admin.ensure_transaction_state()
     callback: Callable[[tuple[ErrorCode, int, int]], None]
     callback, result = deferred()
     expected = None if producer_id == NO_PRODUCER_ID else (producer_id, epoch)
-    broker.txn_coordinator.handle_init_producer_id(
+    ctx.txn_coordinator.handle_init_producer_id(
         transactional_id, ms(body.transaction_timeout), expected,
         lambda error, pid, new_epoch: callback((error, pid, new_epoch)),
     )  # fmt: skip
@@ -62,8 +62,8 @@ def _transactional(
     return respond()
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.INIT_PRODUCER_ID)
     transactional_id = field(body, "transactional_id")
     producer_id = int(field(body, "producer_id", NO_PRODUCER_ID))
     producer_epoch = int(field(body, "producer_epoch", NO_PRODUCER_EPOCH))
@@ -72,9 +72,9 @@ def handle(broker: Broker, request: Request) -> Any:
     if transactional_id == "":
         return _response(request, ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     if transactional_id is not None:
-        return _transactional(broker, request, transactional_id, producer_id, producer_epoch)
+        return _transactional(ctx, request, transactional_id, producer_id, producer_epoch)
     try:
-        new_id = broker.producer_id_manager.generate_producer_id()
+        new_id = ctx.producer_ids.generate_producer_id()
     except (ProducerIdsExhaustedError, OSError, ValueError) as exc:
         log.error("cannot allocate a producer id: %s", exc)
         return _response(request, ErrorCode.unknown_server_error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)

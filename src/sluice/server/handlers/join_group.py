@@ -6,13 +6,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.group import JoinGroupRequestData, JoinGroupResult
-from sluice.protocol import Request
+from sluice.protocol import ApiKey, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms
-from sluice.server.network import CLIENT_HOST
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
 def _response(request: Request, r: JoinGroupResult) -> Any:
@@ -39,8 +39,8 @@ def _response(request: Request, r: JoinGroupResult) -> Any:
     )
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.JOIN_GROUP)
     version = request.api_version
     session_timeout_ms = ms(body.session_timeout)
     instance_id = field(body, "group_instance_id")
@@ -53,8 +53,8 @@ def handle(broker: Broker, request: Request) -> Any:
         session_timeout_ms=session_timeout_ms,
         # v0 has no rebalance timeout: the session timeout serves for both.
         rebalance_timeout_ms=ms(field(body, "rebalance_timeout", session_timeout_ms)),
-        client_id=request.header.client_id or "",
-        client_host=CLIENT_HOST.get(),
+        client_id=ctx.client_id or "",
+        client_host=ctx.client_host,
         require_known_member_id=version >= 4 and instance_id is None,
         support_skipping_assignment=version >= 9,
         reason=field(body, "reason"),
@@ -62,7 +62,7 @@ def handle(broker: Broker, request: Request) -> Any:
     callback: Callable[[JoinGroupResult], None]
     result: Awaitable[JoinGroupResult]
     callback, result = deferred()
-    broker.group_coordinator.handle_join_group(data, callback)
+    ctx.group_coordinator.handle_join_group(data, callback)
 
     async def respond() -> Any:
         return _response(request, await result)

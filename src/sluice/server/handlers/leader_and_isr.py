@@ -1,20 +1,18 @@
-"""LeaderAndIsr (4): a controller request (cluster mode), fenced by controller and broker epoch.
+"""LeaderAndIsr (4): a controller request (cluster mode only), fenced by controller and broker
+epoch, applied by this broker's :class:`~sluice.server.cluster.ClusterManager`.
 
 kio has no schema for it: the request arrives decoded by :mod:`sluice.server.inter_broker`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sluice.controller.requests import LeaderAndIsrResponse
-from sluice.protocol import ErrorCode
+from sluice.controller.requests import LeaderAndIsrRequest, LeaderAndIsrResponse
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.cluster import ClusterManager
 
 
-def handle(broker: Broker, request: Any) -> LeaderAndIsrResponse:
-    if broker.cluster is None:  # not in a cluster: no controller may address us
-        return LeaderAndIsrResponse(ErrorCode.stale_controller_epoch)
-    return broker.cluster.handle_leader_and_isr(request)  # type: ignore[no-any-return]
+def handle(cluster: ClusterManager, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    return cluster.handle_leader_and_isr(request)

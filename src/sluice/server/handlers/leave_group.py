@@ -5,24 +5,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.group import MemberIdentity
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
-    coordinator = broker.group_coordinator
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.LEAVE_GROUP)
+    coordinator = ctx.group_coordinator
     if request.api_version < 3:
         group_error, errors = coordinator.handle_leave_group(
-            body.group_id, [(body.member_id, None)]
+            body.group_id, [(field(body, "member_id"), None)]
         )
         error = group_error if group_error != ErrorCode.none or not errors else errors[0]
         return build(request.response_type, throttle_time=0, error_code=error)
-    leaving: list[MemberIdentity] = [(m.member_id, m.group_instance_id) for m in body.members]
-    reasons = {field(m, "reason") for m in body.members} - {None}
+    members = field(body, "members")  # v3+
+    leaving: list[MemberIdentity] = [(m.member_id, m.group_instance_id) for m in members]
+    reasons = {field(m, "reason") for m in members} - {None}
     group_error, errors = coordinator.handle_leave_group(
         body.group_id, leaving, next(iter(reasons)) if len(reasons) == 1 else None
     )

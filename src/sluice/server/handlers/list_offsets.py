@@ -6,17 +6,18 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
 def _lookup(
-    broker: Broker, tp: TopicPartition, timestamp: int, epoch: int, committed: bool
+    ctx: RequestContext, tp: TopicPartition, timestamp: int, epoch: int, committed: bool
 ) -> dict[str, Any]:
-    partition = broker.replica_manager.get_partition(tp)
+    partition = ctx.replica_manager.get_partition(tp)
     if partition is None:
         return {"error_code": ErrorCode.unknown_topic_or_partition, "timestamp": -1, "offset": -1}
     if epoch >= 0 and epoch != partition.leader_epoch:
@@ -49,17 +50,15 @@ def _lookup(
             "leader_epoch": epoch}  # fmt: skip
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.LIST_OFFSETS)
     committed = field(body, "isolation_level", 0) == 1
     topics = []
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            entry = _lookup(
-                broker, tp, p.timestamp, field(p, "current_leader_epoch", -1), committed
-            )
+            entry = _lookup(ctx, tp, p.timestamp, field(p, "current_leader_epoch", -1), committed)
             entry["partition_index"] = p.partition_index
             if request.api_version == 0:
                 entry["old_style_offsets"] = [] if entry["offset"] < 0 else [entry["offset"]]

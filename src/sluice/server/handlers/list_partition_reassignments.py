@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.controller.events import ApiError
 from sluice.controller.model import ReplicaAssignment
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 Results = Mapping[TopicPartition, ReplicaAssignment] | ApiError
 
@@ -44,15 +45,12 @@ def _respond(request: Request, results: Results) -> Any:
     )  # fmt: skip
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.LIST_PARTITION_REASSIGNMENTS)
     requested = None if body.topics is None else {
         TopicPartition(t.name, int(p)) for t in body.topics for p in t.partition_indexes
     }  # fmt: skip
-    cluster = broker.cluster
-    if cluster is None:
-        return _respond(request, {})
-    controller = cluster.active_controller
+    controller = ctx.controller.active_controller
     if controller is None:
         return _respond(request, ApiError(ErrorCode.not_controller))
 

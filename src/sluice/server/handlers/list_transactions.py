@@ -6,15 +6,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.transaction import TransactionState
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.LIST_TRANSACTIONS)
     states: set[TransactionState] = set()
     unknown = []
     for name in body.state_filters:
@@ -27,7 +28,7 @@ def handle(broker: Broker, request: Request) -> Any:
     if unknown and not states:
         listed = []  # only unknown states asked for: nothing matches
     else:
-        listed = broker.txn_coordinator.handle_list(
+        listed = ctx.txn_coordinator.handle_list(
             states or None, producer_ids or None, int(field(body, "duration_filter", -1))
         )
     return build(

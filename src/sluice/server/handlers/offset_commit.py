@@ -8,16 +8,17 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import OffsetAndMetadata
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms, partition_errors_by_topic
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.OFFSET_COMMIT)
     now = wall_clock_ms()
     retention_ms = ms(field(body, "retention_time", -1))
     expire = None if retention_ms == -1 else now + retention_ms
@@ -25,11 +26,10 @@ def handle(broker: Broker, request: Request) -> Any:
     early: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     for topic in body.topics:
-        info = broker.registry.get(topic.name)
         for p in topic.partitions:
             tp = TopicPartition(topic.name, int(p.partition_index))
             order.append(tp)
-            if info is None or tp.partition not in info.assignment:
+            if not ctx.metadata_cache.contains_partition(tp):
                 early[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             epoch = int(field(p, "committed_leader_epoch", -1))
@@ -44,7 +44,7 @@ def handle(broker: Broker, request: Request) -> Any:
     result: Awaitable[dict[TopicPartition, ErrorCode]]
     callback, result = deferred()
     if offsets:
-        broker.group_coordinator.handle_commit_offsets(
+        ctx.group_coordinator.handle_commit_offsets(
             body.group_id,
             body.member_id,
             field(body, "group_instance_id"),

@@ -5,28 +5,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.OFFSET_DELETE)
     order: list[TopicPartition] = []
     errors: dict[TopicPartition, ErrorCode] = {}
     known: list[TopicPartition] = []
     for topic in body.topics:
-        info = broker.registry.get(topic.name)
         for p in topic.partitions:
             tp = TopicPartition(topic.name, int(p.partition_index))
             order.append(tp)
-            if info is None or tp.partition not in info.assignment:
+            if not ctx.metadata_cache.contains_partition(tp):
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(tp)
-    group_error, deleted = broker.group_coordinator.handle_delete_offsets(body.group_id, known)
+    group_error, deleted = ctx.group_coordinator.handle_delete_offsets(body.group_id, known)
     if group_error != ErrorCode.none:
         return build(request.response_type, throttle_time=0, error_code=group_error, topics=[])
     errors.update(deleted)

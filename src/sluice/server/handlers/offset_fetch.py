@@ -6,11 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.coordinator.group import OffsetAndMetadata
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
 def _partitions(topics: Any) -> list[TopicPartition] | None:
@@ -48,9 +49,9 @@ def _topics(
 
 
 def _fetch(
-    broker: Broker, group_id: str, requested: list[TopicPartition] | None, require_stable: bool
+    ctx: RequestContext, group_id: str, requested: list[TopicPartition] | None, require_stable: bool
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
-    coordinator = broker.group_coordinator
+    coordinator = ctx.group_coordinator
     error, offsets = coordinator.handle_fetch_offsets(group_id, requested, require_stable)
     unstable = (
         coordinator.unstable_partitions(group_id, offsets)
@@ -60,20 +61,18 @@ def _fetch(
     return error, _topics(offsets, ErrorCode.none, unstable)
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.OFFSET_FETCH)
     version = request.api_version
     require_stable = bool(field(body, "require_stable", False))
     if version >= 8:
         groups = []
-        for group in body.groups:
-            error, topics = _fetch(
-                broker, group.group_id, _partitions(group.topics), require_stable
-            )
+        for group in field(body, "groups"):
+            error, topics = _fetch(ctx, group.group_id, _partitions(group.topics), require_stable)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return build(request.response_type, throttle_time=0, groups=groups)
-    requested = _partitions(body.topics)
-    error, topics = _fetch(broker, body.group_id, requested, require_stable)
+    requested = _partitions(field(body, "topics"))
+    error, topics = _fetch(ctx, field(body, "group_id"), requested, require_stable)
     if error != ErrorCode.none and version < 2:
         # v1 has no group-level error: every requested partition carries it.
         topics = _topics(dict.fromkeys(requested or []), error)

@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.log import LATEST_TIMESTAMP
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
     from sluice.server.partition import Partition
+    from sluice.server.request_context import RequestContext
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -71,8 +72,10 @@ def end_offset_for(partition: Partition, requested: int) -> tuple[int, int]:
     return (floor[-1][0] if floor else requested), higher[1]
 
 
-def _lookup(broker: Broker, tp: TopicPartition, current_epoch: int, epoch: int) -> dict[str, Any]:
-    partition = broker.replica_manager.get_partition(tp)
+def _lookup(
+    ctx: RequestContext, tp: TopicPartition, current_epoch: int, epoch: int
+) -> dict[str, Any]:
+    partition = ctx.replica_manager.get_partition(tp)
     if partition is None:
         return {"error_code": ErrorCode.unknown_topic_or_partition}
     if current_epoch >= 0 and current_epoch != partition.leader_epoch:
@@ -88,8 +91,8 @@ def _lookup(broker: Broker, tp: TopicPartition, current_epoch: int, epoch: int) 
     return {"error_code": ErrorCode.none, "leader_epoch": found_epoch, "end_offset": end_offset}
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.OFFSET_FOR_LEADER_EPOCH)
     topics = []
     for topic in body.topics:
         partitions = []
@@ -100,7 +103,7 @@ def handle(broker: Broker, request: Request) -> Any:
                 "leader_epoch": UNDEFINED_EPOCH,
                 "end_offset": UNDEFINED_OFFSET,
             }
-            entry.update(_lookup(broker, tp, field(p, "current_leader_epoch", -1), p.leader_epoch))
+            entry.update(_lookup(ctx, tp, field(p, "current_leader_epoch", -1), p.leader_epoch))
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
     return build(request.response_type, throttle_time=0, topics=topics)

@@ -6,15 +6,16 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.produce_response import PartitionResult, encode_produce_response
+from sluice.protocol.requests import body_of
 from sluice.server.answer import Answer
 from sluice.server.delayed import ProducePartitionStatus
 from sluice.server.messages import ms
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
 def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatus]) -> Any:
@@ -29,8 +30,8 @@ def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatu
     return encode_produce_response(version, by_topic.items())
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.PRODUCE)
     acks = int(body.acks)
     if acks not in (-1, 0, 1):
         statuses = {
@@ -46,7 +47,7 @@ def handle(broker: Broker, request: Request) -> Any:
     for topic in body.topic_data:
         try:
             validate_topic_name(topic.name)
-            known = broker.maybe_auto_create(topic.name) is not None
+            known = ctx.topic_admin.maybe_auto_create(topic.name) is not None
         except InvalidTopicError:
             known, code = False, ErrorCode.invalid_topic_exception
         else:
@@ -60,7 +61,7 @@ def handle(broker: Broker, request: Request) -> Any:
             else:
                 entries[tp] = p.records
     if acks == 0:  # no response at all, as in Kafka
-        broker.replica_manager.append_records(ms(body.timeout), acks, entries, _ignore)
+        ctx.replica_manager.append_records(ms(body.timeout), acks, entries, _ignore)
         return None
     # The answer is built where the append completes (at once, or when the DelayedProduce
     # does) and the network layer awaits this future itself, or writes it when it is set:
@@ -79,7 +80,7 @@ def handle(broker: Broker, request: Request) -> Any:
         except Exception as exc:  # answered as an error by the network layer
             future.set_exception(exc)
 
-    broker.replica_manager.append_records(ms(body.timeout), acks, entries, done)
+    ctx.replica_manager.append_records(ms(body.timeout), acks, entries, done)
     return future
 
 

@@ -1,20 +1,18 @@
-"""StopReplica (5): a controller request (cluster mode), fenced by controller and broker epoch.
+"""StopReplica (5): a controller request (cluster mode only), fenced by controller and broker
+epoch, applied by this broker's :class:`~sluice.server.cluster.ClusterManager`.
 
 kio has no schema for it: the request arrives decoded by :mod:`sluice.server.inter_broker`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sluice.controller.requests import StopReplicaResponse
-from sluice.protocol import ErrorCode
+from sluice.controller.requests import StopReplicaRequest, StopReplicaResponse
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.cluster import ClusterManager
 
 
-def handle(broker: Broker, request: Any) -> StopReplicaResponse:
-    if broker.cluster is None:  # not in a cluster: no controller may address us
-        return StopReplicaResponse(ErrorCode.stale_controller_epoch)
-    return broker.cluster.handle_stop_replica(request)  # type: ignore[no-any-return]
+def handle(cluster: ClusterManager, request: StopReplicaRequest) -> StopReplicaResponse:
+    return cluster.handle_stop_replica(request)

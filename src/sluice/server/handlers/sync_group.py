@@ -6,20 +6,21 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.coordinator.group import SyncGroupResult
-from sluice.protocol import Request
+from sluice.protocol import ApiKey, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.SYNC_GROUP)
     callback: Callable[[SyncGroupResult], None]
     result: Awaitable[SyncGroupResult]
     callback, result = deferred()
-    broker.group_coordinator.handle_sync_group(
+    ctx.group_coordinator.handle_sync_group(
         body.group_id,
         int(body.generation_id),
         body.member_id,

@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import OffsetAndMetadata
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.group_runtime import deferred
-from sluice.server.handlers.add_partitions_to_txn import partition_exists
 from sluice.server.messages import build, field, partition_errors_by_topic
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.TXN_OFFSET_COMMIT)
     now = wall_clock_ms()
     order: list[TopicPartition] = []
     early: dict[TopicPartition, ErrorCode] = {}
@@ -28,7 +28,7 @@ def handle(broker: Broker, request: Request) -> Any:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, int(p.partition_index))
             order.append(tp)
-            if not partition_exists(broker, tp):
+            if not ctx.metadata_cache.contains_partition(tp):
                 early[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             epoch = int(field(p, "committed_leader_epoch", -1))
@@ -40,7 +40,7 @@ def handle(broker: Broker, request: Request) -> Any:
     result: Awaitable[dict[TopicPartition, ErrorCode]]
     callback, result = deferred()
     if offsets:
-        broker.group_coordinator.handle_txn_commit_offsets(
+        ctx.group_coordinator.handle_txn_commit_offsets(
             body.group_id, int(body.producer_id), int(body.producer_epoch),
             field(body, "member_id", ""), field(body, "group_instance_id"),
             int(field(body, "generation_id", -1)), offsets, callback,

@@ -1,20 +1,20 @@
-"""UpdateMetadata (6): a controller request (cluster mode), fenced by controller and broker epoch.
+"""UpdateMetadata (6): a controller request (cluster mode only), fenced by controller and broker
+epoch, applied by this broker's :class:`~sluice.server.cluster.ClusterManager`.
+
+It feeds the broker's metadata cache.
 
 kio has no schema for it: the request arrives decoded by :mod:`sluice.server.inter_broker`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sluice.controller.requests import UpdateMetadataResponse
-from sluice.protocol import ErrorCode
+from sluice.controller.requests import UpdateMetadataRequest, UpdateMetadataResponse
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.cluster import ClusterManager
 
 
-def handle(broker: Broker, request: Any) -> UpdateMetadataResponse:
-    if broker.cluster is None:  # not in a cluster: no controller may address us
-        return UpdateMetadataResponse(ErrorCode.stale_controller_epoch)
-    return broker.cluster.handle_update_metadata(request)  # type: ignore[no-any-return]
+def handle(cluster: ClusterManager, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    return cluster.handle_update_metadata(request)

@@ -7,16 +7,17 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.protocol import ErrorCode, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.requests import body_of
 from sluice.server.messages import build
 from sluice.server.txn_runtime import write_marker
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.server.request_context import RequestContext
 
 
-def handle(broker: Broker, request: Request) -> Any:
-    body: Any = request.body
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = body_of(request, ApiKey.WRITE_TXN_MARKERS)
     loop = asyncio.get_running_loop()
     pending: list[tuple[int, TopicPartition, asyncio.Future[ErrorCode]]] = []
     for marker in body.markers:
@@ -26,7 +27,8 @@ def handle(broker: Broker, request: Request) -> Any:
                 future: asyncio.Future[ErrorCode] = loop.create_future()
                 pending.append((int(marker.producer_id), tp, future))
                 write_marker(
-                    broker, tp, int(marker.producer_id), int(marker.producer_epoch),
+                    ctx.replica_manager, ctx.group_coordinator, ctx.config["request.timeout.ms"],
+                    tp, int(marker.producer_id), int(marker.producer_epoch),
                     bool(marker.transaction_result), int(marker.coordinator_epoch),
                     lambda error, f=future: f.done() or f.set_result(error),  # type: ignore[misc]
                 )  # fmt: skip
