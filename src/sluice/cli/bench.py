@@ -34,7 +34,7 @@ def bench_dir() -> Path | None:
     """The checkout's ``bench/`` directory, or None when this is not run from a checkout."""
     configured = os.environ.get("SLUICE_BENCH_DIR")
     candidates = [Path(configured)] if configured else []
-    candidates.append(Path(__file__).resolve().parents[2] / "bench")
+    candidates.append(Path(__file__).resolve().parents[3] / "bench")
     for candidate in candidates:
         if (candidate / HARNESSES["compare"]).is_file():
             return candidate
