@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from sluice.protocol.records.batch import HEADER_STRUCT
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from support.bench import BENCH
 
 
 @pytest.fixture

@@ -3,36 +3,19 @@
 from __future__ import annotations
 
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sluice.protocol.records.batch import validate_records
+from support.bench import import_bench
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _load() -> ModuleType:
-    """bench/raw_writer.py (and the bench/raw_reader.py it imports), with bench/ on the
-    path only while importing, and neither left in sys.modules for other tests."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import raw_writer
-
-        return raw_writer
-    finally:
-        sys.path.remove(str(BENCH))
-        for name in ("raw_writer", "raw_reader"):
-            sys.modules.pop(name, None)
-
-
-raw_writer = _load()
+# bench/raw_writer.py (and the bench/raw_reader.py it imports), neither left in sys.modules
+# for other tests.
+raw_writer = import_bench("raw_writer", forget=("raw_writer", "raw_reader"))
 
 
 def test_a_template_is_restamped_with_a_matching_crc() -> None:

@@ -17,8 +17,7 @@ import pytest
 
 from sluice.cli import build_parser, main
 from sluice.cli.bench import bench_dir
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from support.bench import BENCH, import_bench
 
 
 def test_bench_dir_is_the_checkouts() -> None:
@@ -44,11 +43,7 @@ def test_bench_passes_the_rest_of_the_line_to_the_harness() -> None:
 def test_bench_flush_takes_its_options() -> None:
     args = build_parser().parse_args(["bench", "flush", "--repeat", "1", "--partitions", "4"])
     assert args.harness == "flush" and args.harness_args == ["--repeat", "1", "--partitions", "4"]
-    sys.path.insert(0, str(BENCH))
-    try:
-        import flush
-    finally:
-        sys.path.remove(str(BENCH))
+    flush = import_bench("flush")
     options = flush.build_parser().parse_args(["--repeat", "1", "--partitions", "4"])
     assert (options.repeat, options.partitions, options.producers) == (1, 4, 2)
     assert flush.MODES == {"group": "true", "inline": "false"}

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 
 import pytest
-from client_support import NODE1, cluster
 
 from sluice.client.partitioner import BuiltInPartitioner, murmur2, partition_for_key, to_positive
+from support.mock_client import NODE1, cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -38,14 +37,6 @@ def test_murmur2_agrees_with_kafka_python_on_every_length() -> None:
 def test_partition_for_key() -> None:
     assert to_positive(-1) == 0x7FFFFFFF
     assert partition_for_key(b"foobar", 10) == to_positive(-790332482) % 10
-
-
-@pytest.fixture
-def randoms() -> Iterator[list[int]]:
-    values: list[int] = []
-    BuiltInPartitioner.mock_random = lambda: values.pop(0)
-    yield values
-    BuiltInPartitioner.mock_random = None
 
 
 def test_sticky_partition_switches_after_batch_size_bytes(randoms: list[int]) -> None:

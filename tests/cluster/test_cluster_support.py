@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_support import read_partitions, watermarks
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 
@@ -18,6 +17,7 @@ import sluice
 from sluice.base import TopicPartition
 from sluice.server.handlers import metadata
 from sluice.server.messages import field
+from support.cluster import read_partitions, watermarks
 
 TOPIC = "late"
 RECORDS = 30

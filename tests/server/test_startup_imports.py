@@ -18,14 +18,15 @@ from typing import Any
 
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
-from wire_support import produce_request as _produce
-from wire_support import read_correlation_id as _read_response
 
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
 from sluice.server.handlers import HANDLER_MODULES, build_handlers
 from sluice.server.messages import build
 from sluice.server.network import KafkaServer
 from sluice.server.request_gate import RequestGate
+from support.waiting import wait_until_async
+from support.wire import produce_request as _produce
+from support.wire import read_correlation_id as _read_response
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -233,14 +234,6 @@ def test_gate_open_takes_only_held_keys_and_close_cancels() -> None:
     asyncio.run(scenario())
 
 
-async def _wait_for(condition: Any) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.001)
-
-    await asyncio.wait_for(poll(), 5)
-
-
 def test_requests_sent_before_the_gate_opens_are_answered_in_order() -> None:
     """Through a real listener: produces and a metadata request sent while the gate is
     shut are held, then appended in arrival order and answered in request order."""
@@ -270,7 +263,8 @@ def test_requests_sent_before_the_gate_opens_are_answered_in_order() -> None:
                 include_topic_authorized_operations=False,
             )))  # fmt: skip
             await writer.drain()
-            await _wait_for(lambda: gate.held_count == 3)  # the metadata waits behind them
+            # the metadata waits behind them
+            await wait_until_async(lambda: gate.held_count == 3, 5, "three requests held")
             assert events == []
             gate.open({ApiKey.PRODUCE: produce, ApiKey.METADATA: metadata})
             writer.write(encode_request(5, _produce(1)))  # after the gate: straight through
