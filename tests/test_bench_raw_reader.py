@@ -51,6 +51,7 @@ def test_a_gap_in_the_offsets_is_an_error(raw: ModuleType) -> None:
         raw.count_batches(memoryview(batch(0, 3) + batch(4, 1)), raw.RawRead(), None)
 
 
+@pytest.mark.integration  # an embedded broker
 def test_reads_what_confluent_kafka_produced_from_a_real_broker(raw: ModuleType) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     import sluice

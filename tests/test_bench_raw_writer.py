@@ -43,6 +43,7 @@ def test_split_is_even_and_moves_the_extra_records_on(records: int, parts: int, 
     assert [sum(column) for column in zip(*rounds, strict=True)] == [records] * parts
 
 
+@pytest.mark.integration  # a socket pair
 def test_send_buffers_resumes_after_partial_sends() -> None:
     left, right = socket.socketpair()
     left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
@@ -62,6 +63,7 @@ def test_send_buffers_resumes_after_partial_sends() -> None:
     assert bytes(received) == b"".join(buffers)
 
 
+@pytest.mark.integration  # an embedded broker
 def test_what_the_writer_sends_a_real_broker_acknowledges_and_clients_read() -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     admin_api = pytest.importorskip("confluent_kafka.admin")
@@ -102,6 +104,7 @@ def test_what_the_writer_sends_a_real_broker_acknowledges_and_clients_read() -> 
         assert (len(wrong.acks_ms), wrong.errors) == (1, 1)
 
 
+@pytest.mark.integration  # an embedded broker
 def test_a_connection_the_broker_closes_is_a_failure_not_a_hang() -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]

@@ -80,6 +80,7 @@ HARNESS = """
 """
 
 
+@pytest.mark.integration  # sluice bench and the harness's child, processes
 def test_sigterm_stops_the_harness_through_its_finally_blocks(tmp_path: Path) -> None:
     """``timeout`` or a CI limit SIGTERMs ``sluice bench``: the processes the harness
     started (brokers, load generators) must not outlive it."""
@@ -279,6 +280,7 @@ def test_the_report_names_the_machine(report) -> None:  # type: ignore[no-untype
     assert report.machine_line({}) == "cpu unknown; wake-up round trip not measured"
 
 
+@pytest.mark.integration  # the probe round-trips a byte with a second process
 def test_the_wakeup_probe_measures_and_restores_affinity(compare) -> None:  # type: ignore[no-untyped-def]
     before = os.sched_getaffinity(0)
     trips = compare.brokers.wakeup_round_trip_us(count=50)

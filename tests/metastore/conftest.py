@@ -1,9 +1,9 @@
 """Fixtures for the coordination tests: store factories over both implementations.
 
 The ``store_factory`` fixture is parametrised over both implementations, so each
-contract test runs against :class:`InProcessStore` and against a real ZooKeeper (the
-suite's ``zookeeper_server``; skipped, with the reason, only when the zookeeper package
-is missing).
+contract test runs against :class:`InProcessStore` (a unit test) and against a real
+ZooKeeper (an integration test, on the suite's ``zookeeper_server``; skipped, with the
+reason, only when the zookeeper package is missing).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sluice.metastore.zk_server import ZooKeeperServer
 from support.metastore import StoreFactory, unique_base
 
 
-@pytest.fixture(params=["in_process", "zookeeper"])
+@pytest.fixture(params=["in_process", pytest.param("zookeeper", marks=pytest.mark.integration)])
 def store_factory(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
     opened: list[CoordinationStore] = []
     if request.param == "in_process":

@@ -14,6 +14,7 @@ import struct
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import given, settings
@@ -255,6 +256,7 @@ def isrs_by_leaders(cluster: EmbeddedCluster) -> list[list[int] | None]:
     return [next((v[p] for v in views if v[p] is not None), None) for p in range(3)]
 
 
+@pytest.mark.integration  # an in-process cluster
 def test_a_follower_catching_up_is_served_every_partition_in_turn_under_the_limits() -> None:
     from kafka import KafkaProducer
 
