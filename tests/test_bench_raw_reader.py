@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from sluice.protocol.records.batch import HEADER_STRUCT
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from support.bench import BENCH
 
 
 @pytest.fixture
@@ -53,6 +51,7 @@ def test_a_gap_in_the_offsets_is_an_error(raw: ModuleType) -> None:
         raw.count_batches(memoryview(batch(0, 3) + batch(4, 1)), raw.RawRead(), None)
 
 
+@pytest.mark.integration  # an embedded broker
 def test_reads_what_confluent_kafka_produced_from_a_real_broker(raw: ModuleType) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     import sluice

@@ -3,36 +3,19 @@
 from __future__ import annotations
 
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sluice.protocol.records.batch import validate_records
+from support.bench import import_bench
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _load() -> ModuleType:
-    """bench/raw_writer.py (and the bench/raw_reader.py it imports), with bench/ on the
-    path only while importing, and neither left in sys.modules for other tests."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import raw_writer
-
-        return raw_writer
-    finally:
-        sys.path.remove(str(BENCH))
-        for name in ("raw_writer", "raw_reader"):
-            sys.modules.pop(name, None)
-
-
-raw_writer = _load()
+# bench/raw_writer.py (and the bench/raw_reader.py it imports), neither left in sys.modules
+# for other tests.
+raw_writer = import_bench("raw_writer", forget=("raw_writer", "raw_reader"))
 
 
 def test_a_template_is_restamped_with_a_matching_crc() -> None:
@@ -60,6 +43,7 @@ def test_split_is_even_and_moves_the_extra_records_on(records: int, parts: int, 
     assert [sum(column) for column in zip(*rounds, strict=True)] == [records] * parts
 
 
+@pytest.mark.integration  # a socket pair
 def test_send_buffers_resumes_after_partial_sends() -> None:
     left, right = socket.socketpair()
     left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
@@ -79,6 +63,7 @@ def test_send_buffers_resumes_after_partial_sends() -> None:
     assert bytes(received) == b"".join(buffers)
 
 
+@pytest.mark.integration  # an embedded broker
 def test_what_the_writer_sends_a_real_broker_acknowledges_and_clients_read() -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     admin_api = pytest.importorskip("confluent_kafka.admin")
@@ -119,6 +104,7 @@ def test_what_the_writer_sends_a_real_broker_acknowledges_and_clients_read() -> 
         assert (len(wrong.acks_ms), wrong.errors) == (1, 1)
 
 
+@pytest.mark.integration  # an embedded broker
 def test_a_connection_the_broker_closes_is_a_failure_not_a_hang() -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]

@@ -17,8 +17,7 @@ import pytest
 
 from sluice.cli import build_parser, main
 from sluice.cli.bench import bench_dir
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from support.bench import BENCH, import_bench
 
 
 def test_bench_dir_is_the_checkouts() -> None:
@@ -44,11 +43,7 @@ def test_bench_passes_the_rest_of_the_line_to_the_harness() -> None:
 def test_bench_flush_takes_its_options() -> None:
     args = build_parser().parse_args(["bench", "flush", "--repeat", "1", "--partitions", "4"])
     assert args.harness == "flush" and args.harness_args == ["--repeat", "1", "--partitions", "4"]
-    sys.path.insert(0, str(BENCH))
-    try:
-        import flush
-    finally:
-        sys.path.remove(str(BENCH))
+    flush = import_bench("flush")
     options = flush.build_parser().parse_args(["--repeat", "1", "--partitions", "4"])
     assert (options.repeat, options.partitions, options.producers) == (1, 4, 2)
     assert flush.MODES == {"group": "true", "inline": "false"}
@@ -85,6 +80,7 @@ HARNESS = """
 """
 
 
+@pytest.mark.integration  # sluice bench and the harness's child, processes
 def test_sigterm_stops_the_harness_through_its_finally_blocks(tmp_path: Path) -> None:
     """``timeout`` or a CI limit SIGTERMs ``sluice bench``: the processes the harness
     started (brokers, load generators) must not outlive it."""
@@ -284,6 +280,7 @@ def test_the_report_names_the_machine(report) -> None:  # type: ignore[no-untype
     assert report.machine_line({}) == "cpu unknown; wake-up round trip not measured"
 
 
+@pytest.mark.integration  # the probe round-trips a byte with a second process
 def test_the_wakeup_probe_measures_and_restores_affinity(compare) -> None:  # type: ignore[no-untyped-def]
     before = os.sched_getaffinity(0)
     trips = compare.brokers.wakeup_round_trip_us(count=50)

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -83,12 +82,6 @@ class Tools:
         match = TOPIC_LINE.match(header)
         assert match, header
         return match.groupdict(), partitions
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[sluice.EmbeddedBroker]:
-    with sluice.EmbeddedBroker() as b:
-        yield b
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ def test_candidates_are_the_stretches_outside_the_ephemeral_range() -> None:
     assert listen_candidates(range(40_000, 65_536)) == [range(10_000, 40_000)]
 
 
+@pytest.mark.integration  # binds sockets
 def test_free_ports_are_outside_the_ephemeral_range_distinct_and_bindable() -> None:
     ephemeral = ephemeral_range()
     picked = [free_port() for _ in range(50)]
@@ -38,6 +39,7 @@ def test_free_ports_are_outside_the_ephemeral_range_distinct_and_bindable() -> N
             sock.bind(("127.0.0.1", port))
 
 
+@pytest.mark.integration  # binds sockets
 def test_a_port_something_listens_on_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
     taken = free_port()
     wanted = free_port()
@@ -52,6 +54,7 @@ def test_a_port_something_listens_on_is_passed_over(monkeypatch: pytest.MonkeyPa
         assert free_port() == wanted
 
 
+@pytest.mark.integration  # binds sockets
 def test_without_a_stretch_outside_the_range_the_kernel_picks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -1,21 +1,18 @@
-"""Fixtures for the client tests: an embedded Sluice broker shared by a module."""
+"""Fixtures for the client tests (the embedded ``broker`` is the suite's)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
-import sluice
-
-
-@pytest.fixture(scope="module")
-def broker() -> Iterator[sluice.EmbeddedBroker]:
-    with sluice.EmbeddedBroker() as embedded:
-        yield embedded
+from sluice.client.producer.partitioner import BuiltInPartitioner
 
 
 @pytest.fixture
-def topic() -> str:
-    return f"t-{uuid.uuid4().hex[:10]}"
+def randoms() -> Iterator[list[int]]:
+    """The random numbers the built-in partitioner draws, in order: a test appends them."""
+    values: list[int] = []
+    BuiltInPartitioner.mock_random = lambda: values.pop(0)
+    yield values
+    BuiltInPartitioner.mock_random = None

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
 
 import pytest
-from client_support import NODE1, NODE2, cluster, read_batches, wait_until
 
 from sluice.base import TopicPartition
 from sluice.base.clock import Clock, ManualClock, MonotonicClock
 from sluice.client.errors import KafkaException
 from sluice.client.producer.accumulator import AccumulatorConfig, RecordAccumulator
 from sluice.client.producer.buffer_pool import BufferPool
-from sluice.client.producer.partitioner import BuiltInPartitioner
 from sluice.client.producer.producer_batch import ProducerBatch, RecordMetadata
 from sluice.client.producer.transaction_manager import ProducerIdAndEpoch, TransactionManager
+from support.mock_client import NODE1, NODE2, cluster
+from support.records import read_batches
+from support.waiting import wait_until
 
 T0 = 1_700_000_000_000
 TP0, TP1, TP2 = (TopicPartition("t", p) for p in range(3))
@@ -243,17 +243,17 @@ def test_memory_exhaustion_makes_batches_ready_and_wakes_blocked_appenders_fifo(
 
     first = threading.Thread(target=appender, args=("first", TP2), daemon=True)
     first.start()
-    wait_until(lambda: acc.free.queued() == 1, what="the first appender to block")
+    wait_until(lambda: acc.free.queued() == 1, message="the first appender to block")
     second = threading.Thread(target=appender, args=("second", TopicPartition("u", 0)), daemon=True)
     second.start()
-    wait_until(lambda: acc.free.queued() == 2, what="the second appender to block")
+    wait_until(lambda: acc.free.queued() == 2, message="the second appender to block")
     # Waiting appenders make every batch sendable at once.
     assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == {NODE1}
     drained = acc.drain(CLUSTER, {NODE1}, 1, clock.now_ms())[NODE1.id]
     assert len(drained) == 1
     drained[0].complete(0, -1)
     acc.deallocate(drained[0])
-    wait_until(lambda: done == ["first"], what="the first appender to wake")
+    wait_until(lambda: done == ["first"], message="the first appender to wake")
     assert acc.free.queued() == 1
     rest = acc.drain(CLUSTER, {NODE1}, 1, clock.now_ms())[NODE1.id]
     rest[0].complete(0, -1)
@@ -285,14 +285,6 @@ def test_an_unused_buffer_is_returned_when_another_appender_created_the_batch() 
     assert len(acc.get_deque(TP0) or ()) == before + 1
     in_use = sum(b.initial_capacity for b in acc.incomplete_batches())
     assert acc.free.available_memory() == acc.free.total_memory - in_use
-
-
-@pytest.fixture
-def randoms() -> Iterator[list[int]]:
-    values: list[int] = []
-    BuiltInPartitioner.mock_random = lambda: values.pop(0)
-    yield values
-    BuiltInPartitioner.mock_random = None
 
 
 def test_unkeyed_records_stick_to_a_partition_then_switch(randoms: list[int]) -> None:

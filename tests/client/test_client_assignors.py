@@ -9,7 +9,6 @@ import uuid
 from typing import Any
 
 import confluent_kafka
-from client_support import wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +23,7 @@ from sluice.client.consumer.group_assignors import (
     encode_subscription,
     sticky_assign,
 )
+from support.waiting import wait_until
 
 TP = tuple[str, int]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from client_support import wait_until
 
 from sluice.base.clock import ManualClock, MonotonicClock
 from sluice.client.errors import BufferExhaustedException, KafkaException
 from sluice.client.producer.buffer_pool import BufferPool
+from support.waiting import wait_until
 
 BLOCK_MS = 30_000  # real-thread tests: long enough never to expire
 
@@ -89,7 +89,7 @@ def test_blocked_allocation_is_woken_by_deallocate() -> None:
     got: list[bytearray] = []
     waiter = threading.Thread(target=lambda: got.append(pool.allocate(512, BLOCK_MS)))
     waiter.start()
-    wait_until(lambda: pool.queued() == 1, what="the appender to block")
+    wait_until(lambda: pool.queued() == 1, message="the appender to block")
     assert not got
     pool.deallocate(first)
     waiter.join(10)
@@ -109,18 +109,18 @@ def test_waiters_are_served_first_in_first_out() -> None:
 
     big = threading.Thread(target=allocate, args=("big", 512))
     big.start()
-    wait_until(lambda: pool.queued() == 1, what="the first waiter")
+    wait_until(lambda: pool.queued() == 1, message="the first waiter")
     small = threading.Thread(target=allocate, args=("small", 256))
     small.start()
-    wait_until(lambda: pool.queued() == 2, what="the second waiter")
+    wait_until(lambda: pool.queued() == 2, message="the second waiter")
 
     # 256 bytes would satisfy the small waiter, but the big one is first in line.
     pool.deallocate(held.pop())
-    wait_until(lambda: pool.available_memory() == 0, what="the first waiter to take memory")
+    wait_until(lambda: pool.available_memory() == 0, message="the first waiter to take memory")
     assert done == [] and pool.queued() == 2
 
     pool.deallocate(held.pop())
-    wait_until(lambda: done == ["big"], what="the first waiter to complete")
+    wait_until(lambda: done == ["big"], message="the first waiter to complete")
     assert pool.queued() == 1
 
     pool.deallocate(held.pop())
@@ -142,7 +142,7 @@ def test_close_fails_blocked_and_later_allocations() -> None:
 
     thread = threading.Thread(target=blocked)
     thread.start()
-    wait_until(lambda: pool.queued() == 1, what="the appender to block")
+    wait_until(lambda: pool.queued() == 1, message="the appender to block")
     pool.close()
     thread.join(10)
     assert len(errors) == 1 and "closed" in str(errors[0])

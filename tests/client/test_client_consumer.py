@@ -12,7 +12,6 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from client_support import wait_until
 
 import sluice
 from sluice.client.admin import Admin, NewTopic
@@ -29,6 +28,7 @@ from sluice.client.consumer.group_assignors import (
     range_assign,
     roundrobin_assign,
 )
+from support.waiting import wait_until
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -6,16 +6,12 @@ import glob
 import os
 
 import pytest
-from client_support import (
-    consume_confluent,
-    consume_kafka_python,
-    create_topic,
-    read_batches,
-)
 
 import sluice
 from sluice.client import Producer
 from sluice.protocol.records.compression import CompressionType
+from support.clients import consume_confluent, consume_kafka_python, create_topic
+from support.records import read_batches
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 T0 = 1_700_000_000_000

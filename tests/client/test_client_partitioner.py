@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 
 import pytest
-from client_support import NODE1, cluster
 
 from sluice.client.producer.partitioner import (
     BuiltInPartitioner,
@@ -14,6 +12,7 @@ from sluice.client.producer.partitioner import (
     partition_for_key,
     to_positive,
 )
+from support.mock_client import NODE1, cluster
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -43,14 +42,6 @@ def test_murmur2_agrees_with_kafka_python_on_every_length() -> None:
 def test_partition_for_key() -> None:
     assert to_positive(-1) == 0x7FFFFFFF
     assert partition_for_key(b"foobar", 10) == to_positive(-790332482) % 10
-
-
-@pytest.fixture
-def randoms() -> Iterator[list[int]]:
-    values: list[int] = []
-    BuiltInPartitioner.mock_random = lambda: values.pop(0)
-    yield values
-    BuiltInPartitioner.mock_random = None
 
 
 def test_sticky_partition_switches_after_batch_size_bytes(randoms: list[int]) -> None:

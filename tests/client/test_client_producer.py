@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 import pytest
-from client_support import create_topic
 
 import sluice
 from sluice.client import (
@@ -21,6 +20,7 @@ from sluice.client import (
 )
 from sluice.client.producer.partitioner import partition_for_key
 from sluice.client.producer.producer_config import ProducerConfig
+from support.clients import create_topic
 
 
 def producer(broker: sluice.EmbeddedBroker, **overrides: Any) -> Producer:

@@ -6,7 +6,6 @@ import datetime
 import io
 
 import pytest
-from client_support import read_batches
 from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_new_batch
 from kio.static.primitive import i8, i16, i32, i64
@@ -20,6 +19,7 @@ from sluice.protocol.records.builder import (
 )
 from sluice.protocol.records.compression import CompressionType, compress, decompress
 from sluice.protocol.records.varint import encode_varint
+from support.records import read_batches
 
 T0 = 1_700_000_000_123
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from client_support import NODE1, MockClient, cluster, read_batches
 
 from sluice.base import TopicPartition
 from sluice.base.clock import ManualClock
@@ -26,6 +25,8 @@ from sluice.client.producer.sender import Sender, SenderConfig
 from sluice.client.producer.transaction_manager import TransactionManager
 from sluice.protocol import ApiKey, ErrorCode
 from sluice.protocol.apis import response_type
+from support.mock_client import NODE1, MockClient, cluster
+from support.records import read_batches
 
 TP0 = TopicPartition("t", 0)
 CLUSTER = cluster(("t", 0, NODE1), ("t", 1, NODE1))

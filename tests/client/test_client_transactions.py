@@ -4,7 +4,6 @@ send_offsets_to_transaction, fencing, and read_committed reads with Sluice's con
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,9 +17,8 @@ CONFIG = {"transaction.state.log.num.partitions": "4", "offsets.topic.num.partit
 
 
 @pytest.fixture(scope="module")
-def txn_embedded() -> Iterator[sluice.EmbeddedBroker]:
-    with sluice.EmbeddedBroker(config=CONFIG) as embedded:
-        yield embedded
+def broker_config() -> dict[str, str]:
+    return CONFIG
 
 
 def _producer(bootstrap: str, txn_id: str) -> Producer:
@@ -44,8 +42,8 @@ def _read(bootstrap: str, topic: str, isolation: str, expected: int) -> list[byt
     return sorted(values)
 
 
-def test_commit_abort_and_read_committed(txn_embedded: sluice.EmbeddedBroker) -> None:
-    bootstrap, topic = txn_embedded.bootstrap_servers, f"t-{uuid.uuid4().hex[:8]}"
+def test_commit_abort_and_read_committed(broker: sluice.EmbeddedBroker) -> None:
+    bootstrap, topic = broker.bootstrap_servers, f"t-{uuid.uuid4().hex[:8]}"
     producer = _producer(bootstrap, f"tx-{uuid.uuid4().hex[:8]}")
     with pytest.raises(KafkaException):
         producer.send(topic, b"outside")  # not in a transaction
@@ -63,8 +61,8 @@ def test_commit_abort_and_read_committed(txn_embedded: sluice.EmbeddedBroker) ->
     assert _read(bootstrap, topic, "read_uncommitted", 5) == [b"a0", b"c0", b"c1", b"c2", b"c3"]
 
 
-def test_send_offsets_and_fencing(txn_embedded: sluice.EmbeddedBroker) -> None:
-    bootstrap, topic = txn_embedded.bootstrap_servers, f"t-{uuid.uuid4().hex[:8]}"
+def test_send_offsets_and_fencing(broker: sluice.EmbeddedBroker) -> None:
+    bootstrap, topic = broker.bootstrap_servers, f"t-{uuid.uuid4().hex[:8]}"
     group, txn_id = f"g-{uuid.uuid4().hex[:8]}", f"tx-{uuid.uuid4().hex[:8]}"
     first = _producer(bootstrap, txn_id)
     first.begin_transaction()

@@ -7,17 +7,14 @@ from collections.abc import Iterator
 import pytest
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.zookeeper import require_zookeeper
 
 
 @pytest.fixture
 def cluster_prerequisites() -> None:
     """Skips the test when ZooKeeper, Java or kazoo is missing; for fixtures that build
     their own cluster."""
-    pytest.importorskip("kazoo")
-    from sluice.metastore.zk_server import find_java, find_zookeeper_classpath
-
-    if find_zookeeper_classpath() is None or find_java() is None:
-        pytest.skip("ZooKeeper not installed (apt-get install zookeeper)")
+    require_zookeeper()
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster_support import wait_for
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from support.waiting import wait_until
 
 
 def test_cluster_start_serves_and_tears_down(cluster_prerequisites: None) -> None:
@@ -31,7 +32,7 @@ def test_cluster_start_serves_and_tears_down(cluster_prerequisites: None) -> Non
         assert data_dir.is_dir()
         admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
         admin.create_topics([NewTopic("tryout", 2, 2)])["tryout"].result(15)
-        wait_for(  # both partitions listed (a broker may not know the new topic yet)
+        wait_until(  # both partitions listed (a broker may not know the new topic yet)
             lambda: [
                 len(p.isrs)
                 for p in admin.list_topics("tryout", timeout=5).topics["tryout"].partitions.values()

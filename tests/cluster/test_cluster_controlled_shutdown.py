@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import time
 
-from cluster_support import NumberedProducer, audit, read_partitions, wait_for
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.cluster import NumberedProducer, audit, read_partitions
+from support.waiting import wait_until
 
 TOPIC = "shutdown-load"
 PARTITIONS = 6
@@ -44,7 +45,7 @@ def test_sigterm_moves_leaders_away_before_stopping(cluster3: EmbeddedCluster) -
     admin = AdminClient({"bootstrap.servers": cluster3.bootstrap_servers})
     configs = {"min.insync.replicas": "2"}
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config=configs)])[TOPIC].result(15)
-    leaders = wait_for(
+    leaders = wait_until(
         lambda: (m := _leaders(cluster3.bootstrap_servers)) and len(m) == PARTITIONS
         and all(v >= 0 for v in m.values()) and m,
         30, "leaders for every partition",
@@ -53,7 +54,7 @@ def test_sigterm_moves_leaders_away_before_stopping(cluster3: EmbeddedCluster) -
     assert victim in leaders.values()
 
     producer = NumberedProducer(cluster3.bootstrap_servers, TOPIC, PARTITIONS, 400).start()
-    wait_for(lambda: producer.acked_count >= 300, 30, "a first 300 acknowledged records")
+    wait_until(lambda: producer.acked_count >= 300, 30, "a first 300 acknowledged records")
     started = time.monotonic()
     cluster3.stop_broker(victim)
     took = time.monotonic() - started
@@ -64,14 +65,14 @@ def test_sigterm_moves_leaders_away_before_stopping(cluster3: EmbeddedCluster) -
     # The survivors learn them from the controller's UpdateMetadata, which may still be
     # on its way (or, when the victim was the controller, come from the next one).
     survivors = ",".join(cluster3.bootstrap_of(b) for b in cluster3.broker_ids if b != victim)
-    wait_for(
+    wait_until(
         lambda: (m := _leaders(survivors)) and sorted(m.items()) == sorted(after.items()),
         30, "the survivors' metadata naming the new leaders",
     )  # fmt: skip
     assert "controlled shutdown of broker" in cluster3.log_tail(victim, 200)
 
     before = producer.acked_count
-    wait_for(lambda: producer.acked_count >= before + 300, 60, "records after the shutdown")
+    wait_until(lambda: producer.acked_count >= before + 300, 60, "records after the shutdown")
     assert producer.stop() == 0
     assert producer.failed == [], producer.failed
 

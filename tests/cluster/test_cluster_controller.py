@@ -7,10 +7,10 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from cluster_support import wait_for
 from confluent_kafka.admin import AdminClient
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.waiting import wait_until
 
 
 @pytest.fixture
@@ -47,23 +47,23 @@ def _metadata_brokers(cluster: EmbeddedCluster, broker_id: int) -> list[int]:
 
 def test_one_controller_and_failover(cluster3: EmbeddedCluster, zk: object) -> None:
     ids = list(cluster3.broker_ids)
-    controller, epoch = wait_for(lambda: _controller(zk), 30, "a controller")
+    controller, epoch = wait_until(lambda: _controller(zk), 30, "a controller")
     assert controller in ids
     # Every broker names the same controller.
-    wait_for(lambda: _metadata_controllers(cluster3, ids) == {controller}, 30, "agreement")
+    wait_until(lambda: _metadata_controllers(cluster3, ids) == {controller}, 30, "agreement")
     brokers = zk.get_children("/brokers/ids")  # type: ignore[attr-defined]
     assert sorted(int(b) for b in brokers) == sorted(ids)
 
     cluster3.kill(controller)
-    new_controller, new_epoch = wait_for(
+    new_controller, new_epoch = wait_until(
         lambda: (c := _controller(zk)) and c[0] != controller and c, 45, "a new controller"
     )
     assert new_controller in ids and new_epoch > epoch
     survivors = [b for b in ids if b != controller]
-    wait_for(
+    wait_until(
         lambda: _metadata_controllers(cluster3, survivors) == {new_controller}, 30, "agreement"
     )
-    wait_for(
+    wait_until(
         lambda: sorted(int(b) for b in zk.get_children("/brokers/ids")) == survivors,  # type: ignore[attr-defined]
         30, "the dead broker's registration gone",
     )  # fmt: skip
@@ -72,7 +72,7 @@ def test_one_controller_and_failover(cluster3: EmbeddedCluster, zk: object) -> N
     # leaves the dead broker out, so once the target lists just the survivors it has
     # seen the new epoch.
     target = survivors[0]
-    wait_for(lambda: _metadata_brokers(cluster3, target) == survivors, 30, "the new epoch seen")
+    wait_until(lambda: _metadata_brokers(cluster3, target) == survivors, 30, "the new epoch seen")
 
     # The old controller's epoch is fenced: a LeaderAndIsr carrying it is refused...
     import asyncio

@@ -8,12 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from cluster_support import leaders_by_broker, read_partitions, wait_for
 from confluent_kafka import ElectionType, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.cluster import leaders_by_broker, read_partitions
+from support.waiting import wait_until
 
 
 def _state(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
@@ -39,7 +40,7 @@ def _agreed_leader(cluster: EmbeddedCluster, topic: str) -> int:
         leaders = set(leaders_by_broker(cluster, topic).values())
         return (leaders.pop(),) if len(leaders) == 1 and min(leaders) >= 0 else None
 
-    found = wait_for(agreed, 30, f"the brokers agreeing on {topic}-0's leader")
+    found = wait_until(agreed, 30, f"the brokers agreeing on {topic}-0's leader")
     assert found is not None
     return found[0]
 
@@ -50,9 +51,9 @@ def _displace_preferred_leader(cluster: EmbeddedCluster, topic: str) -> int:
     leader = _agreed_leader(cluster, topic)
     cluster.kill_broker(leader)
     others = ",".join(cluster.bootstrap_of(b) for b in cluster.broker_ids if b != leader)
-    wait_for(lambda: _state(others, topic)[0][0] not in (-1, leader), 45, "a failover leader")
+    wait_until(lambda: _state(others, topic)[0][0] not in (-1, leader), 45, "a failover leader")
     cluster.restart_broker(leader)
-    wait_for(
+    wait_until(
         lambda: leader in _state(cluster.bootstrap_servers, topic)[0][2],
         60, f"broker {leader} back in the ISR",
     )  # fmt: skip
@@ -86,9 +87,9 @@ def test_auto_rebalance_restores_the_preferred_leader(
     cluster = cluster3_rebalancing
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("pref", 3, 3)])["pref"].result(15)
-    wait_for(lambda: _preferred_everywhere(cluster.bootstrap_servers, "pref", 3), 30, "ISR")
+    wait_until(lambda: _preferred_everywhere(cluster.bootstrap_servers, "pref", 3), 30, "ISR")
     _displace_preferred_leader(cluster, "pref")
-    wait_for(
+    wait_until(
         lambda: _preferred_everywhere(cluster.bootstrap_servers, "pref", 3),
         30, "preferred leaders restored by the auto rebalance",
     )  # fmt: skip
@@ -98,7 +99,7 @@ def test_elect_leaders_from_both_clients(cluster3_manual: EmbeddedCluster) -> No
     cluster = cluster3_manual
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("manual", 1, 3)])["manual"].result(15)
-    wait_for(lambda: _preferred_everywhere(cluster.bootstrap_servers, "manual", 1), 30, "ISR")
+    wait_until(lambda: _preferred_everywhere(cluster.bootstrap_servers, "manual", 1), 30, "ISR")
 
     preferred = _displace_preferred_leader(cluster, "manual")
     assert _state(cluster.bootstrap_servers, "manual")[0][0] != preferred
@@ -107,7 +108,7 @@ def test_elect_leaders_from_both_clients(cluster3_manual: EmbeddedCluster) -> No
     fresh = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
     results = fresh.elect_leaders(ElectionType.PREFERRED, [CTP("manual", 0)]).result(30)
     assert results[CTP("manual", 0)] is None  # no error
-    wait_for(lambda: _state(cluster.bootstrap_servers, "manual")[0][0] == preferred, 15, "it")
+    wait_until(lambda: _state(cluster.bootstrap_servers, "manual")[0][0] == preferred, 15, "it")
 
     # The same through kafka-python; then nothing is left to do: ELECTION_NOT_NEEDED.
     from kafka import KafkaAdminClient
@@ -116,7 +117,7 @@ def test_elect_leaders_from_both_clients(cluster3_manual: EmbeddedCluster) -> No
     try:
         preferred = _displace_preferred_leader(cluster, "manual")
         kadmin.elect_leaders(0, {"manual": [0]})
-        wait_for(
+        wait_until(
             lambda: _state(cluster.bootstrap_servers, "manual")[0][0] == preferred,
             15, "the preferred leader elected through kafka-python",
         )  # fmt: skip
@@ -139,7 +140,7 @@ def test_unclean_election_off_keeps_the_partition_offline(cluster3: EmbeddedClus
         kadmin.create_topics([KNewTopic(name, -1, -1, {0: [1, 2]}, configs)])
     kadmin.close()
     for name in ("clean", "dirty"):
-        wait_for(
+        wait_until(
             lambda n=name: sorted(_state(cluster3.bootstrap_servers, n)[0][2]) == [1, 2],
             30, f"{name}'s ISR [1, 2]",
         )  # fmt: skip
@@ -154,7 +155,7 @@ def test_unclean_election_off_keeps_the_partition_offline(cluster3: EmbeddedClus
     cluster3.kill_broker(2)  # the follower: the ISR shrinks to [1]
     others = f"{cluster3.bootstrap_of(1)},{cluster3.bootstrap_of(3)}"
     for name in ("clean", "dirty"):
-        wait_for(lambda n=name: _state(others, n)[0][2] == [1], 45, f"{name}'s ISR [1]")
+        wait_until(lambda n=name: _state(others, n)[0][2] == [1], 45, f"{name}'s ISR [1]")
     for i in range(20):
         for name in ("clean", "dirty"):
             producer.produce(name, f"only-on-1-{i}".encode())
@@ -163,11 +164,11 @@ def test_unclean_election_off_keeps_the_partition_offline(cluster3: EmbeddedClus
     cluster3.kill_broker(1)  # the whole ISR is dead now
     cluster3.restart_broker(2)  # an out-of-sync replica comes back
     survivors = f"{cluster3.bootstrap_of(2)},{cluster3.bootstrap_of(3)}"
-    wait_for(lambda: _state(survivors, "dirty")[0][0] == 2, 45, "unclean election of 2")
+    wait_until(lambda: _state(survivors, "dirty")[0][0] == 2, 45, "unclean election of 2")
     assert _state(survivors, "clean")[0][0] == -1, "clean elected an out-of-sync replica"
 
     cluster3.restart_broker(1)  # the last in-sync replica returns: nothing was lost
-    wait_for(
+    wait_until(
         lambda: set(leaders_by_broker(cluster3, "clean").values()) == {1},
         45, "every broker naming 1 the leader of clean",
     )  # fmt: skip

@@ -4,11 +4,12 @@ survive kill -9 of the coordinator's broker (read back with a pure-Python client
 
 from __future__ import annotations
 
-from cluster_support import partition_metadata, wait_for
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.cluster import partition_metadata
+from support.waiting import wait_until
 
 TOPIC = "orders"
 PARTITIONS = 3
@@ -40,7 +41,7 @@ def _consume_and_commit(bootstrap: str, count: int) -> set[int]:
                     seen.add(int(msg.value()))
             return len(seen) >= count
 
-        wait_for(enough, 60, f"{count} records through group {GROUP}")
+        wait_until(enough, 60, f"{count} records through group {GROUP}")
         consumer.commit(asynchronous=False)
     finally:
         consumer.close()
@@ -54,7 +55,7 @@ def test_committed_offsets_survive_the_coordinators_death(cluster3: EmbeddedClus
 
     first = _consume_and_commit(cluster3.bootstrap_servers, RECORDS // 2)
 
-    offsets_md = wait_for(
+    offsets_md = wait_until(
         lambda: (p := partition_metadata(cluster3.bootstrap_servers, "__consumer_offsets"))
         and p.leader >= 0 and len(p.isrs) == 3 and p,
         30, "__consumer_offsets replicated to 3 brokers",
@@ -64,7 +65,7 @@ def test_committed_offsets_survive_the_coordinators_death(cluster3: EmbeddedClus
     cluster3.kill(coordinator)
     survivors = [b for b in cluster3.broker_ids if b != coordinator]
     bootstrap = ",".join(cluster3.bootstrap_of(b) for b in survivors)
-    wait_for(
+    wait_until(
         lambda: (p := partition_metadata(bootstrap, "__consumer_offsets"))
         and p.leader in survivors and p,
         45, "a new coordinator",
@@ -79,7 +80,7 @@ def test_committed_offsets_survive_the_coordinators_death(cluster3: EmbeddedClus
     )  # fmt: skip
     try:
         # A partition the first consumer never read from has no committed offset.
-        committed = wait_for(
+        committed = wait_until(
             lambda: (c := {p: consumer.committed(KTP(TOPIC, p)) or 0 for p in range(PARTITIONS)})
             and sum(c.values()) and c,
             45, "committed offsets from the new coordinator",
@@ -93,7 +94,7 @@ def test_committed_offsets_survive_the_coordinators_death(cluster3: EmbeddedClus
                 rest.extend(int(r.value) for r in records)
             return len(first) + len(rest) >= RECORDS
 
-        wait_for(drained, 60, "the rest of the records after failover")
+        wait_until(drained, 60, "the rest of the records after failover")
     finally:
         consumer.close()
     assert not first & set(rest), "records committed before the failover were read again"

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from cluster_support import NumberedProducer, audit, read_partitions, wait_for
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.cluster import NumberedProducer, audit, read_partitions
+from support.waiting import wait_until
 
 TOPIC = "in-process"
 PARTITIONS = 3
@@ -43,36 +44,36 @@ def test_kill_stop_and_restart_in_process(cluster: EmbeddedCluster) -> None:
             leader >= 0 and len(isr) == 3 for leader, isr in state.values()
         )
 
-    wait_for(replicated, 30, "three in-sync replicas everywhere")
+    wait_until(replicated, 30, "three in-sync replicas everywhere")
     producer = NumberedProducer(cluster.bootstrap_servers, TOPIC, PARTITIONS, 300).start()
     try:
-        wait_for(lambda: producer.acked_count >= 100, 30, "first acknowledgements")
+        wait_until(lambda: producer.acked_count >= 100, 30, "first acknowledgements")
         victim = _state(cluster.bootstrap_servers)[0][0]
         cluster.kill_broker(victim)
         assert not cluster.is_running(victim)
         others = ",".join(cluster.bootstrap_of(b) for b in cluster.broker_ids if b != victim)
-        wait_for(
+        wait_until(
             lambda: [leader not in (-1, victim) for leader, _ in _state(others).values()]
             == [True] * PARTITIONS,
             30, "new leaders once the killed broker's session expired",
         )  # fmt: skip
         floor = producer.acked_count
-        wait_for(lambda: producer.acked_count >= floor + 100, 30, "progress without it")
+        wait_until(lambda: producer.acked_count >= floor + 100, 30, "progress without it")
         cluster.restart_broker(victim)
-        wait_for(replicated, 60, "the restarted broker back in every ISR")
+        wait_until(replicated, 60, "the restarted broker back in every ISR")
 
         controller = cluster.controller_id
         cluster.stop_broker(controller)  # controlled shutdown: leaders move first
         others = ",".join(cluster.bootstrap_of(b) for b in cluster.broker_ids if b != controller)
-        wait_for(  # the survivors hear of the new leaders from the (next) controller
+        wait_until(  # the survivors hear of the new leaders from the (next) controller
             lambda: [leader not in (-1, controller) for leader, _ in _state(others).values()]
             == [True] * PARTITIONS,
             30, "new leaders after the controlled stop",
         )  # fmt: skip
         floor = producer.acked_count
-        wait_for(lambda: producer.acked_count >= floor + 100, 30, "progress after the stop")
+        wait_until(lambda: producer.acked_count >= floor + 100, 30, "progress after the stop")
         cluster.restart_broker(controller)
-        wait_for(replicated, 60, "the stopped broker back in every ISR")
+        wait_until(replicated, 60, "the stopped broker back in every ISR")
     finally:
         remaining = producer.stop()
     assert remaining == 0 and producer.failed == []
@@ -87,7 +88,7 @@ def test_idempotent_producers_from_different_brokers_get_distinct_ids(
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("ids", 1, 3)])["ids"].result(15)
-    wait_for(lambda: len(_state_of(cluster, "ids")[1]) == 3, 30, "three in-sync replicas")
+    wait_until(lambda: len(_state_of(cluster, "ids")[1]) == 3, 30, "three in-sync replicas")
     failures: list[object] = []
     producers = [
         Producer({"bootstrap.servers": cluster.bootstrap_of(b), "enable.idempotence": True,

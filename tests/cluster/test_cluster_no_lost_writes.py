@@ -7,10 +7,11 @@ offset 0: every acknowledged record is present exactly once and in send order.""
 
 from __future__ import annotations
 
-from cluster_support import NumberedProducer, audit, read_partitions, wait_for
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.cluster import NumberedProducer, audit, read_partitions
+from support.waiting import wait_until
 
 TOPIC = "no-lost-writes"
 PARTITIONS = 6
@@ -34,13 +35,13 @@ def test_no_acknowledged_write_is_lost_across_kill_9(cluster3: EmbeddedCluster) 
             leader >= 0 and len(isr) == 3 for leader, isr in state.values()
         )
 
-    wait_for(fully_replicated, 30, "every partition with a leader and 3 in-sync replicas")
+    wait_until(fully_replicated, 30, "every partition with a leader and 3 in-sync replicas")
     producer = NumberedProducer(cluster3.bootstrap_servers, TOPIC, PARTITIONS, 300).start()
     killed: list[str] = []
     try:
         for cycle in range(CYCLES):
             floor = producer.acked_count
-            wait_for(lambda f=floor: producer.acked_count >= f + 100, 60, "producer progress")
+            wait_until(lambda f=floor: producer.acked_count >= f + 100, 60, "producer progress")
             if cycle % 3 == 2:
                 victim, why = cluster3.controller_id, "controller"
             else:
@@ -53,18 +54,18 @@ def test_no_acknowledged_write_is_lost_across_kill_9(cluster3: EmbeddedCluster) 
             survivors = ",".join(
                 cluster3.bootstrap_of(b) for b in cluster3.broker_ids if b != victim
             )
-            wait_for(
+            wait_until(
                 lambda v=victim, s=survivors: [
                     leader not in (-1, v) for leader, _ in _partitions(s).values()
                 ] == [True] * PARTITIONS,
                 60, f"new leaders after killing broker {victim}",
             )  # fmt: skip
             floor = producer.acked_count
-            wait_for(lambda f=floor: producer.acked_count >= f + 100, 60, "progress without it")
+            wait_until(lambda f=floor: producer.acked_count >= f + 100, 60, "progress without it")
             cluster3.restart_broker(victim)
-            wait_for(fully_replicated, 90, f"broker {victim} back in every ISR")
+            wait_until(fully_replicated, 90, f"broker {victim} back in every ISR")
         floor = producer.acked_count
-        wait_for(lambda: producer.acked_count >= floor + 100, 60, "progress at the end")
+        wait_until(lambda: producer.acked_count >= floor + 100, 60, "progress at the end")
     finally:
         remaining = producer.stop()
     assert remaining == 0, f"{remaining} sends never completed"

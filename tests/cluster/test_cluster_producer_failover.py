@@ -12,10 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cluster_support import wait_for
-
 from sluice.client import Admin, Consumer, KafkaException, NewTopic, Producer, TopicPartition
 from sluice.embedded_cluster import EmbeddedCluster
+from support.waiting import wait_until
 
 TOPIC = "failover"
 RECORDS = 400
@@ -37,7 +36,7 @@ def _read_all(bootstrap: str, topic: str) -> list[bytes]:
     """Every record of partition 0, up to its high watermark."""
     tp = TopicPartition(topic, 0)
     with Consumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}) as consumer:
-        end: int = wait_for(lambda: consumer.end_offsets([tp]).get(tp) or 0, 30, "the log end")
+        end: int = wait_until(lambda: consumer.end_offsets([tp]).get(tp) or 0, 30, "the log end")
         consumer.assign([tp])
         consumer.seek(tp, 0)
         values: list[bytes] = []
@@ -49,7 +48,7 @@ def _read_all(bootstrap: str, topic: str) -> list[bytes]:
                 values.append(record.value or b"")
             return bool(offsets) and offsets[-1] >= end - 1
 
-        wait_for(done, 30, f"records up to offset {end} from {bootstrap}")
+        wait_until(done, 30, f"records up to offset {end} from {bootstrap}")
     assert offsets == sorted(set(offsets)), "offsets repeat or go backwards"
     return values
 
@@ -57,7 +56,7 @@ def _read_all(bootstrap: str, topic: str) -> list[bytes]:
 def test_idempotent_producer_survives_leader_kill(cluster3: EmbeddedCluster) -> None:
     with Admin({"bootstrap.servers": cluster3.bootstrap_servers}) as admin:
         admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})])
-    md: Any = wait_for(
+    md: Any = wait_until(
         lambda: (p := _partition(cluster3.bootstrap_servers, TOPIC))
         and p.leader_id >= 0 and len(p.isr_nodes) == 3 and p,
         30, "ISR of 3",
@@ -93,7 +92,7 @@ def test_idempotent_producer_survives_leader_kill(cluster3: EmbeddedCluster) -> 
     assert len(acked) > RECORDS // 2, f"only {len(acked)} acknowledged; errors: {errors[:3]}"
 
     survivors = ",".join(cluster3.bootstrap_of(b) for b in cluster3.broker_ids if b != leader)
-    new: Any = wait_for(
+    new: Any = wait_until(
         lambda: (p := _partition(survivors, TOPIC)) and p.leader_id not in (-1, leader) and p,
         45, "a new leader",
     )  # fmt: skip

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_support import partition_metadata, read_partitions, wait_for
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -27,6 +26,8 @@ from kafka.errors import (
 )
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.cluster import partition_metadata, read_partitions
+from support.waiting import wait_until
 
 TOPIC = "reassigned"
 RECORDS = 500
@@ -88,7 +89,7 @@ def test_reassignment_moves_replicas_without_losing_records(
 ) -> None:
     bootstrap = cluster3.bootstrap_servers
     _create_on(cluster3, TOPIC, [1, 2])
-    wait_for(lambda: _settled(bootstrap, TOPIC, [1, 2]), 30, "ISR [1, 2]")
+    wait_until(lambda: _settled(bootstrap, TOPIC, [1, 2]), 30, "ISR [1, 2]")
     # One idempotent producer throughout: its sequence numbers continue on the new leader.
     producer = _producer(bootstrap)
     first = [f"record-{i}".encode() for i in range(RECORDS)]
@@ -99,14 +100,14 @@ def test_reassignment_moves_replicas_without_losing_records(
     tp = KTP(TOPIC, 0)
     assert kafka_admin.alter_partition_reassignments({tp: [2, 3]}) == {tp: None}
 
-    wait_for(lambda: kafka_admin.list_partition_reassignments() == {}, 60, "reassignment done")
-    md = wait_for(lambda: _settled(bootstrap, TOPIC, [2, 3]), 30, "replicas and ISR [2, 3]")
+    wait_until(lambda: kafka_admin.list_partition_reassignments() == {}, 60, "reassignment done")
+    md = wait_until(lambda: _settled(bootstrap, TOPIC, [2, 3]), 30, "replicas and ISR [2, 3]")
     assert md.leader == 2  # broker 1 left: the first target replica in the ISR leads
-    wait_for(lambda: not log_dir[1].exists(), 30, "broker 1's log directory deleted")
+    wait_until(lambda: not log_dir[1].exists(), 30, "broker 1's log directory deleted")
     assert log_dir[2].is_dir() and log_dir[3].is_dir()
     # The new leader's high watermark catches up once broker 3 fetched from it (it may
     # lag what broker 1 acknowledged for a moment, as in Kafka).
-    wait_for(lambda: _high_watermark(bootstrap, TOPIC) >= RECORDS, 30, "the high watermark")
+    wait_until(lambda: _high_watermark(bootstrap, TOPIC) >= RECORDS, 30, "the high watermark")
     assert read_partitions(bootstrap, TOPIC, 1)[0] == first
 
     # The moved partition takes writes on its new leader.
@@ -120,7 +121,7 @@ def test_bad_reassignments_get_kafka_errors(
 ) -> None:
     bootstrap = cluster3.bootstrap_servers
     _create_on(cluster3, TOPIC, [1, 2])
-    wait_for(lambda: _settled(bootstrap, TOPIC, [1, 2]), 30, "ISR [1, 2]")
+    wait_until(lambda: _settled(bootstrap, TOPIC, [1, 2]), 30, "ISR [1, 2]")
     tp, missing = KTP(TOPIC, 0), KTP("no-such-topic", 0)
 
     result = kafka_admin.alter_partition_reassignments(
@@ -152,7 +153,7 @@ def test_a_single_node_answers_as_a_one_broker_cluster() -> None:
         bootstrap = embedded.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("solo", 1, 1)])["solo"].result(15)
-        me = wait_for(lambda: partition_metadata(bootstrap, "solo"), 30, "solo's metadata").leader
+        me = wait_until(lambda: partition_metadata(bootstrap, "solo"), 30, "solo's metadata").leader
         kafka_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
             tp = KTP("solo", 0)

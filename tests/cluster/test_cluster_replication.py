@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 
-from cluster_support import partition_metadata, wait_for
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.cluster import partition_metadata
+from support.waiting import wait_until
 
 TOPIC = "replicated"
 RECORDS = 300
@@ -36,7 +37,7 @@ def _read_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
                     values.append(msg.value())
             return len(values) >= expected
 
-        wait_for(done, 30, f"{expected} records from {bootstrap}")
+        wait_until(done, 30, f"{expected} records from {bootstrap}")
     finally:
         consumer.close()
     return values
@@ -45,7 +46,7 @@ def _read_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
 def test_rf3_failover_keeps_acknowledged_records(cluster3: EmbeddedCluster) -> None:
     _create(cluster3, TOPIC, 3, **{"min.insync.replicas": "2"})
     _create(cluster3, "strict", 3, **{"min.insync.replicas": "3"})
-    md = wait_for(
+    md = wait_until(
         lambda: (p := partition_metadata(cluster3.bootstrap_servers, TOPIC))
         and p.leader >= 0 and len(p.isrs) == 3 and p,
         30, "ISR of 3",
@@ -74,7 +75,7 @@ def test_rf3_failover_keeps_acknowledged_records(cluster3: EmbeddedCluster) -> N
     leader = md.leader
     cluster3.kill(leader)
     survivors = ",".join(cluster3.bootstrap_of(b) for b in cluster3.broker_ids if b != leader)
-    new = wait_for(
+    new = wait_until(
         lambda: (p := partition_metadata(survivors, TOPIC))
         and p.leader not in (-1, leader) and leader not in p.isrs and p,
         45, "a new leader from the ISR",
@@ -91,7 +92,7 @@ def test_rf3_failover_keeps_acknowledged_records(cluster3: EmbeddedCluster) -> N
     assert not errors and acked[-1] == b"after-failover"
 
     # min.insync.replicas=3 with two live replicas: NOT_ENOUGH_REPLICAS, as in Kafka.
-    wait_for(
+    wait_until(
         lambda: (p := partition_metadata(survivors, "strict")) and len(p.isrs) == 2,
         30, "the strict topic's ISR down to 2",
     )  # fmt: skip
@@ -105,7 +106,7 @@ def test_rf3_failover_keeps_acknowledged_records(cluster3: EmbeddedCluster) -> N
     assert strict_errors[0].name() == "NOT_ENOUGH_REPLICAS"  # type: ignore[attr-defined]
 
     cluster3.start(leader)
-    wait_for(
+    wait_until(
         lambda: (p := partition_metadata(survivors, TOPIC)) and len(p.isrs) == 3,
         60, "the restarted broker back in the ISR",
     )  # fmt: skip
@@ -137,7 +138,7 @@ def test_followers_write_large_batches_past_the_page_cache(cluster3: EmbeddedClu
     they replicate with O_DIRECT; after the leader's kill -9 a follower leads and serves
     every acknowledged record, byte for byte, from those files."""
     _create(cluster3, "bulk", 3, **{"min.insync.replicas": "2"})
-    md = wait_for(
+    md = wait_until(
         lambda: (p := partition_metadata(cluster3.bootstrap_servers, "bulk"))
         and p.leader >= 0 and len(p.isrs) == 3 and p,
         30, "ISR of 3",
@@ -154,14 +155,14 @@ def test_followers_write_large_batches_past_the_page_cache(cluster3: EmbeddedClu
     for broker in followers:
         assert _direct_log_fds(cluster3.procs[broker].pid, "bulk"), f"broker {broker}"
     assert not _direct_log_fds(cluster3.procs[md.leader].pid, "bulk")  # leaders: page cache
-    wait_for(
+    wait_until(
         lambda: (p := partition_metadata(cluster3.bootstrap_servers, "bulk")) and len(p.isrs) == 3,
         30, "the followers caught up",
     )  # fmt: skip
 
     cluster3.kill(md.leader)
     survivors = ",".join(cluster3.bootstrap_of(b) for b in followers)
-    wait_for(
+    wait_until(
         lambda: (p := partition_metadata(survivors, "bulk")) and p.leader in followers,
         45, "a follower leading",
     )  # fmt: skip

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_support import read_partitions, watermarks
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTP
 
@@ -19,6 +18,7 @@ from sluice.base import TopicPartition
 from sluice.controller.requests import UpdateMetadataPartitionState
 from sluice.server.handlers import metadata
 from sluice.server.messages import field
+from support.cluster import read_partitions, watermarks
 
 TOPIC = "late"
 RECORDS = 30

@@ -4,11 +4,11 @@ deleting a topic removes its data on every broker."""
 
 from __future__ import annotations
 
-from cluster_support import wait_for
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support.waiting import wait_until
 
 
 def _config_on(cluster: EmbeddedCluster, broker_id: int, topic: str, key: str) -> str | None:
@@ -22,7 +22,7 @@ def _config_on(cluster: EmbeddedCluster, broker_id: int, topic: str, key: str) -
 def test_config_changes_reach_every_broker(cluster3: EmbeddedCluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster3.bootstrap_of(1)})
     admin.create_topics([NewTopic("cfg", 1, 3)])["cfg"].result(15)
-    wait_for(
+    wait_until(
         lambda: all(_config_on(cluster3, b, "cfg", "min.insync.replicas") == "1"
                     for b in (1, 2, 3)),
         30, "the topic on every broker",
@@ -34,7 +34,7 @@ def test_config_changes_reach_every_broker(cluster3: EmbeddedCluster) -> None:
     )  # fmt: skip
     admin.alter_configs([resource])[resource].result(15)
     for broker_id in (1, 2, 3):
-        wait_for(
+        wait_until(
             lambda b=broker_id: _config_on(cluster3, b, "cfg", "min.insync.replicas") == "3"
             and _config_on(cluster3, b, "cfg", "retention.ms") == "3600000",
             30, f"the new config on broker {broker_id}",
@@ -54,7 +54,7 @@ def test_config_changes_reach_every_broker(cluster3: EmbeddedCluster) -> None:
     finally:
         kadmin.close()
     for broker_id in (1, 2, 3):
-        wait_for(
+        wait_until(
             lambda b=broker_id: _config_on(cluster3, b, "cfg", "retention.ms") == "7200000",
             30, f"the incremental change on broker {broker_id}",
         )  # fmt: skip
@@ -78,7 +78,7 @@ def test_config_changes_reach_every_broker(cluster3: EmbeddedCluster) -> None:
             and (errors[-1].code() == KafkaError.NOT_ENOUGH_REPLICAS)
         )
 
-    wait_for(refused, 45, "NOT_ENOUGH_REPLICAS after the ISR shrank below 3")
+    wait_until(refused, 45, "NOT_ENOUGH_REPLICAS after the ISR shrank below 3")
 
 
 def test_topic_deletion_removes_data_on_every_broker(cluster3: EmbeddedCluster) -> None:
@@ -91,8 +91,8 @@ def test_topic_deletion_removes_data_on_every_broker(cluster3: EmbeddedCluster) 
         producer.produce("doomed", str(i).encode(), partition=i % 2)
     assert producer.flush(30) == 0
     dirs = [cluster3.data_dir / f"data-{b}" / f"doomed-{p}" for b in (1, 2, 3) for p in (0, 1)]
-    wait_for(lambda: all(d.is_dir() for d in dirs), 30, "replicas on every broker")
+    wait_until(lambda: all(d.is_dir() for d in dirs), 30, "replicas on every broker")
 
     admin.delete_topics(["doomed"])["doomed"].result(15)
-    wait_for(lambda: not any(d.exists() for d in dirs), 30, "the data gone on every broker")
-    wait_for(lambda: "doomed" not in admin.list_topics(timeout=5).topics, 30, "the topic gone")
+    wait_until(lambda: not any(d.exists() for d in dirs), 30, "the data gone on every broker")
+    wait_until(lambda: "doomed" not in admin.list_topics(timeout=5).topics, 30, "the topic gone")

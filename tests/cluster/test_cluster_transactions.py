@@ -9,12 +9,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from cluster_support import partition_metadata, wait_for
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.embedded_cluster import EmbeddedCluster
+from support import txn_transform
+from support.cluster import partition_metadata
+from support.waiting import wait_until
 
 TOPIC = "payments"
 PARTITIONS = 3
@@ -69,7 +71,7 @@ def test_in_flight_transaction_survives_the_coordinators_death(
     producer.begin_transaction()
     first = _txn(producer, "t1")
     producer.commit_transaction(60)
-    state = wait_for(
+    state = wait_until(
         lambda: (p := partition_metadata(txn_cluster.bootstrap_servers, "__transaction_state"))
         and p.leader >= 0 and len(p.isrs) == 3 and p,
         30, "__transaction_state replicated to 3 brokers",
@@ -112,7 +114,7 @@ def test_in_flight_transaction_survives_the_coordinators_death(
         finally:
             consumer.close()
 
-    wait_for(lambda: ends("read_committed") == ends("read_uncommitted"), 30, "LSO == HW")
+    wait_until(lambda: ends("read_committed") == ends("read_uncommitted"), 30, "LSO == HW")
 
 
 @pytest.mark.slow
@@ -134,7 +136,7 @@ def test_exactly_once_pipeline_on_a_cluster_across_kill9(txn_cluster: EmbeddedCl
     for name in (source, sink):
         admin.create_topics([NewTopic(name, 1, 3)])[name].result(15)
     seed = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "log_level": 0})
-    script = Path(__file__).resolve().parent.parent / "interop" / "txn_transform.py"
+    script = Path(txn_transform.__file__)
     log_path = txn_cluster.data_dir / "transform.log"
 
     def start() -> subprocess.Popen[bytes]:
@@ -157,7 +159,7 @@ def test_exactly_once_pipeline_on_a_cluster_across_kill9(txn_cluster: EmbeddedCl
         values: list[bytes] = []
         try:
             sink_0 = CkTopicPartition(sink, 0)
-            end = wait_for(  # a (low, high) pair, once the client knows the partition
+            end = wait_until(  # a (low, high) pair, once the client knows the partition
                 lambda: consumer.get_watermark_offsets(sink_0, 5, False), 30, "the sink's end"
             )[1]
             consumer.assign([CkTopicPartition(sink, 0, 0)])
@@ -178,7 +180,7 @@ def test_exactly_once_pipeline_on_a_cluster_across_kill9(txn_cluster: EmbeddedCl
             for i in range(round_ * chunk, (round_ + 1) * chunk):
                 seed.produce(source, f"{i:04d}".encode())
             assert seed.flush(60) == 0
-            wait_for(lambda n=done_before: len(committed_output()) >= n + 10, 90,  # type: ignore[misc]
+            wait_until(lambda n=done_before: len(committed_output()) >= n + 10, 90,  # type: ignore[misc]
                      f"progress in round {round_}: {log_path.read_text()[-1500:]}")  # fmt: skip
             victim = txn_cluster.broker_ids[round_ // 2] if round_ % 2 == 1 else None
             if victim is not None:
@@ -189,7 +191,7 @@ def test_exactly_once_pipeline_on_a_cluster_across_kill9(txn_cluster: EmbeddedCl
                 txn_cluster.restart_broker(victim)
             transform = start()
         expected = [f"out-{i:04d}".encode() for i in range(rounds * chunk)]
-        wait_for(lambda: len(committed_output()) >= len(expected), 120, "all output")
+        wait_until(lambda: len(committed_output()) >= len(expected), 120, "all output")
         assert committed_output() == expected
     finally:
         if transform.poll() is None:

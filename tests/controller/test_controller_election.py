@@ -6,7 +6,6 @@ import json
 import threading
 
 import pytest
-from controller_support import InProcessCluster, wait_until
 
 from sluice.base import TopicPartition
 from sluice.base.clock import MonotonicClock
@@ -25,6 +24,8 @@ from sluice.controller import (
 from sluice.controller.zk_data import ControllerZNode
 from sluice.metastore import DataTree, InProcessStore
 from sluice.protocol.errors import ErrorCode
+from support.controller import InProcessCluster
+from support.waiting import wait_until
 
 
 def test_three_candidates_elect_exactly_one_controller() -> None:
@@ -187,7 +188,7 @@ def test_racing_candidates_on_threads_elect_exactly_one() -> None:
                     and all(c.active_controller_id == winners[0].controller_id for c in running)
                 )
 
-            wait_until(settled, f"one controller at epoch {expected_epoch}")
+            wait_until(settled, 30, f"one controller at epoch {expected_epoch}")
             (winner,) = [c for c in running if c.is_active]
             winner.shutdown()  # its broker stops: the session ends with it
             winner.zk_client.store.close()

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from controller_support import (
-    InProcessCluster,
-    leader_and_isr_to,
-    update_metadata_to,
-)
-
 from sluice.base import TopicPartition
 from sluice.controller import PartitionState, ReplicaState
 from sluice.controller.states import PartitionAndReplica
 from sluice.controller.zk_data import IsrChangeNotificationZNode, TopicZNode
+from support.controller import InProcessCluster, leader_and_isr_to, update_metadata_to
 
 # The seed's example (kafka-topics --describe --topic topic-leader).
 SEED_ASSIGNMENT = {0: [3, 1, 2], 1: [1, 2, 3], 2: [2, 3, 1]}

@@ -3,8 +3,6 @@ rebalance, unclean election."""
 
 from __future__ import annotations
 
-from controller_support import InProcessCluster, leader_and_isr_to, stop_replica_to
-
 from sluice.base import TopicPartition
 from sluice.controller import (
     AUTO_LEADER_REBALANCE_TASK,
@@ -15,6 +13,7 @@ from sluice.controller import (
 )
 from sluice.controller.zk_data import PreferredReplicaElectionZNode
 from sluice.protocol.errors import ErrorCode, KafkaError
+from support.controller import InProcessCluster, leader_and_isr_to, stop_replica_to
 
 
 def shutdown(

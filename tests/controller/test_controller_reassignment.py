@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import pytest
-from controller_support import (
-    InProcessCluster,
-    leader_and_isr_to,
-    stop_replica_to,
-    update_metadata_to,
-)
 
 from sluice.base import TopicPartition
 from sluice.controller import KafkaController, ReplicaAssignment, ReplicaState
 from sluice.controller.events import ApiError
 from sluice.controller.states import PartitionAndReplica
 from sluice.protocol.errors import ErrorCode
+from support.controller import (
+    InProcessCluster,
+    leader_and_isr_to,
+    stop_replica_to,
+    update_metadata_to,
+)
 
 TP = TopicPartition("t", 0)
 

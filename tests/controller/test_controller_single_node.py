@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from controller_support import wait_until
-
 from sluice.base import TopicPartition
 from sluice.base.clock import MonotonicClock
 from sluice.controller import (
@@ -18,6 +16,7 @@ from sluice.controller import (
 )
 from sluice.metastore import InProcessStore
 from sluice.protocol.errors import ErrorCode
+from support.waiting import wait_until
 
 
 def test_a_single_node_broker_controls_itself() -> None:
@@ -35,7 +34,7 @@ def test_a_single_node_broker_controls_itself() -> None:
     )
     controller.startup()
     try:
-        wait_until(lambda: controller.is_active, "the broker to elect itself")
+        wait_until(lambda: controller.is_active, 30, "the broker to elect itself")
         AdminZkClient(zk).create_topic("events", partitions=3, replication_factor=1)
         tps = [TopicPartition("events", p) for p in range(3)]
 
@@ -43,8 +42,8 @@ def test_a_single_node_broker_controls_itself() -> None:
             states = zk.get_topic_partition_states(tps)
             return len(states) == 3 and all(s.leader_and_isr.leader == 0 for s in states.values())
 
-        wait_until(led, "the partitions to be led by broker 0")
-        wait_until(lambda: controller.event_manager.is_empty(), "the controller to go idle")
+        wait_until(led, 30, "the partitions to be led by broker 0")
+        wait_until(lambda: controller.event_manager.is_empty(), 30, "the controller to go idle")
         became_leader = {
             s.topic_partition
             for sent in channel.sent
@@ -55,7 +54,7 @@ def test_a_single_node_broker_controls_itself() -> None:
 
         answers: list[ControlledShutdownResult] = []
         controller.controlled_shutdown(0, controller.broker_epoch, answers.append)
-        wait_until(lambda: bool(answers), "the controlled shutdown answer")
+        wait_until(lambda: bool(answers), 30, "the controlled shutdown answer")
         assert answers[0].error_code is ErrorCode.none
         assert answers[0].partitions_remaining == frozenset()  # single replicas cannot move
     finally:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from controller_support import InProcessCluster, stop_replica_to, update_metadata_to
-
 from sluice.base import TopicPartition
 from sluice.controller import ReplicaState, StopReplicaResponse
 from sluice.controller.model import LEADER_DURING_DELETE
 from sluice.controller.states import PartitionAndReplica
 from sluice.controller.zk_data import DeleteTopicsTopicZNode, TopicConfigZNode, TopicZNode
 from sluice.protocol.errors import ErrorCode
+from support.controller import InProcessCluster, stop_replica_to, update_metadata_to
 
 
 def znodes_of(cluster: InProcessCluster, topic: str) -> list[str]:

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from controller_support import wait_until
 
 from sluice.base import TopicPartition
 from sluice.base.clock import MonotonicClock
@@ -23,6 +22,7 @@ from sluice.controller import (
     RecordingControllerChannel,
 )
 from sluice.metastore.zk_server import ZooKeeperServer
+from support.waiting import wait_until
 
 
 @dataclass
@@ -84,28 +84,30 @@ def zk_cluster(zookeeper_server: ZooKeeperServer) -> Iterator[ZkCluster]:
 
 def test_election_and_failover_on_zookeeper(zk_cluster: ZkCluster) -> None:
     cluster = zk_cluster
-    wait_until(lambda: cluster.settled(1), "one controller with epoch 1")
+    wait_until(lambda: cluster.settled(1), 30, "one controller with epoch 1")
     (first,) = cluster.active()
     for node in cluster.nodes.values():
         wait_until(
             lambda n=node: n.controller.active_controller_id == first.broker_id,  # type: ignore[misc]
+            30,
             "every broker to know the controller",
         )
 
     first.zk.store.expire_session()
 
-    wait_until(lambda: cluster.settled(2), "a controller with epoch 2 after the expiry")
+    wait_until(lambda: cluster.settled(2), 30, "a controller with epoch 2 after the expiry")
 
 
 def test_another_broker_takes_over_and_fences_the_old_controller(zk_cluster: ZkCluster) -> None:
     cluster = zk_cluster
-    wait_until(lambda: cluster.settled(1), "one controller with epoch 1")
+    wait_until(lambda: cluster.settled(1), 30, "one controller with epoch 1")
     (first,) = cluster.active()
     wait_until(
         lambda: (
             first.controller.context.live_broker_ids == {1, 2, 3}
             and first.controller.event_manager.is_empty()
         ),
+        30,
         "the controller to finish taking office",
     )
     old_zk_version = first.controller.context.epoch_zk_version
@@ -117,7 +119,7 @@ def test_another_broker_takes_over_and_fences_the_old_controller(zk_cluster: ZkC
         owner, epoch = cluster.controller_znode()
         return owner not in (None, first.broker_id) and epoch == 2
 
-    wait_until(taken_over, "another broker to become controller with epoch 2")
+    wait_until(taken_over, 30, "another broker to become controller with epoch 2")
     assert first.controller.is_active  # the zombie still believes it is in charge
     tp = TopicPartition("t", 0)
     with pytest.raises(ControllerMovedError):
@@ -125,18 +127,19 @@ def test_another_broker_takes_over_and_fences_the_old_controller(zk_cluster: ZkC
 
     first.zk.store.add_session_listener(first.controller.on_new_session)
     first.controller.on_new_session()  # it finally notices: resign, register again, follow
-    wait_until(lambda: cluster.settled(2), "one controller with epoch 2")
+    wait_until(lambda: cluster.settled(2), 30, "one controller with epoch 2")
     (second,) = cluster.active()
     assert second is not first
     wait_until(
         lambda: second.controller.context.live_broker_ids == {1, 2, 3},
+        30,
         "the new controller to see the old one registered again",
     )
 
 
 def test_a_leader_is_replaced_when_its_session_ends(zk_cluster: ZkCluster) -> None:
     cluster = zk_cluster
-    wait_until(lambda: cluster.settled(1), "one controller")
+    wait_until(lambda: cluster.settled(1), 30, "one controller")
     (controller,) = cluster.active()
     leader, other = (b for b in (1, 2, 3) if b != controller.broker_id)
     AdminZkClient(cluster.admin).create_topic_with_assignment("t", {0: [leader, other]})
@@ -149,7 +152,7 @@ def test_a_leader_is_replaced_when_its_session_ends(zk_cluster: ZkCluster) -> No
         lai = found.leader_and_isr
         return lai.leader, lai.isr, lai.leader_epoch
 
-    wait_until(lambda: state() == (leader, (leader, other), 0), "the partition to come online")
+    wait_until(lambda: state() == (leader, (leader, other), 0), 30, "the partition to come online")
     cluster.nodes[leader].controller.shutdown()
     cluster.nodes[leader].zk.store.close()
-    wait_until(lambda: state() == (other, (other,), 1), "a new leader with the next epoch")
+    wait_until(lambda: state() == (other, (other,), 1), 30, "a new leader with the next epoch")

@@ -1,21 +1,12 @@
-"""Fixtures for the group coordinator tests: an embedded broker for real clients.
-
-The sans-I/O tests need none of this; the client tests share one EmbeddedBroker per
-module and reuse ``tests/interop/interop_support.py`` for broker subprocesses.
-"""
+"""The group coordinator tests: the sans-I/O ones use ``support.group_coordinator``; the
+ones with real clients share the suite's embedded ``broker`` per module, set up here for
+quick rebalances."""
 
 from __future__ import annotations
 
-import sys
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "interop"))
-
-import sluice
 
 BROKER_CONFIG = {
     "group.initial.rebalance.delay.ms": "0",
@@ -25,16 +16,5 @@ BROKER_CONFIG = {
 
 
 @pytest.fixture(scope="module")
-def embedded() -> Iterator[sluice.EmbeddedBroker]:
-    with sluice.EmbeddedBroker(config=BROKER_CONFIG) as broker:
-        yield broker
-
-
-@pytest.fixture
-def topic() -> str:
-    return f"t-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture
-def group() -> str:
-    return f"g-{uuid.uuid4().hex[:10]}"
+def broker_config() -> dict[str, Any]:
+    return BROKER_CONFIG

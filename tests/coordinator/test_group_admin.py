@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from group_helpers import Harness, subscription
-
 from sluice.base import TopicPartition
 from sluice.coordinator.group import GroupState
 from sluice.coordinator.group.records import read_key
 from sluice.protocol import ErrorCode
+from support.group_coordinator import Harness, subscription
 
 E = ErrorCode
 T0, U0 = TopicPartition("t", 0), TopicPartition("u", 0)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from group_clients import ConsumerThread, committed_offsets, create_topic, produce
-from interop_support import RawClient
 from kio.schema.describe_groups.v5 import request as describe_req
 from kio.schema.find_coordinator.v0 import request as find_v0
 from kio.schema.find_coordinator.v4 import request as find_v4
@@ -23,8 +21,11 @@ from kio.schema.sync_group.v5 import request as sync_req
 from kio.static.primitive import i8, i32, i64
 
 import sluice
-from sluice.embedded_cluster import wait_until
 from sluice.protocol import ErrorCode
+from support.clients import create_topic, produce
+from support.groups import ConsumerThread, committed_offsets
+from support.waiting import wait_until
+from support.wire import RawClient
 
 E = ErrorCode
 
@@ -63,16 +64,16 @@ def commit_errors(reply: Any) -> list[E]:
 
 
 def test_bad_group_requests_get_kafka_errors_without_disturbing_a_live_group(
-    embedded: sluice.EmbeddedBroker, topic: str, group: str
+    broker: sluice.EmbeddedBroker, topic: str, group: str
 ) -> None:
-    bootstrap = embedded.bootstrap_servers
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, topic, 4)
     live = ConsumerThread(bootstrap, group, topic).start()
     try:
         wait_until(lambda: len(live.owned) == 4, 30, "the live member's assignment")
         produce(bootstrap, topic, [b"x%d" % i for i in range(20)], 4)
         wait_until(lambda: len(live.records) == 20, 30, "20 records")
-        member_id, generation = embedded.call(_member_and_generation, embedded, group)
+        member_id, generation = broker.call(_member_and_generation, broker, group)
         client = RawClient(bootstrap)
         try:
             _send_bad_requests(client, topic, group, member_id, generation)
@@ -81,7 +82,7 @@ def test_bad_group_requests_get_kafka_errors_without_disturbing_a_live_group(
         # The live member never noticed.
         produce(bootstrap, topic, [b"y%d" % i for i in range(20)], 4)
         wait_until(lambda: len(live.records) == 40, 30, "20 more records")
-        assert embedded.call(_member_and_generation, embedded, group) == (member_id, generation)
+        assert broker.call(_member_and_generation, broker, group) == (member_id, generation)
     finally:
         live.stop()
     assert committed_offsets(bootstrap, group, topic, 4) == [10, 10, 10, 10]
@@ -127,13 +128,13 @@ def _send_bad_requests(
     assert reply.error_code == E.unknown_member_id
 
 
-def _member_and_generation(embedded: sluice.EmbeddedBroker, group: str) -> tuple[str, int]:
-    g = embedded.broker.group_coordinator.group_manager.get_group(group)
+def _member_and_generation(broker: sluice.EmbeddedBroker, group: str) -> tuple[str, int]:
+    g = broker.broker.group_coordinator.group_manager.get_group(group)
     return next(iter(g.members)), g.generation_id
 
 
-def test_find_coordinator_forms(embedded: sluice.EmbeddedBroker) -> None:
-    client = RawClient(embedded.bootstrap_servers)
+def test_find_coordinator_forms(broker: sluice.EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap_servers)
     try:
         meta: Any = client.request(
             metadata_req.MetadataRequest(
@@ -145,7 +146,7 @@ def test_find_coordinator_forms(embedded: sluice.EmbeddedBroker) -> None:
         (offsets_topic,) = [t for t in meta.topics if t.name == "__consumer_offsets"]
         assert offsets_topic.is_internal and len(offsets_topic.partitions) == 8
         reply: Any = client.request(find_v0.FindCoordinatorRequest(key="some-group"))
-        assert reply.error_code == E.none and reply.port == embedded.port
+        assert reply.error_code == E.none and reply.port == broker.port
         reply = client.request(
             find_v4.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("a", "b"))
         )
@@ -157,7 +158,7 @@ def test_find_coordinator_forms(embedded: sluice.EmbeddedBroker) -> None:
             find_v4.FindCoordinatorRequest(key_type=i8(1), coordinator_keys=("txn",))
         )
         (c,) = reply.coordinators  # the transaction coordinator of a single node is itself
-        assert (c.error_code, c.node_id, c.port) == (E.none, 0, embedded.port)
+        assert (c.error_code, c.node_id, c.port) == (E.none, 0, broker.port)
         reply = client.request(
             find_v4.FindCoordinatorRequest(key_type=i8(7), coordinator_keys=("x",))
         )
@@ -167,10 +168,10 @@ def test_find_coordinator_forms(embedded: sluice.EmbeddedBroker) -> None:
 
 
 def test_offset_fetch_v8_list_describe_and_leave_v0(
-    embedded: sluice.EmbeddedBroker, topic: str, group: str
+    broker: sluice.EmbeddedBroker, topic: str, group: str
 ) -> None:
-    create_topic(embedded.bootstrap_servers, topic, 2)
-    client = RawClient(embedded.bootstrap_servers)
+    create_topic(broker.bootstrap_servers, topic, 2)
+    client = RawClient(broker.bootstrap_servers)
     try:
         assert commit_errors(client.request(commit(group, topic, "", -1))) == [E.none]
         reply: Any = client.request(

@@ -5,26 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from group_clients import (
-    ConsumerProcess,
-    ConsumerThread,
-    assert_spread,
-    coordinator_view,
-    create_topic,
-    produce,
-)
-
 import sluice
-from sluice.embedded_cluster import wait_until
+from support.clients import create_topic, produce
+from support.groups import ConsumerProcess, ConsumerThread, assert_spread, coordinator_view
+from support.waiting import wait_until
 
 PARTITIONS = 12
 
 
-def _generation(embedded: sluice.EmbeddedBroker, group: str) -> int:
+def _generation(broker: sluice.EmbeddedBroker, group: str) -> int:
     def read() -> int:
-        return int(embedded.broker.group_coordinator.group_manager.get_group(group).generation_id)
+        return int(broker.broker.group_coordinator.group_manager.get_group(group).generation_id)
 
-    return int(embedded.call(read))
+    return int(broker.call(read))
 
 
 def _wait_spread(bootstrap: str, group: str, members: list[Any], timeout_s: float = 30) -> None:
@@ -51,9 +44,9 @@ def _wait_consumed(members: list[Any], total: int, timeout_s: float = 30) -> Non
 
 
 def test_members_join_leave_and_die_without_losing_or_repeating_records(
-    embedded: sluice.EmbeddedBroker, topic: str, group: str
+    broker: sluice.EmbeddedBroker, topic: str, group: str
 ) -> None:
-    bootstrap = embedded.bootstrap_servers
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, topic, PARTITIONS)
     produced: list[bytes] = []
 
@@ -97,22 +90,22 @@ def test_members_join_leave_and_die_without_losing_or_repeating_records(
 
 
 def test_static_member_rejoining_within_session_timeout_keeps_its_partitions(
-    embedded: sluice.EmbeddedBroker, topic: str, group: str
+    broker: sluice.EmbeddedBroker, topic: str, group: str
 ) -> None:
-    bootstrap = embedded.bootstrap_servers
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, topic, PARTITIONS)
     conf: dict[str, Any] = {"session.timeout.ms": 10_000}
     s1 = ConsumerThread(bootstrap, group, topic, **{"group.instance.id": "i1"}, **conf).start()
     s2 = ConsumerThread(bootstrap, group, topic, **{"group.instance.id": "i2"}, **conf).start()
     _wait_spread(bootstrap, group, [s1, s2])
-    before, generation = set(s1.owned), _generation(embedded, group)
+    before, generation = set(s1.owned), _generation(broker, group)
     s2_rebalances = s2.rebalances
 
     s1.stop()  # a static member sends no LeaveGroup: its partitions wait for it
     back = ConsumerThread(bootstrap, group, topic, **{"group.instance.id": "i1"}, **conf).start()
     wait_until(lambda: back.owned == before, 20, "the restarted static member's partitions")
     _wait_spread(bootstrap, group, [back, s2])
-    assert _generation(embedded, group) == generation  # no rebalance
+    assert _generation(broker, group) == generation  # no rebalance
     assert s2.rebalances == s2_rebalances
     produce(bootstrap, topic, [f"v{i}".encode() for i in range(24)], PARTITIONS)
     _wait_consumed([back, s2], 24)
@@ -120,10 +113,8 @@ def test_static_member_rejoining_within_session_timeout_keeps_its_partitions(
     s2.stop()
 
 
-def test_cooperative_sticky_assignor(
-    embedded: sluice.EmbeddedBroker, topic: str, group: str
-) -> None:
-    bootstrap = embedded.bootstrap_servers
+def test_cooperative_sticky_assignor(broker: sluice.EmbeddedBroker, topic: str, group: str) -> None:
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, topic, PARTITIONS)
     conf = {"partition.assignment.strategy": "cooperative-sticky"}
     first = ConsumerThread(bootstrap, group, topic, **conf).start()

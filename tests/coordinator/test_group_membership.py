@@ -3,10 +3,9 @@ LeaveGroup, rebalances, session and rebalance timeouts, protocol selection, erro
 
 from __future__ import annotations
 
-from group_helpers import Harness, subscription
-
 from sluice.coordinator.group import GroupState
 from sluice.protocol import ErrorCode
+from support.group_coordinator import Harness, subscription
 
 E = ErrorCode
 

@@ -3,12 +3,11 @@ metadata limits, append failures, loading from the log, and offset retention."""
 
 from __future__ import annotations
 
-from group_helpers import START_MS, Harness, MemoryGroupLog, subscription
-
 from sluice.base import TopicPartition
 from sluice.coordinator.group import GroupState, OffsetAndMetadata
 from sluice.coordinator.group.records import read_key
 from sluice.protocol import ErrorCode
+from support.group_coordinator import START_MS, Harness, MemoryGroupLog, subscription
 
 E = ErrorCode
 T0, T1, U0 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)

@@ -10,7 +10,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTP
-from group_clients import create_topic, produce
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KpTP
 from kafka.admin import MemberToRemove
@@ -18,7 +17,8 @@ from kafka.errors import NoError, UnknownMemberIdError
 from kafka.structs import OffsetAndMetadata
 
 import sluice
-from sluice.embedded_cluster import wait_until
+from support.clients import create_topic, produce
+from support.waiting import wait_until
 
 GROUP_TIMEOUTS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 300}
 
@@ -57,9 +57,9 @@ class KpConsumerThread:
 
 
 def test_kafka_python_group_shares_partitions_and_commits(
-    embedded: sluice.EmbeddedBroker, topic: str, group: str
+    broker: sluice.EmbeddedBroker, topic: str, group: str
 ) -> None:
-    bootstrap = embedded.bootstrap_servers
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, topic, 6)
     values = [f"v{i}".encode() for i in range(60)]
     produce(bootstrap, topic, values, 6)
@@ -107,9 +107,9 @@ def test_kafka_python_group_shares_partitions_and_commits(
 
 
 def test_kafka_python_simple_commits_and_static_member_removal(
-    embedded: sluice.EmbeddedBroker, topic: str, group: str
+    broker: sluice.EmbeddedBroker, topic: str, group: str
 ) -> None:
-    bootstrap = embedded.bootstrap_servers
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, topic, 2)
     tp0, tp1 = KpTP(topic, 0), KpTP(topic, 1)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
@@ -153,8 +153,8 @@ def test_kafka_python_simple_commits_and_static_member_removal(
         admin.close()
 
 
-def test_aiokafka_group(embedded: sluice.EmbeddedBroker, topic: str, group: str) -> None:
-    bootstrap = embedded.bootstrap_servers
+def test_aiokafka_group(broker: sluice.EmbeddedBroker, topic: str, group: str) -> None:
+    bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, topic, 4)
     values = [f"a{i}".encode() for i in range(40)]
     produce(bootstrap, topic, values, 4)

@@ -179,10 +179,9 @@ def test_group_log_over_a_real_partition(tmp_path: Path) -> None:
 def test_a_compacted_offsets_partition_loads_the_same_state(tmp_path: Path) -> None:
     """Many commits and a deleted group, compacted by the LogCleaner: a coordinator loading
     the cleaned log sees the same offsets and groups as before cleaning."""
-    from group_helpers import Harness
-
     from sluice.coordinator.group import GroupCoordinator
     from sluice.log.cleaner.log_cleaner import LogCleaner
+    from support.group_coordinator import Harness
 
     clock = ManualClock(1_700_000_000_000)
 

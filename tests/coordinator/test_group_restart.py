@@ -9,10 +9,11 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTP
-from group_clients import ConsumerThread, create_topic, produce
-from interop_support import BrokerProcess
 
-from sluice.embedded_cluster import wait_until
+from support.brokers import BrokerProcess
+from support.clients import create_topic, produce
+from support.groups import ConsumerThread
+from support.waiting import wait_until
 
 OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",

@@ -3,11 +3,10 @@ of the old member id, expiry, and the v9 skip-assignment answer for a static lea
 
 from __future__ import annotations
 
-from group_helpers import Harness, subscription
-
 from sluice.base import TopicPartition
 from sluice.coordinator.group import GroupState
 from sluice.protocol import ErrorCode
+from support.group_coordinator import Harness, subscription
 
 E = ErrorCode
 

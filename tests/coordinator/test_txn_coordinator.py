@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from group_helpers import MemoryGroupLog
 
 from sluice.base import TopicPartition
 from sluice.base.clock import ManualClock
@@ -21,6 +20,7 @@ from sluice.coordinator.transaction import (
 from sluice.coordinator.transaction.records import read_txn_value, txn_value
 from sluice.protocol import ErrorCode as E
 from sluice.purgatory import DelayedOperationPurgatory
+from support.group_coordinator import MemoryGroupLog
 
 S = TransactionState
 T0 = TopicPartition("orders", 0)

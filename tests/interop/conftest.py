@@ -1,23 +1,16 @@
-"""Fixtures that run a real Sluice broker process for interoperability tests."""
+"""The interoperability tests run a real ``sluice broker`` process: here ``broker`` is a
+:class:`~support.brokers.BrokerProcess` shared by a module (elsewhere, an embedded one)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from interop_support import BrokerProcess
+
+from support.brokers import BrokerProcess, broker_process
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    root = tmp_path_factory.mktemp("broker")
-    proc = BrokerProcess(root / "data").start()
-    yield proc
-    code = proc.stop()
-    assert code == 0, f"broker did not shut down cleanly ({code}):\n{proc.log_tail()}"
-
-
-@pytest.fixture
-def topic() -> str:
-    return f"t-{uuid.uuid4().hex[:10]}"
+    with broker_process(tmp_path_factory.mktemp("broker")) as proc:
+        yield proc

@@ -9,7 +9,9 @@ import os
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from interop_support import BrokerProcess, named_segments, produce_acked, read_from_start
+
+from support.brokers import BrokerProcess, named_segments
+from support.clients import produce_acked, read_from_start
 
 RECORDS = 600  # the 300 produced after the restart roll onto a new, preallocated segment
 SEGMENT_BYTES = 256 * 1024

@@ -8,7 +8,6 @@ import os
 import struct
 
 import pytest
-from interop_support import BrokerProcess, RawClient, record_batch
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -16,6 +15,9 @@ from kio.schema.produce.v9 import request as produce_req
 from kio.static.primitive import i8, i16, i32, i64
 
 from sluice.protocol import ErrorCode
+from support.brokers import BrokerProcess
+from support.records import record_batch
+from support.wire import RawClient
 
 TIMEOUT = datetime.timedelta(seconds=10)
 

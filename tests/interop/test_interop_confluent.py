@@ -7,9 +7,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from interop_support import BrokerProcess
 
-from sluice.embedded_cluster import wait_until
+from support.brokers import BrokerProcess
+from support.waiting import wait_until
 
 
 def create(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> None:

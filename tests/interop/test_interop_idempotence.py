@@ -21,7 +21,6 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from crc32c import crc32c
-from interop_support import BrokerProcess, RawClient
 from kafka import KafkaProducer
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.init_producer_id.v0.request import InitProducerIdRequest as InitV0
@@ -32,6 +31,8 @@ from kio.static.primitive import i8, i16, i32, i64
 from sluice.ports import free_port
 from sluice.protocol import ErrorCode
 from sluice.protocol.records.batch import iter_batches
+from support.brokers import BrokerProcess
+from support.wire import RawClient
 
 TIMEOUT = datetime.timedelta(seconds=10)
 

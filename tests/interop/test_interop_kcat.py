@@ -6,7 +6,8 @@ import shutil
 import subprocess
 
 import pytest
-from interop_support import BrokerProcess
+
+from support.brokers import BrokerProcess
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 

@@ -13,15 +13,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
-from interop_support import (
-    BrokerProcess,
-    holds_a_batch,
-    named_segments,
-    produce_acked,
-    read_from_start,
-)
 
-from sluice.embedded_cluster import wait_until
+from support.brokers import BrokerProcess, holds_a_batch, named_segments
+from support.clients import produce_acked, read_from_start
+from support.waiting import wait_until
 
 SEGMENT_BYTES = 64 * 1024
 RECORDS = 600  # ~600 KiB: about ten segments

@@ -7,10 +7,11 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AioTP
-from interop_support import BrokerProcess
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTP
 from kafka.admin import NewTopic
+
+from support.brokers import BrokerProcess
 
 
 def kp_create(bootstrap: str, name: str, partitions: int) -> None:

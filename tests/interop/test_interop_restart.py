@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from interop_support import BrokerProcess
+
+from support.brokers import BrokerProcess
+from support.clients import create_topic
 
 
 def produce(bootstrap: str, topic: str, n: int, prefix: str) -> list[tuple[int, int]]:
@@ -40,16 +42,9 @@ def read_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
     return values
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-
-
 def test_sigterm_restart_keeps_everything_and_skips_recovery(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data").start()
-    create_topic(broker.bootstrap, "durable")
+    create_topic(broker.bootstrap, "durable", 2)
     acked = produce(broker.bootstrap, "durable", 500, "a")
     assert broker.stop(signal.SIGTERM) == 0
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
@@ -67,7 +62,7 @@ def test_sigterm_restart_keeps_everything_and_skips_recovery(tmp_path: Path) -> 
 
 def test_kill9_restart_keeps_everything_acknowledged(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data").start()
-    create_topic(broker.bootstrap, "crashy")
+    create_topic(broker.bootstrap, "crashy", 2)
     acked = produce(broker.bootstrap, "crashy", 400, "c")
     broker.kill9()
     broker.start()
@@ -78,7 +73,7 @@ def test_kill9_restart_keeps_everything_acknowledged(tmp_path: Path) -> None:
 
 def test_sigint_shuts_down_cleanly(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data").start()
-    create_topic(broker.bootstrap, "interrupted")
+    create_topic(broker.bootstrap, "interrupted", 2)
     produce(broker.bootstrap, "interrupted", 20, "i")
     assert broker.stop(signal.SIGINT) == 0
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
@@ -86,7 +81,7 @@ def test_sigint_shuts_down_cleanly(tmp_path: Path) -> None:
 
 
 def test_idle_connections_are_closed(tmp_path: Path) -> None:
-    from interop_support import RawClient
+    from support.wire import RawClient
 
     broker = BrokerProcess(tmp_path / "data", connections_max_idle_ms="300").start()
     idle = RawClient(broker.bootstrap, timeout_s=20)
@@ -116,7 +111,7 @@ def _kill9_in_a_reused_segment_file(broker: BrokerProcess) -> None:
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KpTP
 
-    from sluice.embedded_cluster import wait_until
+    from support.waiting import wait_until
 
     topic = "reused"
     configs = {"segment.bytes": "40000", "retention.bytes": "80000", "file.delete.delay.ms": "100"}

@@ -22,9 +22,11 @@ from confluent_kafka import (
     Producer,
 )
 from confluent_kafka import TopicPartition as CkTopicPartition
-from interop_support import BrokerProcess, RawClient
 
-from sluice.embedded_cluster import wait_until
+from support import txn_transform
+from support.brokers import BrokerProcess, broker_process
+from support.waiting import wait_until
+from support.wire import RawClient
 
 TXN_BROKER = {
     "transaction.state.log.num.partitions": "4",
@@ -36,11 +38,8 @@ TXN_BROKER = {
 
 @pytest.fixture(scope="module")
 def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    root = tmp_path_factory.mktemp("txn-broker")
-    proc = BrokerProcess(root / "data", **TXN_BROKER).start()
-    yield proc
-    code = proc.stop()
-    assert code == 0, f"broker did not shut down cleanly ({code}):\n{proc.log_tail()}"
+    with broker_process(tmp_path_factory.mktemp("txn-broker"), **TXN_BROKER) as proc:
+        yield proc
 
 
 def _id(prefix: str) -> str:
@@ -487,7 +486,7 @@ def test_exactly_once_pipeline_survives_kill9_of_transform_and_broker(tmp_path: 
         seed.flush(30)
         seeded += chunk
 
-    script = Path(__file__).with_name("txn_transform.py")
+    script = Path(txn_transform.__file__)
     log_path = tmp_path / "transform.log"
 
     def start_transform() -> subprocess.Popen[bytes]:

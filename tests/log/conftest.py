@@ -4,7 +4,7 @@ The kernel drops clean pages on a best-effort basis: on the test VM (Linux 6.18,
 ``POSIX_FADV_DONTNEED`` in ten or twenty left a page in the cache, and another call tens
 of milliseconds later dropped it (the same happens to pages just read back from the
 disk, and such refusals come in runs). So such a scenario runs on fresh files up to
-``ATTEMPTS`` times, further apart each time (``sluice_log_helpers.attempts``), and passes
+``ATTEMPTS`` times, further apart each time (``support.logs.attempts``), and passes
 on the first clean observation; one where the code does not ask for the drop fails every
 time. The ``disk`` fixture here is a directory where a drop can be seen at all."""
 
@@ -14,9 +14,9 @@ import os
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import ManualFileWork
 
 from sluice.log.file_records import FileRecords
+from support.logs import ManualFileWork
 
 PROBE_TRIES = 20
 

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import build_batch
 
 from sluice.log import Log, LogConfig
 from sluice.log.errors import KafkaStorageException
 from sluice.log.group_flush import GroupFlusher
+from support.records import build_batch
 
 
 class Rig:

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sluice_log_helpers import ManualClock, Rec, build_batch
 from test_log_property import _let_go
 from test_log_recycle import _values
 
 from sluice.log import Log, LogConfig
 from sluice.log import file_records as file_records_module
 from sluice.log.file_records import FileRecords
+from support.logs import ManualClock
+from support.records import Rec, build_batch
 
 LIMIT = 64 * 1024
 

@@ -6,7 +6,6 @@ import struct
 
 import pytest
 from kio.records.readers import read_batch
-from sluice_log_helpers import Rec, build_batch, decode_batches
 
 from sluice.log.errors import (
     CorruptRecordException,
@@ -15,6 +14,7 @@ from sluice.log.errors import (
 )
 from sluice.log.record_scan import record_offsets_and_timestamps
 from sluice.protocol.records import batch as b
+from support.records import Rec, build_batch, decode_batches
 
 
 def _batch(n: int = 3, **kw: object) -> bytes:

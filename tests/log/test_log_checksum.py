@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import crc32c as packaged
+import pytest
 
 from sluice.protocol.records.crc import crc32c
 
@@ -24,6 +25,7 @@ def test_it_is_the_packaged_function() -> None:
     assert crc32c(memoryview(data)[3:77]) == packaged.crc32c(data[3:77])
 
 
+@pytest.mark.integration  # a child interpreter
 def test_loading_it_skips_the_package_init() -> None:
     code = (
         "import sys, json\nimport sluice.protocol.records.crc\n"

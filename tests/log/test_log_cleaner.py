@@ -6,8 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import ManualClock, Rec, build_batch, decode_batches
-from test_log_cleaner_support import (
+
+from sluice.log import AppendOrigin, InvalidRecordException, Log
+from sluice.log.cleaner.files import read_cleaner_checkpoint
+from sluice.log.cleaner.log_cleaner import CLEANER_CHECKPOINT, CompactionConfig, LogCleaner
+from support.cleaner import (
     cleaner_for,
     compact_config,
     key_values,
@@ -16,10 +19,8 @@ from test_log_cleaner_support import (
     open_log,
     read_batches,
 )
-
-from sluice.log import AppendOrigin, InvalidRecordException, Log
-from sluice.log.cleaner.files import read_cleaner_checkpoint
-from sluice.log.cleaner.log_cleaner import CLEANER_CHECKPOINT, CompactionConfig, LogCleaner
+from support.logs import ManualClock
+from support.records import Rec, build_batch, decode_batches
 
 SECOND = 1000
 

@@ -4,22 +4,15 @@ and a consumer from offset 0 then sees only the latest value of every key."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import sluice
 from sluice.log.cleaner.files import read_cleaner_checkpoint
+from support.waiting import wait_until
 
 TOPIC = "table"
-
-
-def _wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met before the deadline"
-        time.sleep(0.02)
 
 
 def _produce(producer: Producer, records: list[tuple[bytes | None, bytes | None]]) -> list:
@@ -73,7 +66,7 @@ def test_a_compacted_topic_serves_the_latest_value_per_key() -> None:
                 and broker.log_cleaner.total.records_removed >= 39 * 10
             )
 
-        _wait_until(cleaned_past_the_updates)
+        wait_until(cleaned_past_the_updates, 30, "the cleaner past the updates")
         assert broker.log_cleaner.passes_completed >= 1
 
         consumer = Consumer(

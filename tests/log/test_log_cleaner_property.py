@@ -18,12 +18,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from sluice_log_helpers import ManualClock
-from test_log_cleaner_support import kv_batch, latest_view, open_log, read_batches
 
 from sluice.log import Log
 from sluice.log.cleaner.files import read_cleaner_checkpoint
 from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
+from support.cleaner import kv_batch, latest_view, open_log, read_batches
+from support.logs import ManualClock
 
 KEYS = [b"a", b"b", b"c", b"d", b"e", b"f"]
 values = st.one_of(st.none(), st.binary(min_size=0, max_size=40))

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import ManualClock
-from test_log_cleaner_support import cleaner_for, key_values, kv_batch, latest_view, open_log
 
 from sluice.log import Log
 from sluice.log.cleaner.files import complete_interrupted_swaps
 from sluice.log.segment import LogSegment
+from support.cleaner import cleaner_for, key_values, kv_batch, latest_view, open_log
+from support.logs import ManualClock
 
 Written = dict[int, tuple[bytes, bytes]]
 

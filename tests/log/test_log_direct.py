@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sluice_log_helpers import ManualClock, build_batch, values_of
 
 from sluice.log import Log, LogConfig
 from sluice.log.direct import BLOCK_SIZE
 from sluice.log.file_records import FileRecords
+from support.logs import ManualClock
+from support.records import build_batch, values_of
 
 O_DIRECT = getattr(os, "O_DIRECT", 0)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import ManualClock, Rec, build_batch, decode_batches, values_of
 
 from sluice.log import (
     EARLIEST_TIMESTAMP,
@@ -24,6 +23,8 @@ from sluice.log import (
 )
 from sluice.log.file_work import FileWork
 from sluice.protocol.records.batch import iter_batches
+from support.logs import ManualClock
+from support.records import Rec, build_batch, decode_batches, values_of
 
 DAY = 24 * 3600 * 1000
 

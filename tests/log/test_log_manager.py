@@ -6,7 +6,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import ManualClock, Rec, build_batch
 
 from sluice.log import (
     InvalidTopicException,
@@ -17,6 +16,8 @@ from sluice.log import (
 )
 from sluice.log.manager import CLEAN_SHUTDOWN_FILE
 from sluice.log.segment import LogSegment
+from support.logs import ManualClock
+from support.records import Rec, build_batch
 
 
 def _batch(clock: ManualClock, n: int = 2) -> bytes:
@@ -175,7 +176,7 @@ def test_logs_created_off_the_manager_then_added(tmp_path: Path) -> None:
 def test_the_manager_hands_its_file_work_to_every_log(tmp_path: Path) -> None:
     """Created and loaded logs alike run their file work (here the removal of expired
     segment files) where the manager's policy says; inline when none is given."""
-    from sluice_log_helpers import ManualFileWork
+    from support.logs import ManualFileWork
 
     clock = ManualClock()
     one = len(_batch(clock))

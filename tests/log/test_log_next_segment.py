@@ -16,11 +16,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
-from sluice_log_helpers import ManualClock, ManualFileWork, Rec, build_batch, values_of
 from test_log_property import LogMachine
 
 from sluice.log import Log, LogConfig
 from sluice.log.next_segment import NEXT_FILE_SUFFIX, NextSegment, PreparedFiles
+from support.logs import ManualClock, ManualFileWork
+from support.records import Rec, build_batch, values_of
 
 MAX = 1 << 20
 

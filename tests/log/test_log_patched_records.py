@@ -9,11 +9,12 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sluice_log_helpers import ManualClock, build_batch
 
 from sluice.log import Log, LogConfig
 from sluice.log.patched_records import PatchedRecords, pwrite_all
 from sluice.protocol.records.batch import iter_batches
+from support.logs import ManualClock
+from support.records import build_batch
 
 
 def _stored(log: Log) -> bytes:

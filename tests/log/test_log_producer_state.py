@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from crc32c import crc32c
-from sluice_log_helpers import ManualClock, Rec, build_batch
 
 from sluice.log import AppendOrigin, Log, LogConfig
 from sluice.log.producer_state import (
@@ -26,6 +25,8 @@ from sluice.log.producer_state_manager import (
     read_snapshot,
     write_snapshot,
 )
+from support.logs import ManualClock
+from support.records import Rec, build_batch
 
 PID = 4000
 DAY = 24 * 3600 * 1000

@@ -11,10 +11,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from sluice_log_helpers import ManualClock, Rec, build_batch, decode_batches
 
 from sluice.log import Log, LogConfig
 from sluice.log.file_work import FileWork, InlineFileWork
+from support.logs import ManualClock
+from support.records import Rec, build_batch, decode_batches
 
 
 @dataclasses.dataclass

@@ -10,12 +10,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
-from sluice_log_helpers import ManualClock, Rec, attempts, build_batch, values_of
 from test_log_property import LogMachine, _let_go
 
 from sluice.log import Log, LogConfig
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import FileRecords
+from support.logs import ManualClock, attempts
+from support.records import Rec, build_batch, values_of
 
 DELAY = 100
 

@@ -4,7 +4,7 @@ file is deleted file.delete.delay.ms later (sluice.log.local_log._drop_pages_of_
 The kernel drops clean pages only: most files here are fsynced first; the file
 thread writes dirty ones back before dropping them. And it drops them on a best-effort
 basis, so each scenario that asserts what the kernel dropped runs through
-``sluice_log_helpers.attempts`` in the ``disk`` fixture's directory (tests/log/conftest.py)."""
+``support.logs.attempts`` in the ``disk`` fixture's directory (tests/log/conftest.py)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,11 @@ import os
 from pathlib import Path
 
 import pytest
-from sluice_log_helpers import (
-    ManualClock,
-    ManualFileWork,
-    Rec,
-    attempts,
-    build_batch,
-    segmented_log,
-)
 
 from sluice.log import Log, file_records
 from sluice.log.file_records import FileRecords
+from support.logs import ManualClock, ManualFileWork, attempts, segmented_log
+from support.records import Rec, build_batch
 
 DELAY = 60_000
 

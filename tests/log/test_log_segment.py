@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sluice_log_helpers import ManualClock, Rec, build_batch, values_of
 
 from sluice.log.segment import LogSegment
 from sluice.protocol.records.batch import iter_batches
+from support.logs import ManualClock
+from support.records import Rec, build_batch, values_of
 
 
 def _open(tmp_path: Path, base: int = 0, interval: int = 200, **kw: object) -> LogSegment:

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sluice_log_helpers import ManualClock, Rec, build_batch
 
 from sluice.base import TopicPartition
 from sluice.log import AppendOrigin, Log, LogConfig
 from sluice.log.transaction_index import AbortedTxn, TransactionIndex
 from sluice.server.partition import FetchIsolation, Partition
+from support.logs import ManualClock
+from support.records import Rec, build_batch
 
 
 def _cfg(**kw: object) -> LogConfig:

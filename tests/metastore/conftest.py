@@ -1,21 +1,16 @@
-"""Fixtures for the coordination tests: a session-wide ZooKeeper and store factories.
+"""Fixtures for the coordination tests: store factories over both implementations.
 
 The ``store_factory`` fixture is parametrised over both implementations, so each
-contract test runs against :class:`InProcessStore` and against a real ZooKeeper
-(skipped, with the reason, only when the zookeeper package is missing).
+contract test runs against :class:`InProcessStore` (a unit test) and against a real
+ZooKeeper (an integration test, on the suite's ``zookeeper_server``; skipped, with the
+reason, only when the zookeeper package is missing).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from coord_support import StoreFactory, unique_base, zookeeper_or_skip
 
 from sluice.base.clock import ManualClock
 from sluice.metastore import (
@@ -25,15 +20,10 @@ from sluice.metastore import (
     delete_recursive,
 )
 from sluice.metastore.zk_server import ZooKeeperServer
+from support.metastore import StoreFactory, unique_base
 
 
-@pytest.fixture(scope="session")
-def zookeeper_server() -> Iterator[ZooKeeperServer]:
-    with zookeeper_or_skip() as server:
-        yield server
-
-
-@pytest.fixture(params=["in_process", "zookeeper"])
+@pytest.fixture(params=["in_process", pytest.param("zookeeper", marks=pytest.mark.integration)])
 def store_factory(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
     opened: list[CoordinationStore] = []
     if request.param == "in_process":

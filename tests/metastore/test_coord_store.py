@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from coord_support import EventSink, StoreFactory, barrier
 
 from sluice.metastore import (
     BadArgumentsError,
@@ -24,6 +23,7 @@ from sluice.metastore import (
     Stat,
     WatchedEvent,
 )
+from support.metastore import EventSink, StoreFactory, barrier
 
 
 def test_create_get_set_delete_with_versions(store_factory: StoreFactory, base: str) -> None:

@@ -12,7 +12,7 @@ import itertools
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from sluice.protocol import ErrorCode, encode_request
 from sluice.protocol.apis import load_request_schema, response_header_version, response_type
 from sluice.server.handlers.offset_for_leader_epoch import end_offset_for, epoch_entries
 from sluice.server.partition import Partition
+from support.waiting import wait_until
 
 TIMEOUT_S = 15.0
 SEGMENT_BYTES = 8 * 1024 * 1024  # set explicitly: a STATIC_BROKER_CONFIG synonym
@@ -59,18 +60,6 @@ _names = itertools.count()
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{next(_names)}-{time.monotonic_ns() % 1_000_000}"
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout_s: float = TIMEOUT_S) -> Any:
-    """Poll ``condition`` until it returns something truthy, or fail after the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def result(future: Future[Any]) -> Any:
@@ -88,9 +77,8 @@ def kafka_error(future: Future[Any]) -> KafkaError:
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[sluice.EmbeddedBroker]:
-    with sluice.EmbeddedBroker({"log.segment.bytes": SEGMENT_BYTES}) as embedded:
-        yield embedded
+def broker_config() -> dict[str, Any]:
+    return {"log.segment.bytes": SEGMENT_BYTES}
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +188,7 @@ def test_create_partitions_kafka_python(admin: AdminClient, kadmin: KafkaAdminCl
     topic = create_topic(admin, 2)
     response = kadmin.create_partitions({topic: 4})
     assert [(r.name, r.error_code) for r in response.results] == [(topic, 0)]
-    assert wait_until(lambda: partition_count(admin, topic) == 4, "4 partitions")
+    assert wait_until(lambda: partition_count(admin, topic) == 4, TIMEOUT_S, "4 partitions")
 
     response = kadmin.create_partitions({topic: 3}, raise_errors=False)
     assert [r.error_code for r in response.results] == [ErrorCode.invalid_partitions.value]
@@ -548,7 +536,7 @@ def test_delete_records_confluent(broker: sluice.EmbeddedBroker, admin: AdminCli
     consumer = Consumer({**base, "auto.offset.reset": "error"})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        message = wait_until(lambda: consumer.poll(0.1), "an offset reset error")
+        message = wait_until(lambda: consumer.poll(0.1), TIMEOUT_S, "an offset reset error")
         assert message.error() is not None
         assert message.error().code() == KafkaError._AUTO_OFFSET_RESET
     finally:
@@ -557,7 +545,7 @@ def test_delete_records_confluent(broker: sluice.EmbeddedBroker, admin: AdminCli
     consumer = Consumer({**base, "auto.offset.reset": "earliest"})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        message = wait_until(lambda: consumer.poll(0.1), "a message after the reset")
+        message = wait_until(lambda: consumer.poll(0.1), TIMEOUT_S, "a message after the reset")
         assert message.error() is None
         assert (message.offset(), message.value()) == (4, b"v4")
     finally:
@@ -699,7 +687,7 @@ def test_offset_for_leader_epoch_librdkafka_validation(
                          "enable.auto.commit": False})  # fmt: skip
     try:
         consumer.assign([TopicPartition(topic, 0, 5, leader_epoch=0)])
-        message = wait_until(lambda: consumer.poll(0.1), "a message")
+        message = wait_until(lambda: consumer.poll(0.1), TIMEOUT_S, "a message")
         assert message.error() is None
         assert (message.offset(), message.leader_epoch()) == (5, 0)
     finally:

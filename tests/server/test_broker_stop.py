@@ -14,8 +14,8 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
 import sluice
-from sluice.embedded_cluster import wait_until
 from sluice.log.file_work import FileThread
+from support.waiting import wait_until
 
 LONG_WAIT_MS = 20_000  # past the broker's 10-s drain: a held fetch would outlast it
 

@@ -93,12 +93,14 @@ def fresh_checks() -> Any:
 
 
 @linux_only
+@pytest.mark.integration  # asks the kernel through a TCP socket
 def test_reno_is_always_accepted(fresh_checks: None) -> None:
     assert checked_algorithm("reno") == b"reno"
     assert checked_algorithm("") is None
 
 
 @linux_only
+@pytest.mark.integration  # asks the kernel through a TCP socket
 def test_a_refused_name_is_reported_once_and_not_used(
     fresh_checks: None, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -149,6 +151,7 @@ async def _accepted_pair() -> tuple[asyncio.Server, list[asyncio.Transport], asy
 
 
 @linux_only
+@pytest.mark.integration  # real sockets
 def test_both_ends_of_a_loopback_connection_take_each_accepted_name() -> None:
     async def run() -> None:
         server, accepted, client = await _accepted_pair()
@@ -166,6 +169,7 @@ def test_both_ends_of_a_loopback_connection_take_each_accepted_name() -> None:
 
 
 @linux_only
+@pytest.mark.integration  # real sockets
 def test_another_peer_keeps_the_system_algorithm() -> None:
     name = not_the_default()
     listener = socket.create_server(("127.0.0.1", 0))
@@ -181,6 +185,7 @@ def test_another_peer_keeps_the_system_algorithm() -> None:
 
 
 @linux_only
+@pytest.mark.integration  # real sockets
 def test_a_closed_socket_is_skipped_not_raised() -> None:
     sock = socket.socket()
     sock.close()
@@ -188,6 +193,7 @@ def test_a_closed_socket_is_skipped_not_raised() -> None:
 
 
 @linux_only
+@pytest.mark.integration  # real sockets
 def test_a_broker_connection_sets_its_socket_when_it_connects() -> None:
     """The connection class replica fetchers use (with and without the setting)."""
     name = not_the_default()
@@ -284,6 +290,7 @@ def produce_and_consume(bootstrap: str, embedded: sluice.EmbeddedBroker, expecte
 
 @linux_only
 @pytest.mark.parametrize("setting", ["default", "other", "off"])
+@pytest.mark.integration  # real sockets
 def test_clients_connections_take_the_setting(setting: str) -> None:
     config: dict[str, str] = {}
     expected = "reno"
@@ -297,6 +304,7 @@ def test_clients_connections_take_the_setting(setting: str) -> None:
 
 
 @linux_only
+@pytest.mark.integration  # real sockets
 def test_a_refused_name_leaves_the_broker_serving(
     fresh_checks: None, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -309,6 +317,7 @@ def test_a_refused_name_leaves_the_broker_serving(
 
 
 @linux_only
+@pytest.mark.integration  # real sockets
 def test_replica_fetchers_and_the_leaders_they_fetch_from_take_the_setting() -> None:
     name = not_the_default()
     overrides = {"zookeeper.session.timeout.ms": 2000, SETTING: name}

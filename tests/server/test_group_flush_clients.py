@@ -4,7 +4,6 @@ disk) when the acknowledgement arrives, and the broker syncs in rounds, off its 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,14 +19,14 @@ RECORDS = 150
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[sluice.EmbeddedBroker]:
-    embedded = sluice.EmbeddedBroker({"log.flush.interval.messages": 1}).start()
-    try:
-        admin = AdminClient({"bootstrap.servers": embedded.bootstrap_servers})
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(15)
-        yield embedded
-    finally:
-        embedded.stop()
+def broker_config() -> dict[str, Any]:
+    return {"log.flush.interval.messages": 1}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def durable_topic(broker: sluice.EmbeddedBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(15)
 
 
 def flushed_to(broker: sluice.EmbeddedBroker, partition: int) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sluice.server.connection import RECEIVE_BUFFER_BYTES, KafkaConnectionProtocol
 from sluice.server.inter_broker import _ResponseReader
 from sluice.server.low_water import MIN_LOW_WATER_BYTES, ReceiveLowWater
+from support.waiting import wait_until_async
 
 LARGE = RECEIVE_BUFFER_BYTES // 2 + MIN_LOW_WATER_BYTES + 1
 """A frame this size gets a buffer of its own and a raised mark."""
@@ -142,14 +143,6 @@ def test_without_a_socket_nothing_is_set() -> None:
     assert low.mark == 1
 
 
-async def _until(condition: Any, timeout_s: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met before the deadline")
-        await asyncio.sleep(0.005)
-
-
 async def _serve_one() -> tuple[asyncio.Server, list[KafkaConnectionProtocol]]:
     accepted: list[KafkaConnectionProtocol] = []
     loop = asyncio.get_running_loop()
@@ -166,6 +159,7 @@ def _kernel_mark(protocol: KafkaConnectionProtocol) -> int:
 
 
 @linux_only
+@pytest.mark.integration  # a loopback connection
 def test_on_loopback_a_large_frame_and_the_small_one_behind_it_arrive() -> None:
     big = bytes(range(256)) * (1 << 12)  # 1 MiB
     wire = framed([big, b"after"])
@@ -177,7 +171,9 @@ def test_on_loopback_a_large_frame_and_the_small_one_behind_it_arrive() -> None:
         _reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(wire[:head])
         await writer.drain()
-        await _until(lambda: accepted and accepted[0]._frame is not None)
+        await wait_until_async(
+            lambda: accepted and accepted[0]._frame is not None, 10, "a frame being read"
+        )
         protocol = accepted[0]
         assert protocol._filled < head - 4  # the bytes sent so far are not all taken:
         assert _kernel_mark(protocol) == len(big) - protocol._filled  # it waits for the rest
@@ -196,6 +192,7 @@ def test_on_loopback_a_large_frame_and_the_small_one_behind_it_arrive() -> None:
 
 
 @linux_only
+@pytest.mark.integration  # a loopback connection
 def test_on_loopback_a_peer_closing_mid_frame_ends_the_connection() -> None:
     async def run() -> None:
         server, accepted = await _serve_one()
@@ -203,7 +200,9 @@ def test_on_loopback_a_peer_closing_mid_frame_ends_the_connection() -> None:
         _reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(struct.pack(">i", 1 << 20) + b"x" * 200_000)
         await writer.drain()
-        await _until(lambda: accepted and accepted[0]._frame is not None)
+        await wait_until_async(
+            lambda: accepted and accepted[0]._frame is not None, 10, "a frame being read"
+        )
         assert _kernel_mark(accepted[0]) > 1
         writer.close()  # the rest never comes: the end of stream still wakes the loop
         assert await asyncio.wait_for(accepted[0].next_frame(), 10) is None

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
-from wire_support import produce_request
-from wire_support import read_correlation_id as read_response
 
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
 from sluice.server import network
 from sluice.server.answer import Answer
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaServer
+from support.wire import produce_request
+from support.wire import read_correlation_id as read_response
 
 METADATA = MetadataRequest(
     topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False

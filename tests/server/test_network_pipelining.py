@@ -8,12 +8,12 @@ import asyncio
 from typing import Any
 
 from kio.schema.metadata.v12.request import MetadataRequest
-from wire_support import produce_request as _produce
-from wire_support import read_correlation_id as _read_response
 
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaServer
+from support.wire import produce_request as _produce
+from support.wire import read_correlation_id as _read_response
 
 
 async def _scenario() -> tuple[list[str], list[int]]:

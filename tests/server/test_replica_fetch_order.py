@@ -14,13 +14,14 @@ import struct
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.base import TopicPartition
-from sluice.embedded_cluster import EmbeddedCluster, wait_until
+from sluice.embedded_cluster import EmbeddedCluster
 from sluice.protocol.codec import decode_request
 from sluice.server.replica_fetch_wire import FetchedPartition
 from sluice.server.replica_fetcher import (
@@ -29,6 +30,7 @@ from sluice.server.replica_fetcher import (
     batch_steps,
     move_to_back,
 )
+from support.waiting import wait_until
 
 
 def test_served_keys_move_to_the_back_in_their_order() -> None:
@@ -254,6 +256,7 @@ def isrs_by_leaders(cluster: EmbeddedCluster) -> list[list[int] | None]:
     return [next((v[p] for v in views if v[p] is not None), None) for p in range(3)]
 
 
+@pytest.mark.integration  # an in-process cluster
 def test_a_follower_catching_up_is_served_every_partition_in_turn_under_the_limits() -> None:
     from kafka import KafkaProducer
 

@@ -26,6 +26,7 @@ from sluice.server.broker import Broker
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaServer
 from sluice.server.request_gate import RequestGate
+from support.waiting import wait_until_async
 
 DEADLINE_S = 20.0
 OFFSETS = "__consumer_offsets"
@@ -34,14 +35,6 @@ T = TypeVar("T")
 
 async def within_deadline(awaitable: Awaitable[T]) -> T:
     return await asyncio.wait_for(awaitable, DEADLINE_S)
-
-
-async def wait_until(condition: Callable[[], Any]) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.001)
-
-    await within_deadline(poll())
 
 
 def request(api_key: int, version: int, **values: Any) -> Any:
@@ -145,7 +138,10 @@ def test_non_coordinator_apis_are_answered_while_coordinator_apis_wait(
             # FindCoordinator, then a Metadata behind it on the same connection.
             waiting.send(find_coordinator("g"))
             waiting.send(metadata(OFFSETS, auto_create=False))
-            await wait_until(lambda: held_back.entered)  # coordinators being built
+            # coordinators being built
+            await wait_until_async(
+                lambda: held_back.entered, DEADLINE_S, "the coordinators being built"
+            )
 
             versions = await other.call(request(ApiKey.API_VERSIONS, 3,
                 client_software_name="t", client_software_version="1"))  # fmt: skip
@@ -192,7 +188,9 @@ def test_a_failed_startup_drops_the_held_coordinator_requests(
             answered = await waiting.call(metadata())
             assert answered.brokers[0].port == broker.port
             waiting.send(find_coordinator("g"))
-            await wait_until(lambda: held_back.entered)
+            await wait_until_async(
+                lambda: held_back.entered, DEADLINE_S, "the coordinators being built"
+            )
             held_back.release()
             with pytest.raises(OSError, match="disk gone"):
                 await within_deadline(started)
@@ -233,9 +231,9 @@ def test_gate_opens_keys_in_steps_keeping_each_connections_order() -> None:
         try:
             first.send(find_coordinator("g"))  # held until its key opens
             first.send(metadata())  # must not overtake it
-            await wait_until(lambda: gate.held_count == 1)
+            await wait_until_async(lambda: gate.held_count == 1, DEADLINE_S, "one request held")
             second.send(metadata())
-            await wait_until(lambda: gate.held_count == 2)
+            await wait_until_async(lambda: gate.held_count == 2, DEADLINE_S, "two requests held")
             gate.open({ApiKey.METADATA: answer("metadata")})
             assert gate.closed_keys == {ApiKey.FIND_COORDINATOR} and not gate.is_open
             await second.receive()  # answered while the other connection waits

@@ -18,14 +18,15 @@ from typing import Any
 
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
-from wire_support import produce_request as _produce
-from wire_support import read_correlation_id as _read_response
 
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
 from sluice.server.handlers import HANDLER_MODULES, build_handlers
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaServer
 from sluice.server.request_gate import RequestGate
+from support.waiting import wait_until_async
+from support.wire import produce_request as _produce
+from support.wire import read_correlation_id as _read_response
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -97,6 +98,7 @@ def _fresh_modules(code: str) -> set[str]:
     return set(json.loads(out.stdout.splitlines()[-1]))
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_the_path_to_listening_does_not_import_the_heavy_modules() -> None:
     # What cmd_broker imports before Broker.start() opens the listeners (the module-level
     # imports of the CLI and the broker; start() imports the rest after listening).
@@ -105,12 +107,14 @@ def test_the_path_to_listening_does_not_import_the_heavy_modules() -> None:
     assert _offenders(modules, NOT_BEFORE_LISTENING) == []
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_the_handler_modules_do_not_import_the_controller() -> None:
     modules = _fresh_modules("from sluice.server.handlers import build_handlers\nbuild_handlers()")
     assert "sluice.server.handlers.alter_partition_reassignments" in modules
     assert _offenders(modules, (*NEVER_IN_SINGLE_NODE, "hypothesis")) == []
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_a_single_node_broker_process_never_imports_cluster_or_tool_code(tmp_path: Path) -> None:
     """``python -X importtime -m sluice broker`` until it is ready, then SIGTERM: every
     module the process imported is on stderr."""
@@ -142,6 +146,7 @@ def test_a_single_node_broker_process_never_imports_cluster_or_tool_code(tmp_pat
     assert _offenders(imported, NEVER_IN_SINGLE_NODE) == []
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_the_apis_served_before_the_coordinators_do_not_import_them() -> None:
     # The broker imports these handlers right after listening and answers with them while
     # the coordinators are built: importing sluice.coordinator here would put that block
@@ -235,14 +240,7 @@ def test_gate_open_takes_only_held_keys_and_close_cancels() -> None:
     asyncio.run(scenario())
 
 
-async def _wait_for(condition: Any) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.001)
-
-    await asyncio.wait_for(poll(), 5)
-
-
+@pytest.mark.integration  # a real listener
 def test_requests_sent_before_the_gate_opens_are_answered_in_order() -> None:
     """Through a real listener: produces and a metadata request sent while the gate is
     shut are held, then appended in arrival order and answered in request order."""
@@ -272,7 +270,8 @@ def test_requests_sent_before_the_gate_opens_are_answered_in_order() -> None:
                 include_topic_authorized_operations=False,
             )))  # fmt: skip
             await writer.drain()
-            await _wait_for(lambda: gate.held_count == 3)  # the metadata waits behind them
+            # the metadata waits behind them
+            await wait_until_async(lambda: gate.held_count == 3, 5, "three requests held")
             assert events == []
             gate.open({ApiKey.PRODUCE: produce, ApiKey.METADATA: metadata})
             writer.write(encode_request(5, _produce(1)))  # after the gate: straight through

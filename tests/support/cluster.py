@@ -1,21 +1,14 @@
-"""Helpers for the cluster tests: waiting on conditions with deadlines."""
+"""Clusters under load for the cluster tests: a numbered idempotent producer, what each
+broker thinks leads, and reading every partition back to audit what was acknowledged."""
 
 from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from sluice.embedded_cluster import EmbeddedCluster, wait_until
-
-T = TypeVar("T")
-
-
-def wait_for(condition: Callable[[], T], timeout_s: float, what: str) -> T:
-    """Poll ``condition`` until it returns something truthy; fail after ``timeout_s``.
-    Exceptions from ``condition`` count as "not yet"."""
-    return wait_until(condition, timeout_s, what)
+from sluice.embedded_cluster import EmbeddedCluster
+from support.waiting import wait_until
 
 
 def partition_metadata(bootstrap: str, topic: str, partition: int = 0) -> Any:
@@ -132,7 +125,7 @@ def watermarks(
         finally:
             consumer.close()
 
-    return wait_for(query, timeout_s, f"watermarks of {topic}-{partition}")
+    return wait_until(query, timeout_s, f"watermarks of {topic}-{partition}")
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
@@ -161,7 +154,7 @@ def read_partitions(bootstrap: str, topic: str, partitions: int) -> dict[int, li
                     positions[p] = msg.offset() + 1
             return all(positions[p] >= ends[p] for p in range(partitions))
 
-        wait_for(done, 120, f"every record of {topic}")
+        wait_until(done, 120, f"every record of {topic}")
         assert not errors, errors
     finally:
         consumer.close()

@@ -1,16 +1,9 @@
-"""Helpers for the client tests: polling waits, a reference batch reader, clusters."""
+"""Kafka's MockClient for the producer's tests: a stand-in NetworkClient that records
+requests and completes them with the responses a test supplies, and a two-node cluster."""
 
 from __future__ import annotations
 
-import time
-import warnings
-from collections.abc import Callable
 from typing import Any
-
-with warnings.catch_warnings():  # kafka-python's schema loader uses deprecated APIs
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import kafka  # noqa: F401
-    from kafka.record import MemoryRecords
 
 from sluice.client.net.cluster import Cluster, Node, PartitionInfo
 
@@ -18,39 +11,9 @@ NODE1 = Node(1, "127.0.0.1", 9092)
 NODE2 = Node(2, "127.0.0.1", 9093)
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 10, what: str = "") -> None:
-    """Poll ``condition`` until true (no fixed sleeps); fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.002)
-
-
 def cluster(*partitions: tuple[str, int, Node | None]) -> Cluster:
     """A cluster of NODE1 and NODE2 with the given (topic, partition, leader)."""
     return Cluster("test", [NODE1, NODE2], [PartitionInfo(t, p, n) for t, p, n in partitions])
-
-
-def read_batches(data: Any) -> list[dict[str, Any]]:
-    """Parse record batches with kafka-python's independent reader (CRC checked)."""
-    records = MemoryRecords(bytes(data))
-    out = []
-    while records.has_next():
-        batch = records.next_batch()
-        assert batch.validate_crc(), "CRC mismatch"
-        out.append(
-            {
-                "compression": batch.compression_type,
-                "producer_id": batch.producer_id,
-                "producer_epoch": batch.producer_epoch,
-                "base_sequence": batch.base_sequence,
-                "records": [
-                    (r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch
-                ],
-            }
-        )
-    return out
 
 
 class MockClient:
@@ -156,64 +119,3 @@ class MockClient:
             for t in request.topic_data
             for p in t.partition_data
         }
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """Create ``topic`` through CreateTopics (confluent-kafka's admin client)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
-    del admin
-
-
-Consumed = tuple[bytes | None, bytes | None, list[tuple[str, bytes]], int]
-
-
-def consume_confluent(bootstrap: str, topic: str, count: int, partition: int = 0) -> list[Consumed]:
-    """Read ``count`` records from the start of a partition with confluent-kafka."""
-    import uuid
-
-    from confluent_kafka import OFFSET_BEGINNING, Consumer
-    from confluent_kafka import TopicPartition as TP
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
-                         "enable.auto.commit": False})  # fmt: skip
-    consumer.assign([TP(topic, partition, OFFSET_BEGINNING)])
-    out: list[Consumed] = []
-    deadline = time.monotonic() + 20
-    try:
-        while len(out) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            assert message.error() is None, message.error()
-            headers = [(k, v) for k, v in message.headers() or []]
-            out.append((message.key(), message.value(), headers, message.timestamp()[1]))
-    finally:
-        consumer.close()
-    return out
-
-
-def consume_kafka_python(
-    bootstrap: str, topic: str, count: int, partition: int = 0
-) -> list[Consumed]:
-    """Read ``count`` records from the start of a partition with kafka-python."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from kafka import KafkaConsumer
-        from kafka import TopicPartition as TP
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="earliest")  # fmt: skip
-    consumer.assign([TP(topic, partition)])
-    consumer.seek_to_beginning()
-    out: list[Consumed] = []
-    deadline = time.monotonic() + 20
-    try:
-        while len(out) < count and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=200).values():
-                out += [(r.key, r.value, list(r.headers), r.timestamp) for r in records]
-    finally:
-        consumer.close()
-    return out

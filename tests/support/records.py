@@ -1,43 +1,23 @@
-"""Test-only helpers for the log tests: a v2 record batch encoder/decoder, a manual clock,
-and :func:`attempts` for scenarios that depend on what the kernel drops (see conftest.py)."""
+"""Record batches for tests, built and read independently of the code under test.
+
+:func:`build_batch` and :func:`decode_batches` are this suite's own magic-v2 encoder and
+decoder (the oracle the log, cleaner and client tests compare against): they import
+nothing from ``sluice``. :func:`read_batches` reads with kafka-python and
+:func:`record_batch` writes with kio, two further independent implementations.
+"""
 
 from __future__ import annotations
 
 import gzip
-import os
-import queue
 import struct
-import time
-from collections.abc import Callable
+import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import cramjam
 from crc32c import crc32c
 
-from sluice.log import Log, LogConfig
-from sluice.log.file_records import FileRecords
-from sluice.log.file_work import FileWork
-from sluice.protocol.records import compression
-
 _HEADER = struct.Struct(">qiibIhiqqqhii")
-ATTEMPTS = 5
-SETTLE_S = 5.0
-
-
-class ManualClock:
-    """An injectable clock returning a settable time in milliseconds."""
-
-    def __init__(self, now: int = 1_700_000_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> int:
-        self.now += ms
-        return self.now
 
 
 @dataclass
@@ -104,6 +84,19 @@ def _xerial_snappy(data: bytes) -> bytes:
     return bytes(out)
 
 
+def _unxerial_snappy(data: bytes) -> bytes:
+    """Raw snappy, or xerial framing: a 16-byte header, then length-prefixed raw blocks."""
+    if data[:8] != b"\x82SNAPPY\x00":
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out = bytearray()
+    pos = 16
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos)
+        out += bytes(cramjam.snappy.decompress_raw(data[pos + 4 : pos + 4 + size]))
+        pos += 4 + size
+    return bytes(out)
+
+
 def compress(codec: int, data: bytes) -> bytes:
     if codec == 0:
         return data
@@ -124,7 +117,7 @@ def decompress(codec: int, data: bytes) -> bytes:
     if codec == 1:
         return gzip.decompress(data)
     if codec == 2:
-        return compression.decompress(compression.CompressionType.SNAPPY, data)
+        return _unxerial_snappy(data)
     if codec == 3:
         return bytes(cramjam.lz4.decompress(data))
     return bytes(cramjam.zstd.decompress(data))
@@ -227,89 +220,49 @@ def values_of(buf: bytes) -> list[tuple[int, bytes | None]]:
     return [(r.offset, r.value) for _, recs in decode_batches(buf) for r in recs]
 
 
-def attempts(disk: Path, scenario: Callable[[Path], None]) -> None:
-    """Run ``scenario`` in a fresh directory under ``disk`` until it passes, at most
-    ``ATTEMPTS`` times, 0.05, 0.1, 0.2 and 0.4 s apart (a retry of what the kernel did,
-    not a wait for the code under test); the last failure is raised."""
-    for attempt in range(ATTEMPTS):
-        try:
-            scenario(disk / f"attempt-{attempt}")
-            return
-        except AssertionError:
-            if attempt == ATTEMPTS - 1:
-                raise
-        time.sleep(0.05 * 2**attempt)
+def read_batches(data: Any) -> list[dict[str, Any]]:
+    """Parse record batches with kafka-python's independent reader (CRC checked)."""
+    with warnings.catch_warnings():  # kafka-python's schema loader uses deprecated APIs
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.record import MemoryRecords
+
+    records = MemoryRecords(bytes(data))
+    out = []
+    while records.has_next():
+        batch = records.next_batch()
+        assert batch.validate_crc(), "CRC mismatch"
+        out.append(
+            {
+                "compression": batch.compression_type,
+                "producer_id": batch.producer_id,
+                "producer_epoch": batch.producer_epoch,
+                "base_sequence": batch.base_sequence,
+                "records": [
+                    (r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch
+                ],
+            }
+        )
+    return out
 
 
-def segmented_log(
-    directory: Path,
-    clock: ManualClock,
-    segments: int,
-    fsync: bool = True,
-    file_work: FileWork | None = None,
-    **config: Any,
-) -> Log:
-    """A log of ``segments`` full segments of two 200-byte records each (offsets 2i and
-    2i + 1 in segment i) and an active one holding offset 2 * ``segments``, all on disk
-    (``fsync``, their pages left clean: :func:`settle`) or some still dirty in the page
-    cache; ``config`` are further :class:`LogConfig` fields; ``file_work`` runs the log's
-    background file work (inline by default). Rolls create their own files unless
-    ``config`` says otherwise (``segment_prepare_next``): these scenarios count the page
-    drops queued as file work, where the next segment's files would be made."""
-    one = len(build_batch([Rec(b"x" * 200, timestamp=clock())]))
-    config.setdefault("segment_prepare_next", False)
-    log = Log(
-        directory / "t-0", LogConfig(segment_bytes=2 * one, **config), clock=clock,
-        file_work=file_work,
+def record_batch(values: list[bytes], key: bytes | None = None) -> bytes:
+    """A valid magic-v2 record batch (kio's writer) holding ``values``."""
+    import datetime
+    import io
+
+    from kio.records.schema import NewRecordBatch, Record
+    from kio.records.writers import write_new_batch
+    from kio.static.primitive import i8, i16, i32, i64
+
+    now = datetime.datetime.now(datetime.UTC)
+    records = tuple(
+        Record(attributes=i8(0), timestamp=now, offset=i64(i), key=key, value=v, headers=())
+        for i, v in enumerate(values)
+    )
+    batch = NewRecordBatch(
+        producer_id=i64(-1), producer_epoch=i16(-1), base_sequence=i32(-1),
+        records=records, attributes=i16(0),
     )  # fmt: skip
-    for i in range(2 * segments + 1):
-        log.append_as_leader(build_batch([Rec(b"%03d" % i + b"x" * 197, timestamp=clock())]), 0)
-    if fsync:
-        log.flush()
-        for segment in log.segments:
-            os.fsync(segment.log.fileno())
-            settle(segment.log)
-    return log
-
-
-def settle(records: FileRecords) -> None:
-    """Leave the file's pages in the cache as clean copies read from the disk: drop the
-    ones just written (which the kernel may keep for a few milliseconds; dropped again
-    until it lets them go, for at most ``SETTLE_S``), then read the file back."""
-    deadline = time.monotonic() + SETTLE_S
-    while True:
-        records.cache_dropper(write_back_first=False)()  # a dropper is single-use
-        if not records.cached() or time.monotonic() > deadline:
-            break
-    records.read(0, records.size)
-
-
-class ManualFileWork:
-    """Background file work (sluice.log.file_work) queued in order, as a broker's file
-    thread would run it, and run when the test says (:meth:`run`)."""
-
-    def __init__(self) -> None:
-        self.work: queue.Queue[Callable[[], None]] = queue.Queue()
-
-    @property
-    def in_background(self) -> bool:
-        return True
-
-    def submit(self, work: Callable[[], None]) -> None:
-        self.work.put(work)
-
-    def run(self) -> int:
-        """Run what is queued, in order; how many there were."""
-        done = 0
-        while not self.work.empty():
-            self.work.get()()
-            done += 1
-        return done
-
-    def drop(self) -> int:
-        """Forget what is queued (what a killed process loses); how many there were."""
-        dropped = 0
-        while not self.work.empty():
-            self.work.get()
-            dropped += 1
-        return dropped
+    buf = io.BytesIO()
+    write_new_batch(buf, batch)
+    return buf.getvalue()

@@ -8,9 +8,7 @@ on the test's thread; nothing sleeps and nothing races.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sluice.base import TopicPartition
@@ -183,13 +181,3 @@ def update_metadata_to(sent: list[SentRequest], broker_id: int) -> list[UpdateMe
         for s in sent
         if s.broker_id == broker_id and isinstance(s.request, UpdateMetadataRequest)
     ]
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
-    """Poll ``condition`` until it holds, failing with ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        pause.wait(0.01)

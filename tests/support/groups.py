@@ -1,4 +1,4 @@
-"""Real-client helpers for the group tests: a confluent-kafka consumer on its own thread
+"""Real clients in consumer groups: a confluent-kafka consumer on its own thread
 that commits every record synchronously, a consumer in a subprocess that can be killed,
 and checks of the coordinator's view of a group (no fixed sleeps: conditions with
 deadlines)."""
@@ -11,27 +11,15 @@ import sys
 import threading
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka import TopicPartition as CTP
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 FAST_GROUP = {
     "session.timeout.ms": 6000,
     "heartbeat.interval.ms": 300,
     "topic.metadata.refresh.interval.ms": 1000,
 }
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-
-
-def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i, v in enumerate(values):
-        producer.produce(topic, value=v, partition=i % partitions)
-    assert producer.flush(30) == 0
 
 
 def describe(bootstrap: str, group: str) -> Any:

@@ -1,14 +1,15 @@
-"""Helpers shared by the log cleaner tests (no tests here)."""
+"""The log cleaner under test: compacted logs on a manual clock, key-value batches, a
+cleaner for a log, and reading back what survived."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from sluice_log_helpers import DecodedRecord, ManualClock, Rec, build_batch, decode_batches
-
 from sluice.log import Log, LogConfig
 from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
+from support.logs import ManualClock
+from support.records import DecodedRecord, Rec, build_batch, decode_batches
 
 Pair = tuple[bytes | None, bytes | None]
 

@@ -1,41 +1,17 @@
-"""Helpers shared by the coordination and controller tests: store factories, event sinks."""
+"""Coordination-store tests: store factories, unique znodes, watch-event sinks and a
+barrier that waits for a session's events to be delivered."""
 
 from __future__ import annotations
 
 import queue
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-
-import pytest
+from collections.abc import Callable
 
 from sluice.metastore import CoordinationStore, EventType, WatchedEvent
-from sluice.metastore.zk_server import (
-    ZooKeeperServer,
-    find_java,
-    find_zookeeper_classpath,
-)
 
 WAIT_S = 20.0
 
 StoreFactory = Callable[[], CoordinationStore]
-
-
-@contextmanager
-def zookeeper_or_skip() -> Iterator[ZooKeeperServer]:
-    """Start a throwaway ZooKeeper, or skip (with the reason) if it is not installed."""
-    pytest.importorskip("kazoo", reason="kazoo is not installed (pip install kazoo)")
-    if find_zookeeper_classpath() is None or find_java() is None:
-        pytest.skip(
-            "ZooKeeper not found: install Debian's 'zookeeper' package "
-            "(apt-get install zookeeper; scripts/setup.sh does it) "
-            "or set SLUICE_ZOOKEEPER_CLASSPATH"
-        )
-    server = ZooKeeperServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def unique_base() -> str:

@@ -1,4 +1,4 @@
-"""Helpers for the sans-I/O group coordinator tests: an in-memory ``GroupLog``, a manual
+"""The sans-I/O group coordinator under test: an in-memory ``GroupLog``, a manual
 clock driving both purgatories (no reaper threads, expiry inline) and request shortcuts."""
 
 from __future__ import annotations
