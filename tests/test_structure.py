@@ -104,7 +104,7 @@ def _definitions(name: str) -> list[str]:
         ("TopicPartition", "sluice.base.topic_partition"),
         ("CompressionType", "sluice.protocol.records.compression"),
         ("BatchHeader", "sluice.protocol.records.batch"),
-        ("MetadataCache", "sluice.server.metadata_cache"),
+        ("MetadataCache", "sluice.replication.metadata_cache"),
         ("RequestContext", "sluice.server.request_context"),
     ],
 )

@@ -32,8 +32,8 @@ from sluice.coordinator.group.records import (
 from sluice.log import Log, LogConfig
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
+from sluice.replication.replica_manager import ReplicaManager
 from sluice.server.group_runtime import ReplicaManagerGroupLog
-from sluice.server.replica_manager import ReplicaManager
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.server.producer_ids import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
+from sluice.replication.producer_ids import PRODUCER_ID_BLOCK_FILE, ProducerIdManager
 
 
 def test_ids_are_monotonic_within_and_across_blocks(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_cluster_blocks_come_from_zookeeper_and_never_overlap(tmp_path: Path) ->
     """Brokers of a cluster reserve blocks in /latest_producer_id_block with a version
     check: interleaved allocations on three brokers never hand out an id twice."""
     from sluice.metastore.memory import InProcessStore
-    from sluice.server.producer_ids import ZkProducerIdBlockSource
+    from sluice.replication.producer_ids import ZkProducerIdBlockSource
 
     store = InProcessStore()
     managers = [
@@ -58,7 +58,7 @@ def test_cluster_blocks_come_from_zookeeper_and_never_overlap(tmp_path: Path) ->
 
 def test_a_lost_race_for_the_block_znode_is_retried() -> None:
     from sluice.metastore.memory import InProcessStore
-    from sluice.server.producer_ids import ZkProducerIdBlockSource
+    from sluice.replication.producer_ids import ZkProducerIdBlockSource
 
     store = InProcessStore()
     source = ZkProducerIdBlockSource(store, 1, block_size=10)

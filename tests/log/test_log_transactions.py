@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sluice.base import TopicPartition
 from sluice.log import AppendOrigin, Log, LogConfig
 from sluice.log.transaction_index import AbortedTxn, TransactionIndex
-from sluice.server.partition import FetchIsolation, Partition
+from sluice.replication.partition import FetchIsolation, Partition
 from support.logs import ManualClock
 from support.records import Rec, build_batch
 

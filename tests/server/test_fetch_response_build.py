@@ -11,9 +11,9 @@ from sluice.base import TopicPartition
 from sluice.log.transaction_index import AbortedTxn
 from sluice.protocol import ErrorCode, Request, apis
 from sluice.protocol.headers import RequestHeader
-from sluice.server.fetch_session import FetchContext, FetchSessionCache, PartitionState
+from sluice.replication.fetch_session import FetchContext, FetchSessionCache, PartitionState
+from sluice.replication.replica_manager import FetchPartitionData, PartitionFetch
 from sluice.server.handlers import fetch
-from sluice.server.replica_manager import FetchPartitionData, PartitionFetch
 
 DETERMINISTIC = settings(derandomize=True, max_examples=150, deadline=None)
 VERSIONS = range(4, 13)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sluice.base import TopicPartition
 from sluice.protocol import ErrorCode
-from sluice.server.fetch_session import FetchSessionCache, PartitionState
+from sluice.replication.fetch_session import FetchSessionCache, PartitionState
 
 A, B, C = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
 

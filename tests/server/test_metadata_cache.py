@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sluice.base import TopicPartition
 from sluice.controller.model import Broker, EndPoint
 from sluice.controller.requests import UpdateMetadataPartitionState
-from sluice.server.metadata_cache import MetadataCache, PartitionMetadata
+from sluice.replication.metadata_cache import MetadataCache, PartitionMetadata
 
 ID_A = uuid.UUID(int=1)
 ID_B = uuid.UUID(int=2)

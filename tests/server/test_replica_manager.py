@@ -25,8 +25,8 @@ from sluice.log.append import AppendOrigin
 from sluice.log.group_flush import GroupFlusher
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
-from sluice.server.partition import FetchIsolation
-from sluice.server.replica_manager import FetchParams, PartitionFetch, ReplicaManager
+from sluice.replication.partition import FetchIsolation
+from sluice.replication.replica_manager import FetchParams, PartitionFetch, ReplicaManager
 
 TP = TopicPartition("t", 0)
 
@@ -267,33 +267,20 @@ def test_high_watermarks_survive_a_restart(tmp_path: Path) -> None:
     log.close()
 
 
-def test_periodic_high_watermark_checkpoint_is_written_off_the_event_loop(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import asyncio
-    import threading
-
+def test_periodic_high_watermark_checkpoint_takes_only_moved_marks(tmp_path: Path) -> None:
+    """The periodic write (the broker runs write_high_watermarks on a worker thread) gets
+    the HWs only when one moved since the last write: no fsync for nothing."""
     h = Harness(tmp_path)
     checkpoint = tmp_path / "replication-offset-checkpoint"
     h.rm.load_high_watermarks(checkpoint)
     h.rm.append_records(1000, 1, {TP: batch(b"a", b"b")}, lambda _: None)
-    writers: list[str] = []
-    checkpoint_type = type(h.rm.hw_checkpoint)
-    write = checkpoint_type.write
-
-    def recording_write(self: Any, hws: dict[tuple[str, int], int]) -> None:
-        writers.append(threading.current_thread().name)
-        write(self, hws)
-
-    monkeypatch.setattr(checkpoint_type, "write", recording_write)
-
-    async def twice() -> None:
-        await h.rm.checkpoint_high_watermarks_off_loop()
-        await h.rm.checkpoint_high_watermarks_off_loop()  # nothing moved: no second write
-
-    asyncio.run(twice())
+    hws = h.rm.high_watermarks_to_checkpoint()
+    assert hws == {("t", 0): 2}
+    h.rm.write_high_watermarks(hws)
     assert checkpoint.read_text().split() == ["0", "1", "t", "0", "2"]
-    assert len(writers) == 1 and writers[0] != threading.main_thread().name
+    assert h.rm.high_watermarks_to_checkpoint() is None  # nothing moved since
+    h.rm.append_records(1000, 1, {TP: batch(b"c")}, lambda _: None)
+    assert h.rm.high_watermarks_to_checkpoint() == {("t", 0): 3}
     h.rm.shutdown()
     h.log.close()
 

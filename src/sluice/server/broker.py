@@ -29,18 +29,18 @@ from sluice.log.file_work import FileThread
 from sluice.log.group_flush import GroupFlusher
 from sluice.protocol import DEFAULT_VERSIONS, VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
+from sluice.replication.fetch_session import FetchSessionCache
+from sluice.replication.metadata_cache import MetadataCache
+from sluice.replication.producer_ids import ProducerIdManager
+from sluice.replication.replica_manager import ReplicaManager
 from sluice.server.congestion import checked_algorithm
-from sluice.server.fetch_session import FetchSessionCache
 from sluice.server.handlers import (
     HANDLER_MODULES,
     SERVED_BEFORE_COORDINATORS,
     build_handlers,
     build_raw_handlers,
 )
-from sluice.server.metadata_cache import MetadataCache
 from sluice.server.network import Handler, KafkaServer
-from sluice.server.producer_ids import ProducerIdManager
-from sluice.server.replica_manager import ReplicaManager
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
 from sluice.server.single_node_controller import SingleNodeController
@@ -458,7 +458,9 @@ class Broker:
                 self.log_manager.flush_dirty_logs()
                 if time.monotonic() >= next_hw:
                     next_hw = time.monotonic() + hw_s
-                    await self.replica_manager.checkpoint_high_watermarks_off_loop()
+                    hws = self.replica_manager.high_watermarks_to_checkpoint()
+                    if hws is not None:
+                        await asyncio.to_thread(self.replica_manager.write_high_watermarks, hws)
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + interval_s
                     self.run_retention()

@@ -39,9 +39,9 @@ from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from sluice.metastore import NodeExistsError
 from sluice.protocol import ErrorCode
+from sluice.replication.partition import Partition
 from sluice.server.group_runtime import load_offsets_partition
 from sluice.server.inter_broker import BrokerConnection, NetworkControllerChannel
-from sluice.server.partition import Partition
 from sluice.server.replica_fetcher import ReplicaFetcher
 from sluice.server.topics import TopicInfo
 from sluice.server.txn_runtime import load_transaction_partition
@@ -109,7 +109,7 @@ class ClusterManager:
         self.zk = KafkaZkClient(self.store)
         self.zk.create_top_level_paths()
         # Producer ids must be unique across the cluster: blocks come from ZooKeeper.
-        from sluice.server.producer_ids import ZkProducerIdBlockSource
+        from sluice.replication.producer_ids import ZkProducerIdBlockSource
 
         self.broker.producer_id_manager.block_source = ZkProducerIdBlockSource(
             self.store, self.broker_id

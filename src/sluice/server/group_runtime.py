@@ -15,11 +15,11 @@ from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME, GroupConfig, GroupCoordinator
 from sluice.coordinator.group.manager import AppendCallback
 from sluice.log.append import AppendOrigin
-from sluice.server.delayed import ProducePartitionStatus
+from sluice.replication.delayed import ProducePartitionStatus
 
 if TYPE_CHECKING:
+    from sluice.replication.replica_manager import ReplicaManager
     from sluice.server.broker import Broker
-    from sluice.server.replica_manager import ReplicaManager
 
 __all__ = [
     "ReplicaManagerGroupLog",

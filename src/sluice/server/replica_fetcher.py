@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sluice.base import TopicPartition
 from sluice.protocol import ErrorCode
 from sluice.protocol.records.batch import LENGTH_OFFSET, LOG_OVERHEAD
+from sluice.replication.partition import Partition
 from sluice.server.inter_broker import BrokerConnection
-from sluice.server.partition import Partition
 from sluice.server.replica_fetch_wire import (
     FetchedPartition,
     FetchPartitionRequest,

@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from sluice.coordinator.transaction import TransactionCoordinator
     from sluice.log import LogConfig
     from sluice.protocol import VersionTable
-    from sluice.server.fetch_session import FetchSessionCache
-    from sluice.server.metadata_cache import MetadataCache
-    from sluice.server.producer_ids import ProducerIdManager
-    from sluice.server.replica_manager import ReplicaManager
+    from sluice.replication.fetch_session import FetchSessionCache
+    from sluice.replication.metadata_cache import MetadataCache
+    from sluice.replication.producer_ids import ProducerIdManager
+    from sluice.replication.replica_manager import ReplicaManager
     from sluice.server.topics import TopicInfo
 
 __all__ = ["ActiveController", "Controller", "Coordinators", "RequestContext", "TopicAdmin"]

@@ -25,7 +25,7 @@ from sluice.protocol import ErrorCode
 from sluice.protocol.errors import KafkaError
 
 if TYPE_CHECKING:
-    from sluice.server.replica_manager import ReplicaManager
+    from sluice.replication.replica_manager import ReplicaManager
 
 __all__ = ["SingleNodeController"]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.config import ConfigError, validate_topic_configs
+from sluice.replication.metadata_cache import INTERNAL_TOPICS
 
 __all__ = [
     "InvalidReplicaAssignment",
@@ -29,7 +30,6 @@ __all__ = [
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 class InvalidReplicationFactor(ValueError):

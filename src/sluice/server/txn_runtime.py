@@ -22,7 +22,7 @@ from sluice.coordinator.transaction import (
 )
 from sluice.log.append import AppendOrigin
 from sluice.protocol import ErrorCode
-from sluice.server.delayed import ProducePartitionStatus
+from sluice.replication.delayed import ProducePartitionStatus
 from sluice.server.group_runtime import (
     ReplicaManagerGroupLog,
     load_elected_partition,
@@ -31,8 +31,8 @@ from sluice.server.group_runtime import (
 
 if TYPE_CHECKING:
     from sluice.coordinator.group import GroupCoordinator
+    from sluice.replication.replica_manager import ReplicaManager
     from sluice.server.broker import Broker
-    from sluice.server.replica_manager import ReplicaManager
 
 __all__ = [
     "ReplicaManagerMarkerWriter",

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
+from sluice.replication.fetch_session import FetchContext, PartitionState
+from sluice.replication.partition import FetchIsolation
+from sluice.replication.replica_manager import FetchParams, FetchPartitionData, PartitionFetch
 from sluice.server.answer import Answer
-from sluice.server.fetch_session import FetchContext, PartitionState
 from sluice.server.messages import build, field, ms
-from sluice.server.partition import FetchIsolation
-from sluice.server.replica_manager import FetchParams, FetchPartitionData, PartitionFetch
 
 if TYPE_CHECKING:
     from sluice.server.request_context import RequestContext

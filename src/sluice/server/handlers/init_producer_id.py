@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
+from sluice.replication.producer_ids import ProducerIdsExhaustedError
 from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms
-from sluice.server.producer_ids import ProducerIdsExhaustedError
 
 if TYPE_CHECKING:
     from sluice.server.request_context import RequestContext

@@ -16,7 +16,7 @@ from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
 if TYPE_CHECKING:
-    from sluice.server.metadata_cache import MetadataCache
+    from sluice.replication.metadata_cache import MetadataCache
     from sluice.server.request_context import RequestContext
 
 

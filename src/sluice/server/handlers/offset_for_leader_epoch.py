@@ -27,7 +27,7 @@ from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
-    from sluice.server.partition import Partition
+    from sluice.replication.partition import Partition
     from sluice.server.request_context import RequestContext
 
 UNDEFINED_EPOCH = -1

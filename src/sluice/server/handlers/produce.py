@@ -9,8 +9,8 @@ from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.produce_response import PartitionResult, encode_produce_response
 from sluice.protocol.requests import body_of
+from sluice.replication.delayed import ProducePartitionStatus
 from sluice.server.answer import Answer
-from sluice.server.delayed import ProducePartitionStatus
 from sluice.server.messages import ms
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 

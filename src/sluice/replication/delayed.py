@@ -10,10 +10,10 @@ from sluice.base import TopicPartition
 from sluice.log import LogOffsetMetadata
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperation
-from sluice.server.partition import FetchIsolation
+from sluice.replication.partition import FetchIsolation
 
 if TYPE_CHECKING:
-    from sluice.server.replica_manager import FetchParams, PartitionFetch, ReplicaManager
+    from sluice.replication.replica_manager import FetchParams, PartitionFetch, ReplicaManager
 
 __all__ = ["DelayedDeleteRecords", "DelayedFetch", "DelayedProduce", "ProducePartitionStatus"]
 

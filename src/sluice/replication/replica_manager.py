@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import threading
@@ -22,13 +21,13 @@ from sluice.log.transaction_index import AbortedTxn
 from sluice.protocol import ErrorCode
 from sluice.protocol.errors import KafkaError
 from sluice.purgatory import DelayedOperationPurgatory
-from sluice.server.delayed import (
+from sluice.replication.delayed import (
     DelayedDeleteRecords,
     DelayedFetch,
     DelayedProduce,
     ProducePartitionStatus,
 )
-from sluice.server.partition import FetchIsolation, NotEnoughReplicasError, Partition
+from sluice.replication.partition import FetchIsolation, NotEnoughReplicasError, Partition
 
 __all__ = ["FetchParams", "FetchPartitionData", "PartitionFetch", "ReplicaManager"]
 
@@ -143,27 +142,23 @@ class ReplicaManager:
             self._checkpointed_hws = {}
 
     def checkpoint_high_watermarks(self) -> None:
-        """Write every partition's HW (at shutdown; the periodic write is
-        :meth:`checkpoint_high_watermarks_off_loop`)."""
-        hws = self._moved_high_watermarks()
+        """Write every partition's HW now (at shutdown; the periodic write takes
+        :meth:`high_watermarks_to_checkpoint` and writes them off the event loop)."""
+        hws = self.high_watermarks_to_checkpoint()
         if hws is not None:
-            self._write_high_watermarks(hws)
+            self.write_high_watermarks(hws)
 
-    async def checkpoint_high_watermarks_off_loop(self) -> None:
-        """Kafka's replica.high.watermark.checkpoint.interval.ms write: the HWs are taken
-        on the event loop, the file is written and fsynced (1-15 ms on a busy disk) on a
-        worker thread, so that no request waits behind it."""
-        hws = self._moved_high_watermarks()
-        if hws is not None:
-            await asyncio.to_thread(self._write_high_watermarks, hws)
-
-    def _moved_high_watermarks(self) -> dict[tuple[str, int], int] | None:
+    def high_watermarks_to_checkpoint(self) -> dict[tuple[str, int], int] | None:
+        """Every partition's HW, or None when none moved since the last write (no fsync
+        for nothing). Kafka's replica.high.watermark.checkpoint.interval.ms write takes
+        them on the event loop and writes the file (an fsync, 1-15 ms on a busy disk)
+        on a worker thread with :meth:`write_high_watermarks`."""
         if self.hw_checkpoint is None:
             return None
         hws = {(tp.topic, tp.partition): p.high_watermark for tp, p in self.partitions.items()}
-        return None if hws == self._checkpointed_hws else hws  # no fsync when nothing moved
+        return None if hws == self._checkpointed_hws else hws
 
-    def _write_high_watermarks(self, hws: dict[tuple[str, int], int]) -> None:
+    def write_high_watermarks(self, hws: dict[tuple[str, int], int]) -> None:
         with self._hw_write_lock:  # the periodic write may still run when shutdown writes
             assert self.hw_checkpoint is not None
             self.hw_checkpoint.write(hws)

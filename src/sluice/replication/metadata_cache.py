@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from sluice.base import TopicPartition
 from sluice.controller.model import LEADER_DURING_DELETE, NO_LEADER, Broker
 from sluice.controller.requests import UpdateMetadataPartitionState
-from sluice.server.topics import INTERNAL_TOPICS
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+"""Kafka's internal topics: the group and transaction coordinators' state."""
 
 __all__ = ["MetadataCache", "PartitionMetadata"]
 
