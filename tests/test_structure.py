@@ -106,6 +106,7 @@ def _definitions(name: str) -> list[str]:
         ("BatchHeader", "sluice.protocol.records.batch"),
         ("MetadataCache", "sluice.replication.metadata_cache"),
         ("RequestContext", "sluice.server.request_context"),
+        ("Clock", "sluice.base.clock"),
     ],
 )
 def test_shared_concepts_are_defined_once(name: str, home: str) -> None:

@@ -5,8 +5,9 @@ Follows Apache Kafka's log layer: :class:`Log` (UnifiedLog) over :class:`LocalLo
 :class:`LogManager`. Record batches stay opaque bytes; only their v2 headers are read.
 """
 
+from sluice.base.clock import wall_clock_ms
 from sluice.log.append import AppendOrigin, LogAppendInfo
-from sluice.log.config import Clock, LogConfig, system_clock
+from sluice.log.config import LogConfig, WallClock
 from sluice.log.errors import (
     ConfigException,
     CorruptIndexException,
@@ -49,7 +50,6 @@ __all__ = [
     "MAX_TIMESTAMP",
     "AppendOrigin",
     "BatchHeader",
-    "Clock",
     "CompressionType",
     "ConfigException",
     "CorruptIndexException",
@@ -81,5 +81,6 @@ __all__ = [
     "TopicPartition",
     "UnexpectedAppendOffsetException",
     "UnsupportedForMessageFormatException",
-    "system_clock",
+    "WallClock",
+    "wall_clock_ms",
 ]

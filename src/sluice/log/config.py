@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,17 +10,14 @@ from typing import Any
 from sluice.config import format_config_value, parse_bool
 from sluice.log.errors import ConfigException
 
-__all__ = ["Clock", "LogConfig", "system_clock"]
+__all__ = ["LogConfig", "WallClock"]
 
-Clock = Callable[[], int]
-"""A callable returning the current time in epoch milliseconds (inject a manual one in tests)."""
+WallClock = Callable[[], int]
+"""The log's clock: a callable returning wall-clock epoch milliseconds (segment and
+record timestamps are wall time; ``sluice.base.clock.wall_clock_ms`` in a broker, a
+manual one in tests). Timeouts elsewhere use ``sluice.base.clock.Clock``, monotonic."""
 
 LONG_MAX = 2**63 - 1
-
-
-def system_clock() -> int:
-    """Wall-clock time in milliseconds."""
-    return time.time_ns() // 1_000_000
 
 
 _CREATE_TIME = "CreateTime"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sluice.log.cleaner.files import complete_interrupted_swaps
-from sluice.log.config import Clock, LogConfig
+from sluice.log.config import LogConfig, WallClock
 from sluice.log.errors import CorruptIndexException
 from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords
 from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
@@ -56,7 +56,7 @@ def open_segment(
     directory: Path,
     base_offset: int,
     config: LogConfig,
-    clock: Clock,
+    clock: WallClock,
     recycled: FileRecords | None = None,
     prepared: PreparedFiles | None = None,
 ) -> LogSegment:
@@ -100,7 +100,7 @@ def _remove_temp_files(directory: Path) -> list[int]:
 def load_log(
     directory: Path,
     config: LogConfig,
-    clock: Clock,
+    clock: WallClock,
     *,
     had_clean_shutdown: bool,
     recovery_point: int,

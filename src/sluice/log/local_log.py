@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile, fsync_directory
-from sluice.log.config import Clock, LogConfig
+from sluice.log.config import LogConfig, WallClock
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import (
     FetchDataInfo,
@@ -111,7 +111,7 @@ class LocalLog:
         topic: str,
         partition: int,
         config: LogConfig,
-        clock: Clock,
+        clock: WallClock,
         segments: list[LogSegment],
         log_end_offset: int,
         recovery_point: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sluice.base.clock import wall_clock_ms
 from sluice.log.append import (
     AppendOrigin,
     LogAppendInfo,
@@ -18,7 +19,7 @@ from sluice.log.checkpoint import (
 )
 from sluice.log.cleaner.files import truncate_cleaner_checkpoint
 from sluice.log.cleaner.records import check_keys_present
-from sluice.log.config import Clock, LogConfig, system_clock
+from sluice.log.config import LogConfig, WallClock
 from sluice.log.errors import (
     OffsetOutOfRangeException,
 )
@@ -82,7 +83,7 @@ class Log:
         directory: Path | str,
         config: LogConfig | None = None,
         *,
-        clock: Clock = system_clock,
+        clock: WallClock = wall_clock_ms,
         had_clean_shutdown: bool = False,
         file_work: FileWork | None = None,
     ) -> None:

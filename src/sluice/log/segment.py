@@ -9,7 +9,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sluice.log.config import Clock, system_clock
+from sluice.base.clock import wall_clock_ms
+from sluice.log.config import WallClock
 from sluice.log.file_records import (
     LOG_FILE_SUFFIX,
     FetchDataInfo,
@@ -79,7 +80,7 @@ class LogSegment:
         time_index: TimeIndex,
         base_offset: int,
         index_interval_bytes: int,
-        clock: Clock,
+        clock: WallClock,
         txn_index: TransactionIndex | None = None,
     ) -> None:
         self._log = log
@@ -119,7 +120,7 @@ class LogSegment:
         *,
         index_interval_bytes: int = 4096,
         max_index_size: int = 10 * 1024 * 1024,
-        clock: Clock = system_clock,
+        clock: WallClock = wall_clock_ms,
         file_suffix: str = "",
         recycled: FileRecords | None = None,
         prepared: PreparedFiles | None = None,

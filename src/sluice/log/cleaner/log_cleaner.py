@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sluice.base.clock import wall_clock_ms
 from sluice.log.cleaner.cleaning_pass import (
     DEFAULT_MAX_MAP_ENTRIES,
     DEFAULT_SLICE_BYTES,
@@ -42,7 +43,7 @@ from sluice.log.cleaner.cleaning_pass import (
 )
 from sluice.log.cleaner.files import CLEANER_CHECKPOINT, read_cleaner_checkpoint
 from sluice.log.cleaner.records import delete_horizon_of
-from sluice.log.config import Clock, system_clock
+from sluice.log.config import WallClock
 from sluice.log.log import Log
 
 __all__ = [
@@ -92,7 +93,7 @@ class LogCleaner:
         *,
         config_for: Callable[[Log], CompactionConfig] | None = None,
         high_watermark: Callable[[Log], int | None] | None = None,
-        clock: Clock = system_clock,
+        clock: WallClock = wall_clock_ms,
         slice_bytes: int = DEFAULT_SLICE_BYTES,
         max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
         retry_failed_after_ms: int = 60_000,
