@@ -75,19 +75,6 @@ class FetchPartitionData:
     aborted_transactions: list[AbortedTxn] | None = None
 
 
-def _error_of(exc: BaseException) -> ErrorCode:
-    code = getattr(exc, "code", None)
-    if isinstance(code, ErrorCode):
-        return code
-    name = getattr(exc, "error_name", None) or getattr(exc, "kafka_error", None)
-    if isinstance(name, str):
-        try:
-            return ErrorCode[name.lower()]
-        except KeyError:
-            pass
-    return ErrorCode.unknown_server_error
-
-
 class ReplicaManager:
     """Hosts the partitions of this broker and runs produce, fetch and DeleteRecords
     against them, parking requests that must wait in the purgatories."""
@@ -228,7 +215,7 @@ class ReplicaManager:
             return ProducePartitionStatus(-1, -1, error=exc.code, error_message=str(exc))
         except KafkaError as exc:  # the log's and the record format's errors
             log.debug("append to %s rejected: %s", tp, exc)
-            return ProducePartitionStatus(-1, -1, error=_error_of(exc), error_message=str(exc))
+            return ProducePartitionStatus(-1, -1, error=exc.code, error_message=str(exc))
         hw_moved = partition.maybe_increment_high_watermark()
         self._wake(tp, hw_moved)
         required = info.last_offset + 1
@@ -426,7 +413,7 @@ class ReplicaManager:
             try:
                 partition.log.delete_records_before(target, partition.high_watermark)
             except KafkaError as exc:
-                results[tp] = (-1, _error_of(exc))
+                results[tp] = (-1, exc.code)
                 continue
             results[tp] = (partition.low_watermark(), ErrorCode.none)
         op = DelayedDeleteRecords(timeout_ms, results, self, callback)
