@@ -20,8 +20,7 @@ SHELL = (
     "sluice.cli",
     "sluice.demo",
     "sluice.spark",
-    "sluice.embedded",
-    "sluice.embedded_cluster",
+    "sluice.testing",
 )
 NETWORKING = ("asyncio", "socket", "selectors", "ssl", "socketserver")
 

@@ -31,11 +31,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sluice.embedded import EmbeddedBroker
 from sluice.metastore.data_tree import DataTree
 from sluice.metastore.memory import InProcessStore
 from sluice.metastore.zk_server import ZooKeeperServer
 from sluice.ports import free_port
+from sluice.testing.broker import EmbeddedBroker
 
 __all__ = ["EmbeddedCluster", "wait_until"]
 
