@@ -138,6 +138,9 @@ class Broker:
         # Cluster mode (zookeeper.connect set): see sluice.server.cluster.
         self.cluster: ClusterManager | None = None
         self.request_context: RequestContext  # built once the listeners can open
+        # API key -> handler: the table the listeners read, changed in place (the request
+        # gate opens keys in it; sluice.testing's request controls wrap entries).
+        self.handlers: dict[int, Handler[RequestContext]] = {}
 
     @property
     def cluster_id(self) -> str:
@@ -316,6 +319,7 @@ class Broker:
     async def _open_listeners(
         self, handlers: dict[int, Handler[RequestContext]], raw_handlers: dict[int, Any] | None
     ) -> None:
+        self.handlers = handlers
         congestion = self.config["socket.loopback.congestion.control"]
         checked_algorithm(congestion)  # a refused name is reported now, not at a connection
         for listener in self.config.listeners:
