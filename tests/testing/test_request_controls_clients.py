@@ -1,7 +1,7 @@
 """Request controls over the wire, with confluent-kafka and kafka-python: a Produce
 answered NOT_LEADER_OR_FOLLOWER once is retried and appended once, a connection dropped
 on the first Fetch is reconnected, a delayed Metadata answers late, and a FindCoordinator
-answered COORDINATOR_NOT_AVAILABLE once is retried."""
+answered COORDINATOR_NOT_AVAILABLE once is retried; and controls outlive a restart."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import asyncio
 import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
@@ -262,3 +263,20 @@ def test_kafka_python_consumer_retries_coordinator_not_available(
         consumer.close()
     assert first.value == b"x"
     assert control.acted == 1
+
+
+def test_controls_carry_over_a_restart(tmp_path: Path) -> None:
+    """A kept control stays with the EmbeddedBroker when it is killed and started again."""
+    embedded = sluice.EmbeddedBroker(log_dir=tmp_path).start()
+    try:
+        control = embedded.control(ApiKey.METADATA, drop, keep=True)
+        embedded.kill()
+        embedded.start()
+        admin = AdminClient({"bootstrap.servers": embedded.bootstrap_servers, "log_level": 0})
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=2)  # every Metadata is dropped
+        assert control.acted >= 1
+        control.remove()
+        assert admin.list_topics(timeout=10).brokers  # answered again
+    finally:
+        embedded.stop()

@@ -89,6 +89,11 @@ class EmbeddedBroker:
         return self.controls.add(api_key, fn, keep=keep)
 
     def start(self) -> EmbeddedBroker:
+        """Start the broker (again, after :meth:`kill` or :meth:`stop` with ``log_dir``
+        given, on the same data directory and controls) and wait until it serves."""
+        self._ready.clear()
+        self._error = None
+        self._crash = False
         self._thread = threading.Thread(target=self._run, name="sluice-embedded", daemon=True)
         self._thread.start()
         if not self._ready.wait(self._timeout):
