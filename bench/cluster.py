@@ -66,7 +66,7 @@ from produce_consume import (
     run_e2e,
     run_latency,
 )
-from sluice.embedded_cluster import EmbeddedCluster, wait_until
+from sluice.testing import EmbeddedCluster, wait_until
 
 BROKER_IDS = [1, 2, 3]
 RECORD_SIZE = 1024

@@ -24,7 +24,7 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from sluice.base.clock import ManualClock, MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK, ManualClock
 from sluice.timer import FunctionTask, SystemTimer
 
 FAR_MIN_MS, FAR_MAX_MS = 1_000, 60_000  # pending timers: request-timeout-like delays
@@ -76,7 +76,7 @@ def delays(n: int, lo: int, hi: int, seed: int) -> list[int]:
 
 
 def sluice_add_cancel(pending: int, ops: int) -> float:
-    timer = SystemTimer(clock=MonotonicClock())
+    timer = SystemTimer(clock=SYSTEM_CLOCK)
     for d in delays(pending, FAR_MIN_MS, FAR_MAX_MS, 1):
         timer.add(FunctionTask(d, noop))
     work = delays(ops, FAR_MIN_MS, FAR_MAX_MS, 2)
@@ -232,7 +232,7 @@ def mem_heapq(n: int) -> object:
 
 # -- lateness on the real clock ------------------------------------------------------
 def lateness(n: int, max_delay_ms: int) -> list[float]:
-    clock = MonotonicClock()
+    clock = SYSTEM_CLOCK
     timer = SystemTimer(clock=clock)
     late: list[float] = []
     done = threading.Event()
@@ -254,7 +254,7 @@ def lateness(n: int, max_delay_ms: int) -> list[float]:
     thread = threading.Thread(target=reaper, daemon=True)
     thread.start()
     for d in delays(n, 1, max_delay_ms, 4):
-        timer.add(FunctionTask(d, make(clock.now_ms() + d)))
+        timer.add(FunctionTask(d, make(clock.hi_res_clock_ms() + d)))
     done.wait(timeout=max_delay_ms / 1000 + 30)
     timer.shutdown()
     thread.join()

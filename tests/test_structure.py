@@ -20,8 +20,7 @@ SHELL = (
     "sluice.cli",
     "sluice.demo",
     "sluice.spark",
-    "sluice.embedded",
-    "sluice.embedded_cluster",
+    "sluice.testing",
 )
 NETWORKING = ("asyncio", "socket", "selectors", "ssl", "socketserver")
 
@@ -107,10 +106,52 @@ def _definitions(name: str) -> list[str]:
         ("MetadataCache", "sluice.replication.metadata_cache"),
         ("RequestContext", "sluice.server.request_context"),
         ("Clock", "sluice.base.clock"),
+        ("SystemClock", "sluice.base.clock"),
+        ("ManualClock", "sluice.base.clock"),
     ],
 )
 def test_shared_concepts_are_defined_once(name: str, home: str) -> None:
     assert _definitions(name) == [home]
+
+
+_SYSTEM_TIME = frozenset({"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter",
+                          "perf_counter_ns", "sleep"})  # fmt: skip
+
+
+def _system_time_reads(tree: ast.Module) -> Iterator[str]:
+    """``time.monotonic()`` and the like, and ``from time import ...`` of them."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "time"
+            and node.attr in _SYSTEM_TIME
+        ):
+            yield f"time.{node.attr}"
+        elif isinstance(node, ast.ImportFrom) and node.module == "time":
+            yield from (f"time.{a.name}" for a in node.names if a.name in _SYSTEM_TIME)
+
+
+# Sans-I/O parts of the clients, on the same clock.
+CLOCKED_CLIENT = (
+    "sluice.client.net",
+    "sluice.client.producer.accumulator",
+    "sluice.client.producer.buffer_pool",
+    "sluice.client.producer.sender",
+)
+
+
+def test_the_core_reads_time_only_through_the_clock() -> None:
+    """Kafka's ``Time``: the sans-I/O core takes wall and monotonic time from the injected
+    ``Clock`` (base/clock.py is the one place that reads the system's)."""
+    core = (*(f"sluice.{p}" for p in CORE), *CLOCKED_CLIENT)
+    found = [
+        f"{module} reads {name}"
+        for module, _path, tree in _modules()
+        if _within(module, core) and module != "sluice.base.clock"
+        for name in _system_time_reads(tree)
+    ]
+    assert found == []
 
 
 # The v2 batch header's struct layouts, whole and in parts: only the records module may

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from sluice.base import TopicPartition
-from sluice.base.clock import Clock, ManualClock, MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK, Clock, ManualClock
 from sluice.client.errors import KafkaException
 from sluice.client.producer.accumulator import AccumulatorConfig, RecordAccumulator
 from sluice.client.producer.buffer_pool import BufferPool
@@ -50,7 +50,7 @@ def make(
 def append(acc: RecordAccumulator, clock: Clock, tp: TopicPartition = TP0, value: bytes = VALUE,
            callback=None, max_block_ms: int = 0):  # type: ignore[no-untyped-def]  # fmt: skip
     return acc.append(tp.topic, tp.partition, T0, None, value, b"\x00", callback,
-                      max_block_ms, clock.now_ms(), CLUSTER)  # fmt: skip
+                      max_block_ms, clock.hi_res_clock_ms(), CLUSTER)  # fmt: skip
 
 
 def fill_batches(acc: RecordAccumulator, clock: Clock, tp: TopicPartition, batches: int) -> int:
@@ -80,9 +80,9 @@ def test_appends_fill_a_batch_then_roll_to_a_new_one() -> None:
         appended += 1
     assert result.batch_is_full  # the deque now holds two batches: wake the Sender
     assert appended == (1024 - 61) // 108  # 108-byte records in a 1 KiB batch
-    ready = acc.ready(CLUSTER, clock.now_ms())
+    ready = acc.ready(CLUSTER, clock.hi_res_clock_ms())
     assert ready.ready_nodes == {NODE1}
-    drained = acc.drain(CLUSTER, ready.ready_nodes, MAX_REQUEST, clock.now_ms())
+    drained = acc.drain(CLUSTER, ready.ready_nodes, MAX_REQUEST, clock.hi_res_clock_ms())
     (batch,) = drained[NODE1.id]
     assert batch.record_count == appended
     (parsed,) = read_batches(batch.records())
@@ -105,13 +105,13 @@ def test_linger_expiry_makes_a_partition_ready() -> None:
     clock = ManualClock()
     acc = make(clock, linger_ms=10)
     append(acc, clock)
-    result = acc.ready(CLUSTER, clock.now_ms())
+    result = acc.ready(CLUSTER, clock.hi_res_clock_ms())
     assert result.ready_nodes == set()
     assert result.next_ready_check_delay_ms == 10
     clock.advance(9)
-    assert acc.ready(CLUSTER, clock.now_ms()).next_ready_check_delay_ms == 1
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).next_ready_check_delay_ms == 1
     clock.advance(1)
-    assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == {NODE1}
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).ready_nodes == {NODE1}
 
 
 def test_drain_rotates_its_start_so_no_partition_starves() -> None:
@@ -122,7 +122,7 @@ def test_drain_rotates_its_start_so_no_partition_starves() -> None:
     one_batch = 1024  # each request has room for a single batch
     order = []
     for _ in range(6):
-        drained = acc.drain(CLUSTER, {NODE1}, one_batch, clock.now_ms())[NODE1.id]
+        drained = acc.drain(CLUSTER, {NODE1}, one_batch, clock.hi_res_clock_ms())[NODE1.id]
         assert len(drained) == 1
         order.append(drained[0].topic_partition.partition)
     assert order == [0, 1, 2, 0, 1, 2]
@@ -133,7 +133,7 @@ def test_drain_fills_a_request_across_partitions() -> None:
     acc = make(clock, linger_ms=0)
     for tp in (TP0, TP1, TP2):
         append(acc, clock, tp)
-    drained = acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.now_ms())[NODE1.id]
+    drained = acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.hi_res_clock_ms())[NODE1.id]
     assert sorted(b.topic_partition.partition for b in drained) == [0, 1, 2]
 
 
@@ -141,11 +141,11 @@ def test_flush_makes_batches_ready_and_waits_for_them() -> None:
     clock = ManualClock()
     acc = make(clock, linger_ms=1_000_000)
     futures = [append(acc, clock, tp).future for tp in (TP0, TP1)]
-    assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == set()
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).ready_nodes == set()
     acc.begin_flush()
     assert acc.flush_in_progress()
-    assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == {NODE1}
-    batches = acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.now_ms())[NODE1.id]
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).ready_nodes == {NODE1}
+    batches = acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.hi_res_clock_ms())[NODE1.id]
     assert acc.await_flush_completion(0) is False  # not completed yet; ends this flush
     acc.begin_flush()
     for offset, batch in enumerate(batches):
@@ -163,14 +163,14 @@ def test_delivery_timeout_expires_queued_batches() -> None:
     clock.advance(50)
     append(acc, clock, TP1)
     clock.advance(49)
-    assert acc.expired_batches(clock.now_ms()) == []
+    assert acc.expired_batches(clock.hi_res_clock_ms()) == []
     assert acc.next_batch_expiry_time_ms == 5_100
     clock.advance(1)
-    (expired,) = acc.expired_batches(clock.now_ms())
+    (expired,) = acc.expired_batches(clock.hi_res_clock_ms())
     assert expired.topic_partition == TP0
     assert not acc.get_deque(TP0)
     clock.advance(50)
-    assert [b.topic_partition for b in acc.expired_batches(clock.now_ms())] == [TP1]
+    assert [b.topic_partition for b in acc.expired_batches(clock.hi_res_clock_ms())] == [TP1]
 
 
 def test_muted_partitions_are_neither_ready_nor_drained() -> None:
@@ -178,36 +178,36 @@ def test_muted_partitions_are_neither_ready_nor_drained() -> None:
     acc = make(clock, linger_ms=0)
     append(acc, clock, TP0)
     acc.mute_partition(TP0)
-    assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == set()
-    assert acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.now_ms()) == {NODE1.id: []}
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).ready_nodes == set()
+    assert acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.hi_res_clock_ms()) == {NODE1.id: []}
     acc.unmute_partition(TP0)
-    assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == {NODE1}
-    assert len(acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.now_ms())[NODE1.id]) == 1
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).ready_nodes == {NODE1}
+    assert len(acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.hi_res_clock_ms())[NODE1.id]) == 1
 
 
 def test_a_retried_batch_waits_for_retry_backoff() -> None:
     clock = ManualClock()
     acc = make(clock, linger_ms=0, retry_backoff_ms=100)
     append(acc, clock)
-    (batch,) = acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.now_ms())[NODE1.id]
-    acc.reenqueue(batch, clock.now_ms())
+    (batch,) = acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.hi_res_clock_ms())[NODE1.id]
+    acc.reenqueue(batch, clock.hi_res_clock_ms())
     assert batch.attempts == 1
-    result = acc.ready(CLUSTER, clock.now_ms())
+    result = acc.ready(CLUSTER, clock.hi_res_clock_ms())
     assert result.ready_nodes == set()
     assert result.next_ready_check_delay_ms == 100
     clock.advance(50)
-    assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == set()
-    assert acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.now_ms()) == {NODE1.id: []}
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).ready_nodes == set()
+    assert acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.hi_res_clock_ms()) == {NODE1.id: []}
     clock.advance(50)
-    assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == {NODE1}
-    assert acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.now_ms())[NODE1.id] == [batch]
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).ready_nodes == {NODE1}
+    assert acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.hi_res_clock_ms())[NODE1.id] == [batch]
 
 
 def test_unknown_leaders_are_reported_by_topic() -> None:
     clock = ManualClock()
     acc = make(clock, linger_ms=0)
     acc.append("w", 0, T0, None, VALUE, b"\x00", None, 0, 0, CLUSTER)
-    result = acc.ready(CLUSTER, clock.now_ms())
+    result = acc.ready(CLUSTER, clock.hi_res_clock_ms())
     assert result.unknown_leader_topics == {"w"}
     assert result.ready_nodes == set()
 
@@ -230,11 +230,11 @@ def test_abort_incomplete_batches_fails_callbacks_in_order() -> None:
 
 
 def test_memory_exhaustion_makes_batches_ready_and_wakes_blocked_appenders_fifo() -> None:
-    clock = MonotonicClock()
+    clock = SYSTEM_CLOCK
     acc = make(clock, batch_size=1024, total_memory=2048, linger_ms=3_600_000)
     append(acc, clock, TP0)
     append(acc, clock, TP1)
-    assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == set()  # lingering
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).ready_nodes == set()  # lingering
     done: list[str] = []
 
     def appender(name: str, tp: TopicPartition) -> None:
@@ -248,14 +248,14 @@ def test_memory_exhaustion_makes_batches_ready_and_wakes_blocked_appenders_fifo(
     second.start()
     wait_until(lambda: acc.free.queued() == 2, message="the second appender to block")
     # Waiting appenders make every batch sendable at once.
-    assert acc.ready(CLUSTER, clock.now_ms()).ready_nodes == {NODE1}
-    drained = acc.drain(CLUSTER, {NODE1}, 1, clock.now_ms())[NODE1.id]
+    assert acc.ready(CLUSTER, clock.hi_res_clock_ms()).ready_nodes == {NODE1}
+    drained = acc.drain(CLUSTER, {NODE1}, 1, clock.hi_res_clock_ms())[NODE1.id]
     assert len(drained) == 1
     drained[0].complete(0, -1)
     acc.deallocate(drained[0])
     wait_until(lambda: done == ["first"], message="the first appender to wake")
     assert acc.free.queued() == 1
-    rest = acc.drain(CLUSTER, {NODE1}, 1, clock.now_ms())[NODE1.id]
+    rest = acc.drain(CLUSTER, {NODE1}, 1, clock.hi_res_clock_ms())[NODE1.id]
     rest[0].complete(0, -1)
     acc.deallocate(rest[0])
     first.join(10)
@@ -310,9 +310,9 @@ def test_retried_batches_are_reenqueued_in_sequence_order() -> None:
     batches: list[ProducerBatch] = []
     for _ in range(3):
         append(acc, clock, TP0)
-        batches += acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.now_ms())[NODE1.id]
+        batches += acc.drain(CLUSTER, {NODE1}, MAX_REQUEST, clock.hi_res_clock_ms())[NODE1.id]
     assert [b.base_sequence for b in batches] == [0, 1, 2]
-    acc.reenqueue(batches[2], clock.now_ms())
-    acc.reenqueue(batches[0], clock.now_ms())
-    acc.reenqueue(batches[1], clock.now_ms())
+    acc.reenqueue(batches[2], clock.hi_res_clock_ms())
+    acc.reenqueue(batches[0], clock.hi_res_clock_ms())
+    acc.reenqueue(batches[1], clock.hi_res_clock_ms())
     assert [b.base_sequence for b in acc.get_deque(TP0) or ()] == [0, 1, 2]

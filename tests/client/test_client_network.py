@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sluice.base.clock import MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK
 from sluice.client.errors import KafkaException, NetworkException
 from sluice.client.net.client_request import ClientRequest, ClientResponse
 from sluice.client.net.cluster import Node
@@ -92,7 +92,7 @@ def fake() -> Iterator[Callable[[Reply], FakeBroker]]:
 
 
 def make_client(port: int, **kwargs: Any) -> tuple[NetworkClient, Node]:
-    clock = MonotonicClock()
+    clock = SYSTEM_CLOCK
     metadata = Metadata(clock, metadata_expire_ms=10**9)
     node = Node(-1, "127.0.0.1", port)
     metadata.bootstrap([(node.host, node.port)])
@@ -107,7 +107,7 @@ def poll_until(client: NetworkClient, condition: Callable[[], bool], timeout_s: 
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
-        client.poll(50, MonotonicClock().now_ms())
+        client.poll(50, SYSTEM_CLOCK.hi_res_clock_ms())
 
 
 def test_connects_negotiates_versions_and_completes_requests(fake) -> None:  # type: ignore[no-untyped-def]
@@ -122,13 +122,13 @@ def test_connects_negotiates_versions_and_completes_requests(fake) -> None:  # t
 
     broker = fake(reply)
     client, node = make_client(broker.port)
-    poll_until(client, lambda: client.ready(node, MonotonicClock().now_ms()))
+    poll_until(client, lambda: client.ready(node, SYSTEM_CLOCK.hi_res_clock_ms()))
     assert client.latest_usable_version(node.id, ApiKey.METADATA) == 12
     responses: list[ClientResponse] = []
     client.send(
         ClientRequest(node.id, ApiKey.METADATA, lambda v: metadata_request(v, ["t"], True),
                       responses.append),
-        MonotonicClock().now_ms(),
+        SYSTEM_CLOCK.hi_res_clock_ms(),
     )  # fmt: skip
     poll_until(client, lambda: bool(responses))
     assert not responses[0].disconnected
@@ -144,7 +144,7 @@ def test_falls_back_when_the_broker_does_not_know_api_versions_v3(fake) -> None:
 
     broker = fake(reply)
     client, node = make_client(broker.port)
-    poll_until(client, lambda: client.ready(node, MonotonicClock().now_ms()))
+    poll_until(client, lambda: client.ready(node, SYSTEM_CLOCK.hi_res_clock_ms()))
     assert broker.requests == [(ApiKey.API_VERSIONS, 3), (ApiKey.API_VERSIONS, 2)]
     client.close()
 
@@ -152,13 +152,13 @@ def test_falls_back_when_the_broker_does_not_know_api_versions_v3(fake) -> None:
 def test_an_unanswered_request_times_out_and_disconnects(fake) -> None:  # type: ignore[no-untyped-def]
     broker = fake(api_versions_only)
     client, node = make_client(broker.port, request_timeout_ms=300)
-    poll_until(client, lambda: client.ready(node, MonotonicClock().now_ms()))
+    poll_until(client, lambda: client.ready(node, SYSTEM_CLOCK.hi_res_clock_ms()))
     responses: list[ClientResponse] = []
     start = time.monotonic()
     client.send(
         ClientRequest(node.id, ApiKey.METADATA, lambda v: metadata_request(v, None, True),
                       responses.append),
-        MonotonicClock().now_ms(),
+        SYSTEM_CLOCK.hi_res_clock_ms(),
     )  # fmt: skip
     poll_until(client, lambda: bool(responses))
     assert responses[0].disconnected and responses[0].timed_out
@@ -172,20 +172,20 @@ def test_a_refused_connection_backs_off(fake) -> None:  # type: ignore[no-untype
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens here
     client, node = make_client(port, reconnect_backoff_ms=200, reconnect_backoff_max_ms=200)
-    now = MonotonicClock().now_ms()
+    now = SYSTEM_CLOCK.hi_res_clock_ms()
     assert not client.ready(node, now)
     poll_until(client, lambda: not client.is_connecting(node.id))
     assert not client.is_connected(node.id)
-    delay = client.connection_delay(node, MonotonicClock().now_ms())
+    delay = client.connection_delay(node, SYSTEM_CLOCK.hi_res_clock_ms())
     assert 0 < delay <= 200
-    assert not client.maybe_connect(node, MonotonicClock().now_ms())  # still backing off
+    assert not client.maybe_connect(node, SYSTEM_CLOCK.hi_res_clock_ms())  # still backing off
     client.close()
 
 
 def test_silence_during_api_versions_hits_the_setup_timeout(fake) -> None:  # type: ignore[no-untyped-def]
     broker = fake(lambda api_key, version, correlation_id: None)
     client, node = make_client(broker.port, connection_setup_timeout_ms=200)
-    client.ready(node, MonotonicClock().now_ms())
+    client.ready(node, SYSTEM_CLOCK.hi_res_clock_ms())
     poll_until(client, lambda: bool(broker.requests))
     poll_until(client, lambda: not client.is_connecting(node.id))
     assert not client.is_connected(node.id)
@@ -195,13 +195,13 @@ def test_silence_during_api_versions_hits_the_setup_timeout(fake) -> None:  # ty
 def test_a_request_with_its_own_timeout_outlives_the_default(fake) -> None:  # type: ignore[no-untyped-def]
     broker = fake(api_versions_only)
     client, node = make_client(broker.port, request_timeout_ms=200)
-    poll_until(client, lambda: client.ready(node, MonotonicClock().now_ms()))
+    poll_until(client, lambda: client.ready(node, SYSTEM_CLOCK.hi_res_clock_ms()))
     responses: list[ClientResponse] = []
     start = time.monotonic()
     client.send(
         ClientRequest(node.id, ApiKey.METADATA, lambda v: metadata_request(v, None, True),
                       responses.append, timeout_ms=700),
-        MonotonicClock().now_ms(),
+        SYSTEM_CLOCK.hi_res_clock_ms(),
     )  # fmt: skip
     poll_until(client, lambda: bool(responses))
     assert responses[0].timed_out

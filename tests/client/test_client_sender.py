@@ -60,7 +60,7 @@ class Harness:
              callback: Any = None) -> FutureRecordMetadata:  # fmt: skip
         result = self.accumulator.append(
             tp.topic, tp.partition, 1_700_000_000_000, None, value, b"\x00", callback, 0,
-            self.clock.now_ms(), CLUSTER,
+            self.clock.hi_res_clock_ms(), CLUSTER,
         )  # fmt: skip
         return result.future
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sluice.embedded_cluster import EmbeddedCluster
+from sluice.testing import EmbeddedCluster
 from support.zookeeper import require_zookeeper
 
 

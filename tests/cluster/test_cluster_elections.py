@@ -12,7 +12,7 @@ from confluent_kafka import ElectionType, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sluice.embedded_cluster import EmbeddedCluster
+from sluice.testing import EmbeddedCluster
 from support.cluster import leaders_by_broker, read_partitions
 from support.waiting import wait_until
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sluice.embedded_cluster import EmbeddedCluster
+from sluice.testing import EmbeddedCluster
 from support.cluster import NumberedProducer, audit, read_partitions
 from support.waiting import wait_until
 

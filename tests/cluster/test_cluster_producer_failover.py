@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from sluice.client import Admin, Consumer, KafkaException, NewTopic, Producer, TopicPartition
-from sluice.embedded_cluster import EmbeddedCluster
+from sluice.testing import EmbeddedCluster
 from support.waiting import wait_until
 
 TOPIC = "failover"

@@ -25,7 +25,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from sluice.embedded_cluster import EmbeddedCluster
+from sluice.testing import EmbeddedCluster
 from support.cluster import partition_metadata, read_partitions
 from support.waiting import wait_until
 

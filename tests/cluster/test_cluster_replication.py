@@ -9,7 +9,7 @@ import os
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from sluice.embedded_cluster import EmbeddedCluster
+from sluice.testing import EmbeddedCluster
 from support.cluster import partition_metadata
 from support.waiting import wait_until
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from sluice.embedded_cluster import EmbeddedCluster
+from sluice.testing import EmbeddedCluster
 from support.waiting import wait_until
 
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from sluice.base import TopicPartition
-from sluice.base.clock import MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK
 from sluice.controller import (
     Broker,
     ControlledShutdownResult,
@@ -142,7 +142,7 @@ def test_a_zombie_controller_cannot_write_and_resigns() -> None:
 
 
 def test_racing_candidates_on_threads_elect_exactly_one() -> None:
-    tree = DataTree(MonotonicClock())
+    tree = DataTree(SYSTEM_CLOCK)
     admin = KafkaZkClient(InProcessStore(tree))
     admin.create_top_level_paths()
     controllers = []
@@ -154,7 +154,7 @@ def test_racing_candidates_on_threads_elect_exactly_one() -> None:
                 ControllerConfig(broker_id, auto_leader_rebalance_enable=False),
                 zk,
                 RecordingControllerChannel(),
-                MonotonicClock(),
+                SYSTEM_CLOCK,
                 broker=broker,
                 broker_epoch=zk.register_broker(broker),
             )

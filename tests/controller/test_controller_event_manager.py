@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from sluice.base.clock import ManualClock, MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK, ManualClock
 from sluice.controller import ControllerEvent, ControllerEventManager
 from sluice.controller.events import BrokerChange, ControlledShutdown, Expire, TopicChange
 
@@ -40,7 +40,7 @@ class Recorder:
 
 def test_events_from_many_threads_are_processed_in_order_on_one_thread() -> None:
     recorder = Recorder()
-    manager = ControllerEventManager(1, recorder, MonotonicClock(), thread_name="ctl-1")
+    manager = ControllerEventManager(1, recorder, SYSTEM_CLOCK, thread_name="ctl-1")
     manager.start()
     per_thread = 200
     queued = []
@@ -96,7 +96,7 @@ def test_delayed_events_run_when_due_on_the_manual_clock() -> None:
 
 def test_delayed_events_run_on_the_thread_with_the_real_clock() -> None:
     recorder = Recorder()
-    manager = ControllerEventManager(1, recorder, MonotonicClock())
+    manager = ControllerEventManager(1, recorder, SYSTEM_CLOCK)
     manager.start()
     done = threading.Event()
 

@@ -167,7 +167,10 @@ def test_auto_rebalance_elects_preferred_leaders_on_imbalanced_brokers() -> None
     assert cluster.state("t", 0).leader_epoch == epochs[0] + 1
     assert cluster.state("t", 5).leader == 1  # 20% is not more than 20%: left alone
     deadline, name = controller.event_manager.scheduled()[0]
-    assert name == AUTO_LEADER_REBALANCE_TASK and deadline == cluster.clock.now_ms() + interval
+    assert (
+        name == AUTO_LEADER_REBALANCE_TASK
+        and deadline == cluster.clock.hi_res_clock_ms() + interval
+    )
 
 
 def test_unclean_leader_election_off_leaves_the_partition_offline(

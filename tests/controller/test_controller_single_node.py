@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sluice.base import TopicPartition
-from sluice.base.clock import MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK
 from sluice.controller import (
     AdminZkClient,
     Broker,
@@ -28,7 +28,7 @@ def test_a_single_node_broker_controls_itself() -> None:
         ControllerConfig(0),
         zk,
         channel,
-        MonotonicClock(),
+        SYSTEM_CLOCK,
         broker=broker,
         broker_epoch=zk.register_broker(broker),
     )

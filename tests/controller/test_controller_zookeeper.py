@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from sluice.base import TopicPartition
-from sluice.base.clock import MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK
 from sluice.controller import (
     AdminZkClient,
     Broker,
@@ -68,7 +68,7 @@ def zk_cluster(zookeeper_server: ZooKeeperServer) -> Iterator[ZkCluster]:
             ControllerConfig(broker_id),
             zk,
             RecordingControllerChannel(),
-            MonotonicClock(),
+            SYSTEM_CLOCK,
             broker=broker,
             broker_epoch=epoch,
         )

@@ -65,7 +65,7 @@ def test_other_groups_are_undisturbed_by_bad_commits() -> None:
 def test_metadata_too_large_fails_only_that_partition() -> None:
     h = Harness(offset_metadata_max_bytes=10)
     results: list[dict[TopicPartition, E]] = []
-    now = h.clock.now_ms()
+    now = h.clock.milliseconds()
     h.coordinator.handle_commit_offsets(
         "g", "", None, -1,
         {T0: OffsetAndMetadata(1, None, "x" * 11, now), T1: OffsetAndMetadata(2, None, "ok", now)},
@@ -182,7 +182,7 @@ def test_simple_group_offsets_expire_by_commit_time_and_explicit_expiry() -> Non
     h.advance(30_000)
     h.commit("simple", {T1: 1})
     results: list[dict[TopicPartition, E]] = []
-    now = h.clock.now_ms()
+    now = h.clock.milliseconds()
     h.coordinator.handle_commit_offsets(
         "simple", "", None, -1, {U0: OffsetAndMetadata(1, None, "", now, now + 5000)},
         results.append,

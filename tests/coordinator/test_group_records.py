@@ -200,7 +200,7 @@ def test_a_compacted_offsets_partition_loads_the_same_state(tmp_path: Path) -> N
         h = Harness(partitions=1)  # config and purgatories on a manual clock
         c = GroupCoordinator(
             h.config, ReplicaManagerGroupLog(rm), 1, h.purgatories[0], h.purgatories[1],
-            now_ms=clock.now_ms,
+            clock=clock,
         )  # fmt: skip
         c.startup([0])
         return c
@@ -208,7 +208,7 @@ def test_a_compacted_offsets_partition_loads_the_same_state(tmp_path: Path) -> N
     writer = coordinator()
     t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
     for i in range(30):
-        om = OffsetAndMetadata(i, None, "", clock.now_ms())
+        om = OffsetAndMetadata(i, None, "", clock.milliseconds())
         writer.handle_commit_offsets("g", "", None, -1, {t0: om, t1: om}, lambda _: None)
         writer.handle_commit_offsets("gone", "", None, -1, {t0: om}, lambda _: None)
     writer.handle_delete_groups(["gone"])

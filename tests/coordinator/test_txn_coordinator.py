@@ -59,7 +59,7 @@ class Harness:
         )
         self.coordinator = TransactionCoordinator(
             TransactionConfig(transaction_max_timeout_ms=60_000, num_partitions=4),
-            self.log, self.markers, self._pid, self.clock.now_ms, self.purgatory,
+            self.log, self.markers, self._pid, self.clock, self.purgatory,
         )  # fmt: skip
         self.coordinator.startup({p: 5 for p in range(4)}, load=load)
 
@@ -68,11 +68,11 @@ class Harness:
         return self.next_pid
 
     def advance(self, ms: int) -> None:
-        target = self.clock.now_ms() + ms
+        target = self.clock.hi_res_clock_ms() + ms
         while True:
             while self.purgatory.timer.advance_clock(0):
                 pass
-            step = min(target - self.clock.now_ms(), 100)
+            step = min(target - self.clock.hi_res_clock_ms(), 100)
             if step <= 0:
                 break
             self.clock.advance(step)
@@ -233,7 +233,7 @@ def test_state_is_recovered_from_the_log_and_prepared_transactions_complete() ->
     assert h2.state("committing").state is S.COMPLETE_COMMIT
     assert h2.state("idle").producer_id == pid3 and h2.state("idle").state is S.EMPTY
     assert h2.state("open").state is S.ONGOING
-    h2.clock.set(h.clock.now_ms())
+    h2.clock.set(h.clock.milliseconds())
     h2.advance(3100)
     assert h2.state("open").state is S.PREPARE_ABORT
     assert h2.init("idle")[1:] == (pid3, 1)
@@ -285,13 +285,13 @@ def test_transactional_offsets_become_visible_only_on_commit() -> None:
             DelayedOperationPurgatory[Any](n, reaper_enabled=False, clock=clock)
             for n in ("Rebalance", "Heartbeat")
         ]
-        c = GroupCoordinator(GroupConfig(), log, 1, *purgatories, now_ms=clock.now_ms)
+        c = GroupCoordinator(GroupConfig(), log, 1, *purgatories, clock=clock)
         c.startup([0])
         return c
 
     gc = coordinator()
     results: list[dict[TopicPartition, E]] = []
-    om = OffsetAndMetadata(42, None, "", clock.now_ms())
+    om = OffsetAndMetadata(42, None, "", clock.milliseconds())
     gc.handle_txn_commit_offsets("g", 500, 0, "", None, -1, {T0: om}, results.append)
     assert results == [{T0: E.none}]
     assert gc.handle_fetch_offsets("g", [T0])[1] == {T0: None}
@@ -303,7 +303,7 @@ def test_transactional_offsets_become_visible_only_on_commit() -> None:
     assert gc.handle_fetch_offsets("g", [T0])[1][T0] == om
     assert gc.unstable_partitions("g", [T0]) == frozenset()
     assert coordinator().handle_fetch_offsets("g", [T0])[1][T0] == om
-    om2 = OffsetAndMetadata(50, None, "", clock.now_ms())
+    om2 = OffsetAndMetadata(50, None, "", clock.milliseconds())
     gc.handle_txn_commit_offsets("g", 600, 0, "", None, -1, {T0: om2}, results.append)
     _append_marker(log, 600, commit=False)
     gc.handle_txn_completion(0, 600, commit=False)

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from test_log_property import _let_go
 from test_log_recycle import _values
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log import file_records as file_records_module
 from sluice.log.file_records import FileRecords
-from support.logs import ManualClock
+from support.logs import START_MS
 from support.records import Rec, build_batch
 
 LIMIT = 64 * 1024
@@ -23,11 +24,11 @@ LIMIT = 64 * 1024
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock()
+    return ManualClock(START_MS)
 
 
 def _batch(clock: ManualClock, tag: str, size: int = 200) -> bytes:
-    return build_batch([Rec(tag.encode().ljust(size, b"."), timestamp=clock())])
+    return build_batch([Rec(tag.encode().ljust(size, b"."), timestamp=clock.milliseconds())])
 
 
 def _count_allocations(monkeypatch: pytest.MonkeyPatch, works: bool = True) -> list[int]:

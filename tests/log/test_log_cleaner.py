@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.base.clock import ManualClock
 from sluice.log import AppendOrigin, InvalidRecordException, Log
 from sluice.log.cleaner.files import read_cleaner_checkpoint
 from sluice.log.cleaner.log_cleaner import CLEANER_CHECKPOINT, CompactionConfig, LogCleaner
@@ -19,7 +20,7 @@ from support.cleaner import (
     open_log,
     read_batches,
 )
-from support.logs import ManualClock
+from support.logs import START_MS
 from support.records import Rec, build_batch, decode_batches
 
 SECOND = 1000
@@ -27,7 +28,7 @@ SECOND = 1000
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock()
+    return ManualClock(START_MS)
 
 
 def _fill(
@@ -127,14 +128,16 @@ def test_tombstones_survive_delete_retention_after_the_first_cleaning(
     log = open_log(tmp_path / "t-0", clock)
     log.append_as_leader(kv_batch([(b"a", b"1"), (b"b", b"1")], clock), 0)
     log.append_as_leader(kv_batch([(b"a", None), (b"c", b"1")], clock), 0)
-    stamp = clock()
+    stamp = clock.milliseconds()
     log.roll()
     cleaner = cleaner_for(log, clock, delete_retention_ms=10 * SECOND)
     clock.advance(SECOND)
     cleaner.clean_log(log)  # first sight of the tombstone: horizon = now + 10 s
     assert key_values(log) == [(1, b"b", b"1"), (2, b"a", None), (3, b"c", b"1")]
     (fields, records), *_ = [b for b in read_batches(log) if b[0][0] == 2]
-    assert fields[5] & 0x40 and fields[7] == clock() + 10 * SECOND  # delete horizon flag, base
+    assert (
+        fields[5] & 0x40 and fields[7] == clock.milliseconds() + 10 * SECOND
+    )  # delete horizon flag, base
     assert [r.timestamp for r in records] == [stamp, stamp]  # record timestamps unchanged
     clock.advance(9 * SECOND)
     assert cleaner.cleanable_logs() == []  # nothing dirty, horizon not reached
@@ -363,7 +366,7 @@ def test_transactional_and_control_batches_are_kept_intact(
     )  # fmt: skip
     log.append_as_leader(txn, 0)
     commit = build_batch(
-        [Rec(b"\x00\x00\x00\x00\x00\x00", key=b"\x00\x00\x00\x01", timestamp=clock())],
+        [Rec(b"\x00\x00\x00\x00\x00\x00", key=b"\x00\x00\x00\x01", timestamp=clock.milliseconds())],
         producer_id=3, producer_epoch=0, transactional=True, control=True,
     )  # fmt: skip
     log.append_as_leader(commit, 0, origin=AppendOrigin.COORDINATOR)

@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log
 from sluice.log.cleaner.files import read_cleaner_checkpoint
 from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
 from support.cleaner import kv_batch, latest_view, open_log, read_batches
-from support.logs import ManualClock
 
 KEYS = [b"a", b"b", b"c", b"d", b"e", b"f"]
 values = st.one_of(st.none(), st.binary(min_size=0, max_size=40))
@@ -71,7 +71,7 @@ class CompactionMachine(RuleBasedStateMachine):
     def append(self, pairs: list[tuple[bytes, bytes | None]], codec: int) -> None:
         info = self.log.append_as_leader(kv_batch(list(pairs), self.clock, codec), 0)
         for i, (key, value) in enumerate(pairs):
-            self.written[info.first_offset + i] = (key, value, self.clock())
+            self.written[info.first_offset + i] = (key, value, self.clock.milliseconds())
             self.latest[key] = info.first_offset + i
 
     @rule()
@@ -133,7 +133,7 @@ class CompactionMachine(RuleBasedStateMachine):
             elif offset not in present and self.retention > 0:
                 # A removed tombstone: its horizon was on disk and has passed.
                 horizon = self.horizons.get(offset)
-                assert horizon is not None and horizon <= self.clock()
+                assert horizon is not None and horizon <= self.clock.milliseconds()
                 assert horizon >= self.written[offset][2] + self.retention
         checkpoint = read_cleaner_checkpoint(log.dir) or 0
         clean_keys = [key for offset, key, _ in seen if offset < checkpoint]

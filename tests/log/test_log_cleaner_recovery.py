@@ -13,18 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log
 from sluice.log.cleaner.files import complete_interrupted_swaps
 from sluice.log.segment import LogSegment
 from support.cleaner import cleaner_for, key_values, kv_batch, latest_view, open_log
-from support.logs import ManualClock
+from support.logs import START_MS
 
 Written = dict[int, tuple[bytes, bytes]]
 
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock()
+    return ManualClock(START_MS)
 
 
 def _fill(log: Log, clock: ManualClock, rounds: int, tag: str = "v") -> Written:

@@ -13,10 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log.direct import BLOCK_SIZE
 from sluice.log.file_records import FileRecords
-from support.logs import ManualClock
+from support.logs import START_MS
 from support.records import build_batch, values_of
 
 O_DIRECT = getattr(os, "O_DIRECT", 0)
@@ -118,7 +119,7 @@ def test_a_filesystem_refusing_o_direct_gets_the_page_cache(
 
 
 def test_follower_appends_with_direct_io_survive_a_reopen(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     config = LogConfig(segment_bytes=16 * 1024)
     log = Log(tmp_path / "t-0", config, clock=clock)
     base = 0

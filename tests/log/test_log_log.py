@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.base.clock import ManualClock
 from sluice.log import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -23,7 +24,7 @@ from sluice.log import (
 )
 from sluice.log.file_work import FileWork
 from sluice.protocol.records.batch import iter_batches
-from support.logs import ManualClock
+from support.logs import START_MS
 from support.records import Rec, build_batch, decode_batches, values_of
 
 DAY = 24 * 3600 * 1000
@@ -37,7 +38,10 @@ def _cfg(**kw: object) -> LogConfig:
 
 def _batch(clock: ManualClock, n: int = 2, tag: str = "m", size: int = 20) -> bytes:
     return build_batch(
-        [Rec(f"{tag}{i}".encode().ljust(size, b"."), timestamp=clock()) for i in range(n)]
+        [
+            Rec(f"{tag}{i}".encode().ljust(size, b"."), timestamp=clock.milliseconds())
+            for i in range(n)
+        ]
     )
 
 
@@ -59,7 +63,7 @@ def _read_all(
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock()
+    return ManualClock(START_MS)
 
 
 def test_append_read_round_trip_across_segments(tmp_path: Path, clock: ManualClock) -> None:
@@ -177,10 +181,10 @@ def test_log_append_time(tmp_path: Path, clock: ManualClock) -> None:
     log = Log(tmp_path / "t-0", _cfg(message_timestamp_type="LogAppendTime"), clock=clock)
     batch = build_batch([Rec(b"a", timestamp=5), Rec(b"b", timestamp=6)])
     info = log.append_as_leader(batch, 0)
-    assert info.log_append_time == clock() == info.max_timestamp
+    assert info.log_append_time == clock.milliseconds() == info.max_timestamp
     ((_fields, records),) = decode_batches(log.read(0, 1000).read())
-    assert [r.timestamp for r in records] == [clock(), clock()]
-    assert log.fetch_offset_by_timestamp(clock()) == (clock(), 0, 0)
+    assert [r.timestamp for r in records] == [clock.milliseconds(), clock.milliseconds()]
+    assert log.fetch_offset_by_timestamp(clock.milliseconds()) == (clock.milliseconds(), 0, 0)
     log.close()
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sluice.base.clock import ManualClock
 from sluice.log import (
     InvalidTopicException,
     KafkaStorageException,
@@ -16,12 +17,12 @@ from sluice.log import (
 )
 from sluice.log.manager import CLEAN_SHUTDOWN_FILE
 from sluice.log.segment import LogSegment
-from support.logs import ManualClock
+from support.logs import START_MS
 from support.records import Rec, build_batch
 
 
 def _batch(clock: ManualClock, n: int = 2) -> bytes:
-    return build_batch([Rec(b"value-%d" % i, timestamp=clock()) for i in range(n)])
+    return build_batch([Rec(b"value-%d" % i, timestamp=clock.milliseconds()) for i in range(n)])
 
 
 def _cfg(**kw: object) -> LogConfig:
@@ -29,7 +30,7 @@ def _cfg(**kw: object) -> LogConfig:
 
 
 def test_create_reopen_and_marker(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     manager = LogManager(tmp_path, _cfg(), clock=clock)
     assert not manager.had_clean_shutdown(tmp_path)
     log = manager.get_or_create_log("orders", 2)
@@ -50,7 +51,7 @@ def test_create_reopen_and_marker(tmp_path: Path) -> None:
 
 
 def test_clean_marker_skips_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     with LogManager(tmp_path, _cfg(), clock=clock) as manager:
         log = manager.get_or_create_log("t", 0)
         for _ in range(3):
@@ -84,7 +85,7 @@ def test_clean_marker_skips_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_delete_log_and_leftover_delete_dirs(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     manager = LogManager(tmp_path, _cfg(), clock=clock)
     manager.get_or_create_log("t", 0).append_as_leader(_batch(clock), 0)
     assert manager.delete_log("t", 0)
@@ -100,7 +101,7 @@ def test_delete_log_and_leftover_delete_dirs(tmp_path: Path) -> None:
 
 
 def test_multiple_dirs_lock_and_validation(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     dirs = [tmp_path / "a", tmp_path / "b"]
     manager = LogManager(dirs, _cfg(), clock=clock)
     logs = [manager.get_or_create_log("t", p) for p in range(4)]
@@ -118,7 +119,7 @@ def test_multiple_dirs_lock_and_validation(tmp_path: Path) -> None:
 
 
 def test_retention_flush_and_topic_configs(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     one = len(_batch(clock))
     special = _cfg(segment_bytes=one, retention_bytes=0)
     manager = LogManager(tmp_path, _cfg(flush_ms=1000), clock=clock,
@@ -147,7 +148,7 @@ def test_logs_created_off_the_manager_then_added(tmp_path: Path) -> None:
     """new_log_dirs plans where a topic's new logs go (spread over the dirs as one by one
     creation would), create_log makes each on a worker thread, add_log manages it."""
     dirs = [tmp_path / "a", tmp_path / "b"]
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     manager = LogManager(dirs, _cfg(), clock=clock)
     existing = manager.get_or_create_log("t", 1)  # in a: b is now the least used
     planned = manager.new_log_dirs("t", range(4))
@@ -176,9 +177,9 @@ def test_logs_created_off_the_manager_then_added(tmp_path: Path) -> None:
 def test_the_manager_hands_its_file_work_to_every_log(tmp_path: Path) -> None:
     """Created and loaded logs alike run their file work (here the removal of expired
     segment files) where the manager's policy says; inline when none is given."""
-    from support.logs import ManualFileWork
+    from support.logs import START_MS, ManualFileWork
 
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     one = len(_batch(clock))
     config = _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100,
                   segment_recycle=False, segment_prepare_next=False)  # fmt: skip

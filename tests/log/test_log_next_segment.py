@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 from test_log_property import LogMachine
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log.next_segment import NEXT_FILE_SUFFIX, NextSegment, PreparedFiles
-from support.logs import ManualClock, ManualFileWork
+from support.logs import START_MS, ManualFileWork
 from support.records import Rec, build_batch, values_of
 
 MAX = 1 << 20
@@ -31,7 +32,9 @@ def _config(**extra: object) -> LogConfig:
 
 
 def _append(log: Log, clock: ManualClock, i: int) -> None:
-    log.append_as_leader(build_batch([Rec(b"%03d" % i + b"x" * 397, timestamp=clock())]), 0)
+    log.append_as_leader(
+        build_batch([Rec(b"%03d" % i + b"x" * 397, timestamp=clock.milliseconds())]), 0
+    )
 
 
 def _values(log: Log) -> list[bytes | None]:
@@ -72,7 +75,7 @@ def _stems(directory: Path, suffix: str) -> list[int]:
 def test_a_roll_takes_the_files_made_ahead_and_the_file_thread_names_them(
     tmp_path: Path, file_work: ManualFileWork
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = Log(tmp_path / "t-0", _config(), clock=clock, file_work=file_work)
     _append(log, clock, 0)
     assert file_work.run() == 0  # 4xx of 1,000 bytes: not half full yet
@@ -105,7 +108,7 @@ def test_a_roll_takes_the_files_made_ahead_and_the_file_thread_names_them(
 def test_without_the_file_thread_or_with_the_setting_off_a_roll_creates_its_files(
     tmp_path: Path,
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = Log(tmp_path / "t-0", _config(), clock=clock)  # inline file work
     for i in range(7):
         _append(log, clock, i)
@@ -123,7 +126,7 @@ def test_without_the_file_thread_or_with_the_setting_off_a_roll_creates_its_file
 def test_a_roll_before_the_files_are_made_creates_its_own_and_keeps_the_set(
     tmp_path: Path, file_work: ManualFileWork
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _filled(tmp_path, clock, 3, file_work)  # asked at the second append, not made yet
     assert log.active_segment.named and _stems(log.dir, ".log") == [0, 2]
     assert file_work.run() == 1  # made now, named after segment 0
@@ -153,7 +156,7 @@ def _on_unnamed_files(directory: Path, clock: ManualClock, file_work: ManualFile
 def test_a_crash_before_the_naming_leaves_a_data_file_the_loader_names(
     tmp_path: Path, file_work: ManualFileWork
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _on_unnamed_files(tmp_path, clock, file_work)
     _crash(log, file_work)  # the naming never runs
     reopened = Log(tmp_path / "t-0", _config(), clock=clock, file_work=file_work)
@@ -170,7 +173,7 @@ def test_a_crash_before_the_naming_leaves_a_data_file_the_loader_names(
 def test_a_crash_between_the_indexes_and_the_data_file_names_rebuilds_the_indexes(
     tmp_path: Path, file_work: ManualFileWork
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _on_unnamed_files(tmp_path, clock, file_work)
     active = log.active_segment
     # The naming stopped after the indexes (their entries may be stale or torn).
@@ -187,7 +190,7 @@ def test_a_crash_between_the_indexes_and_the_data_file_names_rebuilds_the_indexe
 def test_files_made_but_not_rolled_onto_go_after_a_crash(
     tmp_path: Path, file_work: ManualFileWork
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _filled(tmp_path, clock, 2, file_work, preallocate=True)
     file_work.run()
     prepared = log._local._next._ready
@@ -202,7 +205,7 @@ def test_files_made_but_not_rolled_onto_go_after_a_crash(
 def test_a_segment_removed_before_its_naming_goes_under_the_names_it_has(
     tmp_path: Path, file_work: ManualFileWork
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _filled(tmp_path, clock, 2, file_work)
     file_work.run()
     _append(log, clock, 2)
@@ -218,7 +221,7 @@ def test_a_segment_removed_before_its_naming_goes_under_the_names_it_has(
 def test_a_set_made_after_its_log_closed_is_removed(
     tmp_path: Path, file_work: ManualFileWork
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _filled(tmp_path, clock, 2, file_work)
     log.close()  # the set was asked for, not made
     assert file_work.run() == 1
@@ -228,7 +231,7 @@ def test_a_set_made_after_its_log_closed_is_removed(
 def test_a_set_that_cannot_be_made_leaves_nothing_and_the_roll_makes_its_files(
     tmp_path: Path, file_work: ManualFileWork
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _filled(tmp_path, clock, 2, file_work)
     taken = log.dir / "00000000000000000000.timeindex.next"
     taken.write_bytes(b"")  # a name that exists: the set is not made (O_EXCL)

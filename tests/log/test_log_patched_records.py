@@ -10,10 +10,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log.patched_records import PatchedRecords, pwrite_all
 from sluice.protocol.records.batch import iter_batches
-from support.logs import ManualClock
 from support.records import build_batch
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
+from sluice.base.clock import ManualClock
 from sluice.log import AppendOrigin, Log, LogConfig
 from sluice.log.producer_state import (
     INT32_MAX,
@@ -25,7 +26,7 @@ from sluice.log.producer_state_manager import (
     read_snapshot,
     write_snapshot,
 )
-from support.logs import ManualClock
+from support.logs import START_MS
 from support.records import Rec, build_batch
 
 PID = 4000
@@ -50,7 +51,7 @@ def pbatch(
 ) -> bytes:
     """A batch of ``n`` records from producer ``pid``/``epoch`` starting at sequence ``seq``."""
     records = [
-        Rec(f"p{pid}e{epoch}s{seq}-{i}".encode().ljust(size, b"."), timestamp=clock())
+        Rec(f"p{pid}e{epoch}s{seq}-{i}".encode().ljust(size, b"."), timestamp=clock.milliseconds())
         for i in range(n)
     ]
     return build_batch(
@@ -64,7 +65,9 @@ def marker(
 ) -> bytes:
     """A transaction marker (control) batch: key (version, type), value (version, epoch)."""
     rec = Rec(
-        struct.pack(">hi", 0, coord), key=struct.pack(">hh", 0, int(commit)), timestamp=clock()
+        struct.pack(">hi", 0, coord),
+        key=struct.pack(">hh", 0, int(commit)),
+        timestamp=clock.milliseconds(),
     )
     return build_batch([rec], producer_id=pid, producer_epoch=epoch, control=True)
 
@@ -75,7 +78,7 @@ def snapshot_offsets(directory: Path) -> list[int]:
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock()
+    return ManualClock(START_MS)
 
 
 @pytest.fixture
@@ -133,7 +136,7 @@ def test_duplicate_of_a_log_append_time_topic_reports_the_append_time(
     clock.advance(5000)
     again = log.append_as_leader(batch, 0)
     assert again.first_offset == first.first_offset == 0
-    assert again.log_append_time == first.log_append_time == clock.now - 5000
+    assert again.log_append_time == first.log_append_time == clock.milliseconds() - 5000
 
 
 def test_gap_is_out_of_order_and_appends_nothing(log: Log, clock: ManualClock) -> None:
@@ -237,11 +240,11 @@ def test_follower_appends_update_state_without_sequence_checks(
 ) -> None:
     log = Log(tmp_path / "f-0", _cfg(), clock=clock)
     replicated = build_batch(
-        [Rec(b"x", timestamp=clock())], base_offset=0, producer_id=PID, producer_epoch=1,
-        base_sequence=40,
+        [Rec(b"x", timestamp=clock.milliseconds())], base_offset=0, producer_id=PID,
+        producer_epoch=1, base_sequence=40,
     ) + build_batch(
-        [Rec(b"y", timestamp=clock())], base_offset=1, producer_id=PID, producer_epoch=0,
-        base_sequence=99,
+        [Rec(b"y", timestamp=clock.milliseconds())], base_offset=1, producer_id=PID,
+        producer_epoch=0, base_sequence=99,
     )  # fmt: skip
     log.append_as_follower(replicated)  # a lower epoch only warns when replicating
     entry = log.producer_state_manager.last_entry(PID)
@@ -323,7 +326,7 @@ def test_logs_without_producers_write_no_snapshots(tmp_path: Path, clock: Manual
     directory = tmp_path / "plain-0"
     log = Log(directory, _cfg(segment_bytes=300), clock=clock)
     for _ in range(10):
-        log.append_as_leader(build_batch([Rec(b"x" * 40, timestamp=clock())]), 0)
+        log.append_as_leader(build_batch([Rec(b"x" * 40, timestamp=clock.milliseconds())]), 0)
     assert log.number_of_segments > 1
     log.close()
     assert snapshot_offsets(directory) == []

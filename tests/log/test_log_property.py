@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log.file_work import FileWork, InlineFileWork
-from support.logs import ManualClock
 from support.records import Rec, build_batch, decode_batches
 
 
@@ -80,7 +80,7 @@ class LogMachine(RuleBasedStateMachine):
         for j, size in enumerate(sizes):
             self.counter += 1
             value = (b"%d:" % self.counter).ljust(size, b"x")
-            recs.append(Rec(value, timestamp=self.clock() + jitter[j]))
+            recs.append(Rec(value, timestamp=self.clock.milliseconds() + jitter[j]))
         data = build_batch(recs, compression=codec)
         info = self.log.append_as_leader(data, leader_epoch=1)
         first = self.end
@@ -205,7 +205,9 @@ class LogMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def timestamp_lookup(self, data: st.DataObject) -> None:
         stamps = [(o, t) for b in self.batches for o, _, t in b.records if o >= self.start]
-        target = data.draw(st.integers(self.clock() - 500, self.clock() + 60))
+        target = data.draw(
+            st.integers(self.clock.milliseconds() - 500, self.clock.milliseconds() + 60)
+        )
         found = self.log.fetch_offset_by_timestamp(target)
         expected = next(((o, t) for o, t in stamps if t >= target), None)
         if expected is None:

@@ -12,17 +12,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 from test_log_property import LogMachine, _let_go
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import FileRecords
-from support.logs import ManualClock, attempts
+from support.logs import START_MS, attempts
 from support.records import Rec, build_batch, values_of
 
 DELAY = 100
 
 
 def _batch(clock: ManualClock, tag: str, size: int = 200) -> bytes:
-    return build_batch([Rec(tag.encode().ljust(size, b"."), timestamp=clock())])
+    return build_batch([Rec(tag.encode().ljust(size, b"."), timestamp=clock.milliseconds())])
 
 
 def _config(one: int, **kw: object) -> LogConfig:
@@ -55,7 +56,7 @@ def _names(directory: Path) -> list[str]:
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock()
+    return ManualClock(START_MS)
 
 
 def _log_with_spare(tmp_path: Path, clock: ManualClock, **kw: object) -> tuple[int, Log, int]:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log, file_records
 from sluice.log.file_records import FileRecords
-from support.logs import ManualClock, ManualFileWork, attempts, segmented_log
+from support.logs import START_MS, ManualFileWork, attempts, segmented_log
 from support.records import Rec, build_batch
 
 DELAY = 60_000
@@ -45,7 +46,7 @@ def test_with_recycling_only_the_newest_removed_segment_keeps_its_pages(
 
 
 def _only_the_newest_removed_segment_keeps_its_pages(disk: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _log(disk, clock, segments=3, recycle=True)
     removed = [segment.log for segment in log.segments[:3]]
     assert all(records.cached() for records in removed)
@@ -58,7 +59,9 @@ def _only_the_newest_removed_segment_keeps_its_pages(disk: Path) -> None:
     assert removed[0].cached()
 
     for i in range(4):  # two more segments full, and removed in turn
-        log.append_as_leader(build_batch([Rec(b"n%02d" % i + b"x" * 197, timestamp=clock())]), 0)
+        log.append_as_leader(
+            build_batch([Rec(b"n%02d" % i + b"x" * 197, timestamp=clock.milliseconds())]), 0
+        )
     for segment in log.segments:
         os.fsync(segment.log.fileno())
     newer = [segment.log for segment in log.segments[:2]]
@@ -74,7 +77,7 @@ def test_without_recycling_every_removed_segment_drops_its_pages(disk: Path) -> 
 
 
 def _every_removed_segment_drops_its_pages(disk: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _log(disk, clock, segments=2, recycle=False)
     removed = [segment.log for segment in log.segments[:2]]
     assert log.delete_old_segments() == 2
@@ -88,7 +91,7 @@ def _every_removed_segment_drops_its_pages(disk: Path) -> None:
 def test_the_kept_pages_become_the_spare_and_are_not_dropped_by_a_later_removal(
     disk: Path,
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _log(disk, clock, segments=1, recycle=True)
     kept = log.segments[0].log
     inode = kept.path.stat().st_ino
@@ -97,7 +100,7 @@ def test_the_kept_pages_become_the_spare_and_are_not_dropped_by_a_later_removal(
     assert log.delete_pending_files() == 1  # kept as the spare, still cached
     assert kept.cached()
     for tag in (b"y", b"z"):  # fills the active segment (offsets 2-3), then rolls
-        log.append_as_leader(build_batch([Rec(tag * 200, timestamp=clock())]), 0)
+        log.append_as_leader(build_batch([Rec(tag * 200, timestamp=clock.milliseconds())]), 0)
     assert log.active_segment.log.path.stat().st_ino == inode  # written into the spare
     for segment in log.segments:
         os.fsync(segment.log.fileno())
@@ -149,7 +152,7 @@ def test_on_the_file_thread_removed_segments_drop_dirty_pages_too(
 
 
 def _on_the_file_thread(file_work: ManualFileWork, disk: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _log(disk, clock, segments=2, recycle=False, fsync=False, file_work=file_work)
     removed = [segment.log for segment in log.segments[:2]]
     assert log.delete_old_segments() == 2
@@ -166,7 +169,7 @@ def test_inline_the_drop_does_not_wait_for_the_disk(
     work in the background may wait for the disk."""
     waited: list[int] = []
     monkeypatch.setattr(file_records, "_write_back", waited.append)
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = _log(disk, clock, segments=2, recycle=False, fsync=False)
     assert log.delete_old_segments() == 2
     assert waited == []

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sluice.base.clock import ManualClock
 from sluice.log.segment import LogSegment
 from sluice.protocol.records.batch import iter_batches
-from support.logs import ManualClock
 from support.records import Rec, build_batch, values_of
 
 
@@ -167,7 +167,7 @@ def test_should_roll_rules(tmp_path: Path) -> None:
     clock = ManualClock(10_000)
     segment = _open(tmp_path, clock=clock, max_index_size=10 * 1024 * 1024)
     kw = dict(max_segment_bytes=1000, max_segment_ms=500, roll_jitter_ms=0,
-              max_offset_in_messages=5, now_ms=clock())  # fmt: skip
+              max_offset_in_messages=5, now_ms=clock.milliseconds())  # fmt: skip
     assert not segment.should_roll(max_timestamp_in_messages=10_000, messages_size=100, **kw)
     assert segment.should_roll(max_timestamp_in_messages=10_000, messages_size=1001, **kw)
     data = build_batch([Rec(b"x", timestamp=10_000)])

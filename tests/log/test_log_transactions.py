@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.base import TopicPartition
+from sluice.base.clock import ManualClock
 from sluice.log import AppendOrigin, Log, LogConfig
 from sluice.log.transaction_index import AbortedTxn, TransactionIndex
 from sluice.replication.partition import FetchIsolation, Partition
-from support.logs import ManualClock
+from support.logs import START_MS
 from support.records import Rec, build_batch
 
 
@@ -25,14 +26,18 @@ def _cfg(**kw: object) -> LogConfig:
 
 
 def data(clock: ManualClock, pid: int, seq: int, n: int = 2, txn: bool = True) -> bytes:
-    records = [Rec(f"{pid}-{seq}-{i}".encode(), timestamp=clock()) for i in range(n)]
+    records = [Rec(f"{pid}-{seq}-{i}".encode(), timestamp=clock.milliseconds()) for i in range(n)]
     return build_batch(
         records, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=txn
     )
 
 
 def marker(clock: ManualClock, pid: int, commit: bool) -> bytes:
-    rec = Rec(struct.pack(">hi", 0, 0), key=struct.pack(">hh", 0, int(commit)), timestamp=clock())
+    rec = Rec(
+        struct.pack(">hi", 0, 0),
+        key=struct.pack(">hh", 0, int(commit)),
+        timestamp=clock.milliseconds(),
+    )
     return build_batch([rec], producer_id=pid, producer_epoch=0, control=True, transactional=True)
 
 
@@ -42,7 +47,7 @@ def end(log: Log, clock: ManualClock, pid: int, commit: bool) -> int:
 
 
 def test_first_unstable_offset_follows_the_earliest_open_transaction(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = Log(tmp_path / "t-0", _cfg(), clock=clock)
     assert log.first_unstable_offset is None
     log.append_as_leader(data(clock, 1, 0), 0)  # 0-1, producer 1 opens at 0
@@ -57,7 +62,7 @@ def test_first_unstable_offset_follows_the_earliest_open_transaction(tmp_path: P
 
 
 def test_aborted_transactions_are_indexed_per_segment_and_survive_restart(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = Log(tmp_path / "t-0", _cfg(), clock=clock)
     log.append_as_leader(data(clock, 7, 0), 0)
     end(log, clock, 7, commit=False)  # aborted 0..2
@@ -78,7 +83,7 @@ def test_aborted_transactions_are_indexed_per_segment_and_survive_restart(tmp_pa
 
 
 def test_lost_index_entries_are_rebuilt_by_the_producer_state_replay(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = Log(tmp_path / "t-0", _cfg(), clock=clock)
     log.append_as_leader(data(clock, 3, 0), 0)
     log.append_as_leader(data(clock, 4, 0), 0)  # producer 4 stays open
@@ -96,7 +101,7 @@ def test_lost_index_entries_are_rebuilt_by_the_producer_state_replay(tmp_path: P
 
 
 def test_truncation_drops_index_entries_above_the_target(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = Log(tmp_path / "t-0", _cfg(), clock=clock)
     log.append_as_leader(data(clock, 1, 0), 0)
     end(log, clock, 1, commit=False)  # 2
@@ -109,7 +114,7 @@ def test_truncation_drops_index_entries_above_the_target(tmp_path: Path) -> None
 
 
 def test_partition_lso_and_read_committed_reads(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = Log(tmp_path / "t-0", _cfg(), clock=clock)
     partition = Partition(TopicPartition("t", 0), log, 0, [0], 0)
     log.append_as_leader(data(clock, 9, 0, txn=False), 0)  # 0-1 plain idempotent
@@ -152,7 +157,7 @@ def test_lso_and_aborted_list_match_a_reference_model(
 ) -> None:
     """Random interleavings of four transactional producers against a model that tracks
     each producer's open transaction and every aborted range."""
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = Log(tmp_path_factory.mktemp("txn") / "m-0", _cfg(segment_bytes=600), clock=clock)
     seqs = dict.fromkeys(range(4), 0)
     open_first: dict[int, int] = {}
@@ -179,10 +184,10 @@ def test_compaction_keeps_the_aborted_transactions_of_cleaned_segments(tmp_path:
     takes over the old segments' .txnindex entries, so read_committed still skips them."""
     from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
 
-    clock = ManualClock()
+    clock = ManualClock(START_MS)
     log = Log(tmp_path / "c-0", _cfg(segment_bytes=400, cleanup_policy="compact"), clock=clock)
     for seq in range(0, 12, 2):
-        records = [Rec(f"v{seq}-{i}".encode(), key=f"k{i}".encode(), timestamp=clock())
+        records = [Rec(f"v{seq}-{i}".encode(), key=f"k{i}".encode(), timestamp=clock.milliseconds())
                    for i in range(2)]  # fmt: skip
         log.append_as_leader(
             build_batch(records, producer_id=5, producer_epoch=0, base_sequence=seq,

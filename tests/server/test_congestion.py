@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer
 
 import sluice
-from sluice.embedded_cluster import EmbeddedCluster
 from sluice.server import congestion
 from sluice.server.congestion import checked_algorithm, is_loopback, set_on_loopback
 from sluice.server.inter_broker import BrokerConnection
+from sluice.testing import EmbeddedCluster
 
 linux_only = pytest.mark.skipif(
     not hasattr(socket, "TCP_CONGESTION"), reason="TCP_CONGESTION is Linux's"

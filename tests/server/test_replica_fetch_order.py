@@ -21,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.base import TopicPartition
-from sluice.embedded_cluster import EmbeddedCluster
 from sluice.protocol.codec import decode_request
 from sluice.server.replica_fetch_wire import FetchedPartition
 from sluice.server.replica_fetcher import (
@@ -30,6 +29,7 @@ from sluice.server.replica_fetcher import (
     batch_steps,
     move_to_back,
 )
+from sluice.testing import EmbeddedCluster
 from support.waiting import wait_until
 
 

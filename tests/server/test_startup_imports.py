@@ -71,7 +71,7 @@ NEVER_IN_SINGLE_NODE = (
     "sluice.cli.demo",
     "sluice.cli.bench",
     "sluice.spark",
-    "sluice.embedded_cluster",
+    "sluice.testing",
 )
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
-from support.logs import ManualClock
 from support.records import DecodedRecord, Rec, build_batch, decode_batches
 
 Pair = tuple[bytes | None, bytes | None]
@@ -32,7 +32,9 @@ def open_log(path: Path, clock: ManualClock, **kw: Any) -> Log:
 def kv_batch(pairs: list[Pair], clock: ManualClock, codec: int = 0, **kw: Any) -> bytes:
     """One batch of (key, value) records stamped with the clock's time."""
     return build_batch(
-        [Rec(value, key=key, timestamp=clock()) for key, value in pairs], compression=codec, **kw
+        [Rec(value, key=key, timestamp=clock.milliseconds()) for key, value in pairs],
+        compression=codec,
+        **kw,
     )
 
 

@@ -7,7 +7,7 @@ import itertools
 import time
 from typing import Any
 
-from sluice.embedded_cluster import EmbeddedCluster
+from sluice.testing import EmbeddedCluster
 from support.waiting import wait_until
 
 

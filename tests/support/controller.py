@@ -53,7 +53,7 @@ class InProcessCluster:
     def __init__(self, broker_ids: Iterable[int] = (1, 2, 3), **config: object) -> None:
         self.clock = ManualClock(1_000_000)
         self.tree = DataTree(self.clock)
-        self.admin_zk = KafkaZkClient(InProcessStore(self.tree), wall_clock_ms=self.clock.now_ms)
+        self.admin_zk = KafkaZkClient(InProcessStore(self.tree), clock=self.clock)
         self.admin_zk.create_top_level_paths()
         self.admin = AdminZkClient(self.admin_zk)
         self.config = config
@@ -63,7 +63,7 @@ class InProcessCluster:
 
     def start_broker(self, broker_id: int) -> Node:
         store = InProcessStore(self.tree, session_timeout_ms=6_000)
-        zk = KafkaZkClient(store, wall_clock_ms=self.clock.now_ms)
+        zk = KafkaZkClient(store, clock=self.clock)
         broker = Broker.plaintext(broker_id, "127.0.0.1", 9090 + broker_id)
         epoch = zk.register_broker(broker)
         channel = RecordingControllerChannel()

@@ -114,19 +114,19 @@ class Harness:
         ]
         self.coordinator = GroupCoordinator(
             self.config, self.log, partitions, self.purgatories[0], self.purgatories[1],
-            now_ms=self.clock.now_ms,
+            clock=self.clock,
         )  # fmt: skip
         self.coordinator.startup(range(partitions), load=load)
 
     def advance(self, ms: int) -> None:
         """Move time forward, expiring what falls due on the way (1 ms steps are not
         needed: the timer jumps bucket to bucket)."""
-        target = self.clock.now_ms() + ms
+        target = self.clock.hi_res_clock_ms() + ms
         while True:
             for p in self.purgatories:
                 while p.timer.advance_clock(0):
                     pass
-            step = min(target - self.clock.now_ms(), 100)
+            step = min(target - self.clock.hi_res_clock_ms(), 100)
             if step <= 0:
                 break
             self.clock.advance(step)
@@ -194,7 +194,7 @@ class Harness:
         instance_id: str | None = None,
     ) -> list[dict[TopicPartition, ErrorCode]]:
         out: list[dict[TopicPartition, ErrorCode]] = []
-        now = self.clock.now_ms()
+        now = self.clock.milliseconds()
         values = {tp: OffsetAndMetadata(o, None, metadata, now) for tp, o in offsets.items()}
         self.coordinator.handle_commit_offsets(
             group_id, member_id, instance_id, generation, values, out.append

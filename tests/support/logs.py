@@ -1,4 +1,4 @@
-"""Logs on disk for the log tests: a manual millisecond clock, a log of full segments
+"""Logs on disk for the log tests: a manual clock's start (:data:`START_MS`), a log of full segments
 (:func:`segmented_log`), clean page-cache states (:func:`settle`), retries of what the
 kernel drops (:func:`attempts`, see tests/log/conftest.py) and background file work run
 when the test says (:class:`ManualFileWork`)."""
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log.file_records import FileRecords
 from sluice.log.file_work import FileWork
@@ -19,20 +20,8 @@ from support.records import Rec, build_batch
 
 ATTEMPTS = 5
 SETTLE_S = 5.0
-
-
-class ManualClock:
-    """An injectable clock returning a settable time in milliseconds."""
-
-    def __init__(self, now: int = 1_700_000_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> int:
-        self.now += ms
-        return self.now
+START_MS = 1_700_000_000_000
+"""Where the log tests' manual clocks start: record and segment times in a realistic range."""
 
 
 def attempts(disk: Path, scenario: Callable[[Path], None]) -> None:
@@ -64,14 +53,16 @@ def segmented_log(
     background file work (inline by default). Rolls create their own files unless
     ``config`` says otherwise (``segment_prepare_next``): these scenarios count the page
     drops queued as file work, where the next segment's files would be made."""
-    one = len(build_batch([Rec(b"x" * 200, timestamp=clock())]))
+    one = len(build_batch([Rec(b"x" * 200, timestamp=clock.milliseconds())]))
     config.setdefault("segment_prepare_next", False)
     log = Log(
         directory / "t-0", LogConfig(segment_bytes=2 * one, **config), clock=clock,
         file_work=file_work,
     )  # fmt: skip
     for i in range(2 * segments + 1):
-        log.append_as_leader(build_batch([Rec(b"%03d" % i + b"x" * 197, timestamp=clock())]), 0)
+        log.append_as_leader(
+            build_batch([Rec(b"%03d" % i + b"x" * 197, timestamp=clock.milliseconds())]), 0
+        )
     if fsync:
         log.flush()
         for segment in log.segments:

@@ -57,14 +57,16 @@ def run_ops(ops: list[Op], tick_ms: int, wheel_size: int) -> None:
     cancelled_unfired: set[int] = set()
 
     def make(task_id: int, delay: int) -> FunctionTask:
-        return FunctionTask(delay, lambda: fired.setdefault(task_id, []).append(clock.now_ms()))
+        return FunctionTask(
+            delay, lambda: fired.setdefault(task_id, []).append(clock.hi_res_clock_ms())
+        )
 
     for kind, arg in ops:
         if kind == "add":
             task_id = len(tasks)
             task = make(task_id, arg)
             tasks.append(task)
-            expirations[task_id] = clock.now_ms() + max(arg, 0)
+            expirations[task_id] = clock.hi_res_clock_ms() + max(arg, 0)
             model.add(task_id, expirations[task_id])
             timer.add(task)
             if arg <= 0:
@@ -72,7 +74,7 @@ def run_ops(ops: list[Op], tick_ms: int, wheel_size: int) -> None:
                 # clock (it only jumps to bucket expirations), on the next advance.
                 while timer.advance_clock(0):
                     pass
-                assert fired.get(task_id) == [clock.now_ms()]
+                assert fired.get(task_id) == [clock.hi_res_clock_ms()]
             # That drain may also fire, up to a tick early, tasks added before that share
             # the due bucket (coarse ticks).
             for fired_id in fired:
@@ -85,11 +87,13 @@ def run_ops(ops: list[Op], tick_ms: int, wheel_size: int) -> None:
                 if task_id not in fired:
                     cancelled_unfired.add(task_id)
         else:
-            target = clock.now_ms() + arg
+            target = clock.hi_res_clock_ms() + arg
             # Bucket by bucket: a manual clock jumps to each due bucket.
-            while clock.now_ms() < target and timer.advance_clock(target - clock.now_ms()):
+            while clock.hi_res_clock_ms() < target and timer.advance_clock(
+                target - clock.hi_res_clock_ms()
+            ):
                 pass
-            clock.set(max(clock.now_ms(), target))
+            clock.set(max(clock.hi_res_clock_ms(), target))
             while timer.advance_clock(0):
                 pass
             # Every task the model says is due by now has fired.

@@ -16,7 +16,9 @@ class Recorder:
         self.fired: list[tuple[int, int]] = []
 
     def task(self, task_id: int, delay_ms: int) -> FunctionTask:
-        return FunctionTask(delay_ms, lambda: self.fired.append((task_id, self.clock.now_ms())))
+        return FunctionTask(
+            delay_ms, lambda: self.fired.append((task_id, self.clock.hi_res_clock_ms()))
+        )
 
     @property
     def ids(self) -> list[int]:
@@ -39,8 +41,8 @@ def location(timer: SystemTimer, task: TimerTask) -> tuple[int, int, int]:
 def drive(timer: SystemTimer, clock: ManualClock, until_ms: int) -> list[int]:
     """Advance the timer bucket by bucket up to ``until_ms``; return the wheel times seen."""
     times = []
-    while clock.now_ms() < until_ms:
-        if not timer.advance_clock(until_ms - clock.now_ms()):
+    while clock.hi_res_clock_ms() < until_ms:
+        if not timer.advance_clock(until_ms - clock.hi_res_clock_ms()):
             break
         times.append(timer.wheel.current_time)
     return times
@@ -96,9 +98,9 @@ def test_seed_example_450_ms_is_demoted_twice(clock: ManualClock) -> None:
     third = timer.wheel.overflow_wheel.overflow_wheel  # type: ignore[union-attr]
     assert third is not None and third.tick_ms == 400
 
-    assert timer.advance_clock(1000) and clock.now_ms() == 400 and not rec.fired
+    assert timer.advance_clock(1000) and clock.hi_res_clock_ms() == 400 and not rec.fired
     assert location(timer, t) == (1, 2, 440)  # second wheel, span [440, 460)
-    assert timer.advance_clock(1000) and clock.now_ms() == 440 and not rec.fired
+    assert timer.advance_clock(1000) and clock.hi_res_clock_ms() == 440 and not rec.fired
     assert location(timer, t) == (0, 10, 450)  # first wheel, span [450, 451)
     assert timer.advance_clock(1000) and rec.fired == [(450, 450)]
     assert timer.size() == 0
@@ -121,12 +123,12 @@ def test_advance_clock_without_due_bucket_returns_false(clock: ManualClock) -> N
     assert timer.advance_clock(0) is False
     timer.add(FunctionTask(50, lambda: None))
     assert timer.advance_clock(0) is False
-    assert clock.now_ms() == 0
+    assert clock.hi_res_clock_ms() == 0
     # A manual clock "waits" by jumping to the deadline or the next bucket.
-    assert timer.advance_clock(30) is False and clock.now_ms() == 30
+    assert timer.advance_clock(30) is False and clock.hi_res_clock_ms() == 30
     # 50 sits in the second wheel's span [40, 60): demoted at 40, fired at 50.
-    assert timer.advance_clock(100) is True and clock.now_ms() == 40
-    assert timer.advance_clock(100) is True and clock.now_ms() == 50 and timer.size() == 0
+    assert timer.advance_clock(100) is True and clock.hi_res_clock_ms() == 40
+    assert timer.advance_clock(100) is True and clock.hi_res_clock_ms() == 50 and timer.size() == 0
 
 
 def test_small_wheel_forces_many_overflow_levels(clock: ManualClock) -> None:

@@ -1,6 +1,6 @@
-"""What every layer of Sluice shares: the topic-partition pair and the clocks."""
+"""What every layer of Sluice shares: the topic-partition pair and the clock."""
 
-from sluice.base.clock import Clock, ManualClock, MonotonicClock, wall_clock_ms
+from sluice.base.clock import SYSTEM_CLOCK, Clock, ManualClock, SystemClock
 from sluice.base.topic_partition import TopicPartition
 
-__all__ = ["Clock", "ManualClock", "MonotonicClock", "TopicPartition", "wall_clock_ms"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "ManualClock", "SystemClock", "TopicPartition"]

@@ -74,7 +74,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
 
 def cmd_cluster_start(args: argparse.Namespace) -> int:
     """ZooKeeper plus N broker processes on loopback until Ctrl-C / SIGTERM."""
-    from sluice.embedded_cluster import EmbeddedCluster
+    from sluice.testing import EmbeddedCluster
 
     overrides: dict[str, str] = {}
     for item in args.override:

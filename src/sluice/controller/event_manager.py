@@ -104,7 +104,7 @@ class ControllerEventManager:
     # -- the queue ------------------------------------------------------------------
     def put(self, event: ControllerEvent) -> QueuedEvent:
         """Append ``event`` to the queue."""
-        queued = QueuedEvent(event, self.clock.now_ms())
+        queued = QueuedEvent(event, self.clock.hi_res_clock_ms())
         with self._cond:
             self._queue.append(queued)
             self._cond.notify_all()
@@ -134,7 +134,7 @@ class ControllerEventManager:
         with self._cond:
             self._timers = [t for t in self._timers if t[2] != name]
             heapq.heapify(self._timers)
-            deadline = self.clock.now_ms() + delay_ms
+            deadline = self.clock.hi_res_clock_ms() + delay_ms
             heapq.heappush(self._timers, (deadline, next(self._timer_seq), name, event))
             self._cond.notify_all()
 
@@ -149,7 +149,7 @@ class ControllerEventManager:
             return sorted((t[0], t[2]) for t in self._timers)
 
     def _move_due_timers(self) -> None:
-        now = self.clock.now_ms()
+        now = self.clock.hi_res_clock_ms()
         while self._timers and self._timers[0][0] <= now:
             _, _, _, event = heapq.heappop(self._timers)
             self._queue.append(QueuedEvent(event, now))

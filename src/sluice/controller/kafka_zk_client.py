@@ -9,11 +9,11 @@ Admin writes (topic creation, deletion requests) pass ``None`` for no check.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from sluice.base import TopicPartition
-from sluice.base.clock import wall_clock_ms
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.metastore import (
     BadVersionError,
     CheckOp,
@@ -74,11 +74,10 @@ class UpdateLeaderAndIsrResult:
 class KafkaZkClient:
     """Reads and writes Kafka's znodes; the controller's and the broker's only ZooKeeper API."""
 
-    def __init__(
-        self, store: CoordinationStore, wall_clock_ms: Callable[[], int] = wall_clock_ms
-    ) -> None:
+    def __init__(self, store: CoordinationStore, clock: Clock = SYSTEM_CLOCK) -> None:
+        """``clock``: wall time for the timestamps of the broker and controller znodes."""
         self.store = store
-        self.wall_clock_ms = wall_clock_ms
+        self.clock = clock
 
     # -- plumbing -------------------------------------------------------------------
     def checked_multi(
@@ -117,7 +116,7 @@ class KafkaZkClient:
         ensure_path(self.store, BrokerIdsZNode.path)
         try:
             self.store.create(
-                path, BrokerIdZNode.encode(broker, self.wall_clock_ms()), CreateMode.EPHEMERAL
+                path, BrokerIdZNode.encode(broker, self.clock.milliseconds()), CreateMode.EPHEMERAL
             )
         except NodeExistsError:
             stat = self.store.exists(path)
@@ -187,7 +186,7 @@ class KafkaZkClient:
         ops: list[Op] = [
             CreateOp(
                 ControllerZNode.path,
-                ControllerZNode.encode(controller_id, self.wall_clock_ms()),
+                ControllerZNode.encode(controller_id, self.clock.milliseconds()),
                 CreateMode.EPHEMERAL,
             ),
             SetDataOp(

@@ -5,9 +5,8 @@ Follows Apache Kafka's log layer: :class:`Log` (UnifiedLog) over :class:`LocalLo
 :class:`LogManager`. Record batches stay opaque bytes; only their v2 headers are read.
 """
 
-from sluice.base.clock import wall_clock_ms
 from sluice.log.append import AppendOrigin, LogAppendInfo
-from sluice.log.config import LogConfig, WallClock
+from sluice.log.config import LogConfig
 from sluice.log.errors import (
     ConfigException,
     CorruptIndexException,
@@ -81,6 +80,4 @@ __all__ = [
     "TopicPartition",
     "UnexpectedAppendOffsetException",
     "UnsupportedForMessageFormatException",
-    "WallClock",
-    "wall_clock_ms",
 ]

@@ -1,21 +1,16 @@
-"""Topic-level log configuration with Kafka's names and defaults, and the clock type."""
+"""Topic-level log configuration with Kafka's names and defaults."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sluice.config import format_config_value, parse_bool
 from sluice.log.errors import ConfigException
 
-__all__ = ["LogConfig", "WallClock"]
-
-WallClock = Callable[[], int]
-"""The log's clock: a callable returning wall-clock epoch milliseconds (segment and
-record timestamps are wall time; ``sluice.base.clock.wall_clock_ms`` in a broker, a
-manual one in tests). Timeouts elsewhere use ``sluice.base.clock.Clock``, monotonic."""
+__all__ = ["LogConfig"]
 
 LONG_MAX = 2**63 - 1
 

@@ -15,8 +15,9 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from sluice.base.clock import Clock
 from sluice.log.cleaner.files import complete_interrupted_swaps
-from sluice.log.config import LogConfig, WallClock
+from sluice.log.config import LogConfig
 from sluice.log.errors import CorruptIndexException
 from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords
 from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
@@ -56,7 +57,7 @@ def open_segment(
     directory: Path,
     base_offset: int,
     config: LogConfig,
-    clock: WallClock,
+    clock: Clock,
     recycled: FileRecords | None = None,
     prepared: PreparedFiles | None = None,
 ) -> LogSegment:
@@ -100,7 +101,7 @@ def _remove_temp_files(directory: Path) -> list[int]:
 def load_log(
     directory: Path,
     config: LogConfig,
-    clock: WallClock,
+    clock: Clock,
     *,
     had_clean_shutdown: bool,
     recovery_point: int,

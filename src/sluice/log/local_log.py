@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sluice.base.clock import Clock
 from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile, fsync_directory
-from sluice.log.config import LogConfig, WallClock
+from sluice.log.config import LogConfig
 from sluice.log.errors import KafkaStorageException
 from sluice.log.file_records import (
     FetchDataInfo,
@@ -111,7 +111,7 @@ class LocalLog:
         topic: str,
         partition: int,
         config: LogConfig,
-        clock: WallClock,
+        clock: Clock,
         segments: list[LogSegment],
         log_end_offset: int,
         recovery_point: int,
@@ -130,7 +130,7 @@ class LocalLog:
         self._log_end_offset = log_end_offset
         self._write_error: OSError | None = None
         self._recovery_point = recovery_point
-        self._last_flush_ms = clock()
+        self._last_flush_ms = clock.milliseconds()
         # The end of the latest flush flush.messages asked for and an append deferred
         # (append(defer_flush=True)); every truncation counts, so that a flush taken
         # before one is not applied after it.
@@ -266,7 +266,7 @@ class LocalLog:
             max_timestamp_in_messages=max_timestamp,
             max_offset_in_messages=last,
             messages_size=size,
-            now_ms=self._clock(),
+            now_ms=self._clock.milliseconds(),
         ):
             return self.roll(first)
         if segment.size + size >= self._next_at:  # half full with this append
@@ -294,7 +294,7 @@ class LocalLog:
         active = self._segments[-1]
         if active.base_offset == new_offset and active.size == 0:
             return active  # nothing to roll away from
-        started = time.perf_counter()
+        started_ns = self._clock.nanoseconds()
         active.on_become_inactive_segment()
         active.log.trim()
         segment, files = self._new_segment(new_offset)
@@ -303,7 +303,7 @@ class LocalLog:
             "%s: rolled new log segment at offset %d in %.1f ms%s",
             self.dir.name,
             new_offset,
-            (time.perf_counter() - started) * 1000,
+            (self._clock.nanoseconds() - started_ns) / 1e6,
             files,
         )
         self._bases.append(new_offset)
@@ -403,7 +403,8 @@ class LocalLog:
                 segment.delete()
             else:
                 segment.change_file_suffixes("", DELETED_FILE_SUFFIX)
-                self._pending_deletes.append((self._clock() + delay, segment, bounds[id(segment)]))
+                due_ms = self._clock.milliseconds() + delay
+                self._pending_deletes.append((due_ms, segment, bounds[id(segment)]))
                 self._drop_pages_of_removed(segment)
 
     def _drop_pages_of_removed(self, newest: LogSegment) -> None:
@@ -448,7 +449,7 @@ class LocalLog:
         """Remove the ``*.deleted`` files whose delay expired (all, and the spare, with
         ``force``). With ``segment.recycle`` the data file of the newest expired segment is
         kept instead as the spare, which the next roll writes into (:meth:`_new_segment`)."""
-        now = self._clock()
+        now = self._clock.milliseconds()
         due = [entry for entry in self._pending_deletes if force or entry[0] <= now]
         self._pending_deletes = [e for e in self._pending_deletes if not (force or e[0] <= now)]
         if any(segment is self._paged for _, segment, _ in due):
@@ -556,7 +557,7 @@ class LocalLog:
         if work.error is not None:
             self._fail(work.error)
             return
-        self._last_flush_ms = self._clock()
+        self._last_flush_ms = self._clock.milliseconds()
         if work.target > self._recovery_point:
             self._set_recovery_point(work.target)
 

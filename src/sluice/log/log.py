@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sluice.base.clock import wall_clock_ms
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log.append import (
     AppendOrigin,
     LogAppendInfo,
@@ -19,7 +19,7 @@ from sluice.log.checkpoint import (
 )
 from sluice.log.cleaner.files import truncate_cleaner_checkpoint
 from sluice.log.cleaner.records import check_keys_present
-from sluice.log.config import LogConfig, WallClock
+from sluice.log.config import LogConfig
 from sluice.log.errors import (
     OffsetOutOfRangeException,
 )
@@ -83,7 +83,7 @@ class Log:
         directory: Path | str,
         config: LogConfig | None = None,
         *,
-        clock: WallClock = wall_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
         had_clean_shutdown: bool = False,
         file_work: FileWork | None = None,
     ) -> None:
@@ -206,7 +206,7 @@ class Log:
         local = self._local
         local.check_open()
         config = local.config
-        append_time = self._clock() if config.log_append_time else NO_TIMESTAMP
+        append_time = self._clock.milliseconds() if config.log_append_time else NO_TIMESTAMP
         buf, headers, info = prepare_leader_append(
             records, config, local.log_end_offset, leader_epoch, origin, append_time,
             self._log_start_offset, self.dir.name,
@@ -345,7 +345,7 @@ class Log:
         deleted = self._delete_log_start_offset_breached(high_watermark)
         config = local.config
         if config.delete_enabled and config.retention_ms >= 0:
-            now = self._clock()
+            now = self._clock.milliseconds()
             retention_ms = config.retention_ms
             deleted += self._delete_segments(
                 lambda segment, _: now - segment.largest_timestamp > retention_ms, high_watermark
@@ -493,7 +493,7 @@ class Log:
         local = self._local
         if local.is_closed or self.unflushed_messages == 0:
             return False
-        if self._clock() - local.last_flush_time < local.config.flush_ms:
+        if self._clock.milliseconds() - local.last_flush_time < local.config.flush_ms:
             return False
         local.flush()
         return True
@@ -539,7 +539,7 @@ class Log:
     def remove_expired_producers(self, producer_id_expiration_ms: int) -> int:
         """Forget idle producer ids (``producer.id.expiration.ms``); returns how many."""
         return self._producer_state.remove_expired_producers(
-            self._clock(), producer_id_expiration_ms
+            self._clock.milliseconds(), producer_id_expiration_ms
         )
 
     def __repr__(self) -> str:

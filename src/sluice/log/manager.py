@@ -13,9 +13,9 @@ from pathlib import Path
 from types import TracebackType
 
 from sluice.base import TopicPartition
-from sluice.base.clock import wall_clock_ms
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log.checkpoint import fsync_directory
-from sluice.log.config import LogConfig, WallClock
+from sluice.log.config import LogConfig
 from sluice.log.errors import InvalidTopicException, KafkaStorageException
 from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.log import Log, parse_topic_partition
@@ -40,7 +40,7 @@ class LogManager:
         log_dirs: Path | str | Sequence[Path | str],
         default_config: LogConfig | None = None,
         *,
-        clock: WallClock = wall_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
         topic_config: Callable[[str], LogConfig | None] | None = None,
         file_work: FileWork | None = None,
     ) -> None:

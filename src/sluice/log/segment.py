@@ -9,8 +9,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sluice.base.clock import wall_clock_ms
-from sluice.log.config import WallClock
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log.file_records import (
     LOG_FILE_SUFFIX,
     FetchDataInfo,
@@ -80,7 +79,7 @@ class LogSegment:
         time_index: TimeIndex,
         base_offset: int,
         index_interval_bytes: int,
-        clock: WallClock,
+        clock: Clock,
         txn_index: TransactionIndex | None = None,
     ) -> None:
         self._log = log
@@ -94,7 +93,7 @@ class LogSegment:
         self.base_offset = base_offset
         self._index_interval_bytes = index_interval_bytes
         self._clock = clock
-        self.created_ms = clock()
+        self.created_ms = clock.milliseconds()
         self._last_modified_ms = (
             os.stat(log.path).st_mtime_ns // 1_000_000 if log.size else self.created_ms
         )
@@ -120,7 +119,7 @@ class LogSegment:
         *,
         index_interval_bytes: int = 4096,
         max_index_size: int = 10 * 1024 * 1024,
-        clock: WallClock = wall_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
         file_suffix: str = "",
         recycled: FileRecords | None = None,
         prepared: PreparedFiles | None = None,
@@ -319,7 +318,7 @@ class LogSegment:
             self._rolling_based_timestamp = largest_timestamp
         max_timestamp = self.max_timestamp_so_far
         self._log.append(records, direct)
-        self._last_modified_ms = self._clock()
+        self._last_modified_ms = self._clock.milliseconds()
         since = self._bytes_since_last_index_entry
         interval = self._index_interval_bytes
         if batches is None:
@@ -484,7 +483,7 @@ class LogSegment:
         self._forget_appends()
         self.txn_index.truncate_to(offset)
         if self._log.size == 0:
-            self.created_ms = self._clock()
+            self.created_ms = self._clock.milliseconds()
             self._rolling_based_timestamp = None
         last_entry = self._offset_index.last_entry().position if self._offset_index.entries else 0
         self._bytes_since_last_index_entry = self._log.size - last_entry

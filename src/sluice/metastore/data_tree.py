@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sluice.base.clock import Clock, MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 
 from .errors import (
     BadVersionError,
@@ -90,7 +90,7 @@ class DataTree:
     """A thread-safe in-memory znode tree with ZooKeeper's versions, watches and sessions."""
 
     def __init__(self, clock: Clock | None = None) -> None:
-        self.clock: Clock = clock if clock is not None else MonotonicClock()
+        self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._lock = threading.RLock()
         self._zxid = 0
         self._next_session_id = 0x100_0000_0000_0001
@@ -108,7 +108,7 @@ class DataTree:
         with self._lock:
             session_id = self._next_session_id
             self._next_session_id += 1
-            now = self.clock.now_ms()
+            now = self.clock.hi_res_clock_ms()
             self._sessions[session_id] = _Session(session_id, timeout_ms, now, on_expired)
             return session_id
 
@@ -117,7 +117,7 @@ class DataTree:
         with self._lock:
             session = self._sessions.get(session_id)
             if session is not None:
-                session.last_heard_ms = self.clock.now_ms()
+                session.last_heard_ms = self.clock.hi_res_clock_ms()
 
     def close_session(self, session_id: int) -> None:
         """End a session: delete its ephemeral znodes and drop its watches."""
@@ -136,7 +136,7 @@ class DataTree:
     def expire_timed_out_sessions(self) -> list[int]:
         """Expire every session not heard from within its timeout; return their ids."""
         with self._lock:
-            now = self.clock.now_ms()
+            now = self.clock.hi_res_clock_ms()
             expired = [
                 s.session_id
                 for s in self._sessions.values()
@@ -249,7 +249,7 @@ class DataTree:
     def _check_session(self, session_id: int) -> None:
         if session_id not in self._sessions:
             raise SessionClosedError("session is not open")
-        self._sessions[session_id].last_heard_ms = self.clock.now_ms()
+        self._sessions[session_id].last_heard_ms = self.clock.hi_res_clock_ms()
 
     def _apply(
         self,
@@ -275,7 +275,7 @@ class DataTree:
                 raise BadVersionError(path=op.path)
             saved = (node.data, node.version, node.mzxid, node.mtime)
             node.data, node.version = op.data, node.version + 1
-            node.mzxid, node.mtime = self._zxid, self.clock.now_ms()
+            node.mzxid, node.mtime = self._zxid, self.clock.milliseconds()
 
             def restore(node: _Znode = node) -> None:
                 node.data, node.version, node.mzxid, node.mtime = saved
@@ -305,7 +305,7 @@ class DataTree:
             path = f"{path}{parent.cversion:010d}"
         if path in self._nodes:
             raise NodeExistsError(path=path)
-        now = self.clock.now_ms()
+        now = self.clock.milliseconds()  # ctime and mtime: wall time, as ZooKeeper
         owner = session_id if mode.ephemeral else 0
         self._nodes[path] = _Znode(data, self._zxid, now, owner, self._zxid, now)
         name = _parent(path)[1]

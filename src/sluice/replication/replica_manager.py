@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sluice.base import TopicPartition
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log import (
     FileSlice,
     Log,
@@ -84,8 +85,11 @@ class ReplicaManager:
         broker_id: int,
         make_purgatory: PurgatoryFactory,
         min_isr: Callable[[TopicPartition], int] = lambda tp: 1,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        """``clock``: wall time for when a follower last caught up (ISR expiration)."""
         self.broker_id = broker_id
+        self.clock = clock
         self._min_isr = min_isr
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = make_purgatory("Produce", 1000)
@@ -97,7 +101,6 @@ class ReplicaManager:
         self._hw_write_lock = threading.Lock()
         # Cluster mode: called with (partition, replica_id) when a follower caught up.
         self.on_isr_expand: Callable[[Partition, int], None] | None = None
-        self.now_ms: Callable[[], int] = lambda: 0
         # False once the broker stops serving: fetches are answered without waiting.
         self._fetches_wait = True
 
@@ -370,7 +373,7 @@ class ReplicaManager:
 
     def _record_follower_fetches(self, replica_id: int, fetches: list[PartitionFetch]) -> None:
         """A follower's fetch offset is its LEO: move the HW, maybe expand the ISR."""
-        now = self.now_ms()
+        now = self.clock.milliseconds()
         for fetch in fetches:
             partition = self.partitions.get(fetch.tp)
             if partition is None or not partition.is_leader:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.base.clock import Clock, MonotonicClock, wall_clock_ms
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.config import (
     TOPIC_CONFIGS,
     BrokerConfig,
@@ -110,7 +110,7 @@ class Broker:
         self.config = config
         self._store_factory = coordination_store
         self.broker_id = config.broker_id
-        self.clock: Clock = clock if clock is not None else MonotonicClock()
+        self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self.log_dir = config.log_dir
         # What handlers know of topics, partitions and brokers: fed from the registry and
         # the replica manager on a single node, by the controller in a cluster.
@@ -138,6 +138,9 @@ class Broker:
         # Cluster mode (zookeeper.connect set): see sluice.server.cluster.
         self.cluster: ClusterManager | None = None
         self.request_context: RequestContext  # built once the listeners can open
+        # API key -> handler: the table the listeners read, changed in place (the request
+        # gate opens keys in it; sluice.testing's request controls wrap entries).
+        self.handlers: dict[int, Handler[RequestContext]] = {}
 
     @property
     def cluster_id(self) -> str:
@@ -167,11 +170,11 @@ class Broker:
         self.cluster_id = self._load_meta_properties()
         self.registry = TopicRegistry(self.log_dir)
         self.log_manager = LogManager(
-            self.log_dir, self._default_log_config(), clock=wall_clock_ms,
+            self.log_dir, self._default_log_config(), clock=self.clock,
             topic_config=self.log_config_for, file_work=self._file_thread,
         )  # fmt: skip
         self.replica_manager = ReplicaManager(
-            self.broker_id, self._make_purgatory, min_isr=self._min_isr
+            self.broker_id, self._make_purgatory, min_isr=self._min_isr, clock=self.clock
         )
         if self.config["log.flush.group.commit"]:
             self._flush_executor = ThreadPoolExecutor(1, f"sluice-flush-{self.broker_id}")
@@ -316,6 +319,7 @@ class Broker:
     async def _open_listeners(
         self, handlers: dict[int, Handler[RequestContext]], raw_handlers: dict[int, Any] | None
     ) -> None:
+        self.handlers = handlers
         congestion = self.config["socket.loopback.congestion.control"]
         checked_algorithm(congestion)  # a refused name is reported now, not at a connection
         for listener in self.config.listeners:
@@ -476,7 +480,7 @@ class Broker:
 
         self.log_cleaner = LogCleaner(
             lambda: list(self.log_manager), config_for=self._compaction_config,
-            high_watermark=self._cleaner_bound, clock=wall_clock_ms,
+            high_watermark=self._cleaner_bound, clock=self.clock,
         )  # fmt: skip
         if self.config["log.cleaner.enable"]:
             self._tasks.append(asyncio.create_task(self._run_log_cleaner()))

@@ -15,7 +15,6 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.base.clock import MonotonicClock
 from sluice.controller import (
     AdminZkClient,
     ControllerConfig,
@@ -52,10 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["ClusterManager", "topic_uuid"]
 
 log = logging.getLogger(__name__)
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def topic_uuid(topic_id: str | None) -> uuid.UUID:
@@ -106,7 +101,7 @@ class ClusterManager:
                 session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
                 connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"],
             )
-        self.zk = KafkaZkClient(self.store)
+        self.zk = KafkaZkClient(self.store, self.broker.clock)
         self.zk.create_top_level_paths()
         # Producer ids must be unique across the cluster: blocks come from ZooKeeper.
         from sluice.replication.producer_ids import ZkProducerIdBlockSource
@@ -156,11 +151,10 @@ class ClusterManager:
         self.channel = NetworkControllerChannel(loop, self.broker_id)
         self.controller = KafkaController(
             ControllerConfig.from_broker_config(self.config), self.zk, self.channel,
-            MonotonicClock(), broker=me, broker_epoch=self.broker_epoch,
+            self.broker.clock, broker=me, broker_epoch=self.broker_epoch,
         )  # fmt: skip
         self.controller.startup()
         self.broker.replica_manager.on_isr_expand = self._expand_isr
-        self.broker.replica_manager.now_ms = wall_ms
         self._tasks.append(asyncio.create_task(self._isr_expiration()))
         self._watch_config_changes()
         log.info("broker %d registered (epoch %d)", self.broker_id, self.broker_epoch)
@@ -418,7 +412,7 @@ class ClusterManager:
         rm = self.broker.replica_manager
         errors: dict[TopicPartition, ErrorCode] = {}
         leaders = {b.id: b for b in request.live_leaders}
-        now = wall_ms()
+        now = self.broker.clock.milliseconds()
         for s in request.partition_states:
             tp = s.topic_partition
             partition = rm.get_partition(tp)
@@ -602,7 +596,7 @@ class ClusterManager:
         while True:
             await asyncio.sleep(lag_ms / 2000)
             try:
-                now = wall_ms()
+                now = self.broker.clock.milliseconds()
                 for partition in list(self.broker.replica_manager.partitions.values()):
                     if not partition.is_leader:
                         continue

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from sluice.base import TopicPartition
-from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME, GroupConfig, GroupCoordinator
 from sluice.coordinator.group.manager import AppendCallback
 from sluice.log.append import AppendOrigin
@@ -111,7 +110,7 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
         info.num_partitions,
         broker._make_purgatory("Rebalance", 1000),
         broker._make_purgatory("Heartbeat", 1000),
-        now_ms=wall_clock_ms,
+        clock=broker.clock,
     )
     owned = []
     for p in info.assignment:

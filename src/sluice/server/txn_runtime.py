@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sluice.base import TopicPartition
-from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.coordinator.transaction import (
     TRANSACTION_STATE_TOPIC_NAME,
@@ -69,7 +68,7 @@ def write_marker(
     coordinator in process); a marker in ``__consumer_offsets`` also settles the
     producer's transactional offset commits."""
     batch = build_marker_batch(
-        producer_id, producer_epoch, commit, coordinator_epoch, wall_clock_ms()
+        producer_id, producer_epoch, commit, coordinator_epoch, replica_manager.clock.milliseconds()
     )
 
     def done(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
@@ -208,7 +207,7 @@ def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
         ReplicaManagerGroupLog(broker.replica_manager, 30000, TRANSACTION_STATE_TOPIC_NAME),
         ReplicaManagerMarkerWriter(broker),
         broker.producer_id_manager.generate_producer_id,
-        wall_clock_ms,
+        broker.clock,
         broker._make_purgatory("TxnExpiration", 1000),
     )
     owned = {}

@@ -8,7 +8,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from sluice.base.clock import Clock, MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.timer.task import TaskCounter, TimerTask, TimerTaskEntry, TimerTaskList
 from sluice.timer.wheel import TimingWheel
 
@@ -63,18 +63,18 @@ class DelayQueue:
     def poll(self) -> TimerTaskList | None:
         """The earliest bucket if it is due now, else None; never waits."""
         head = self.head_expiration()
-        if head is not None and head <= self._clock.now_ms():
+        if head is not None and head <= self._clock.hi_res_clock_ms():
             return heapq.heappop(self._heap)[2]
         return None
 
     def poll_wait(self, timeout_ms: int, is_closed: Callable[[], bool]) -> TimerTaskList | None:
         """Wait up to ``timeout_ms`` for the earliest bucket to fall due."""
-        deadline = self._clock.now_ms() + max(timeout_ms, 0)
+        deadline = self._clock.hi_res_clock_ms() + max(timeout_ms, 0)
         while True:
             bucket = self.poll()
             if bucket is not None or is_closed():
                 return bucket
-            now = self._clock.now_ms()
+            now = self._clock.hi_res_clock_ms()
             if now >= deadline:
                 return None
             head = self.head_expiration()
@@ -103,8 +103,8 @@ class SystemTimer:
         executor: Executor | None = None,
     ) -> None:
         self.name = executor_name
-        self._clock: Clock = clock if clock is not None else MonotonicClock()
-        self._now_ms = self._clock.now_ms
+        self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+        self._now_ms = self._clock.hi_res_clock_ms
         self._executor: Executor = executor if executor is not None else run_inline
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
@@ -113,7 +113,7 @@ class SystemTimer:
         self._wheel = TimingWheel(
             tick_ms=tick_ms,
             wheel_size=wheel_size,
-            start_ms=self._clock.now_ms() if start_ms is None else start_ms,
+            start_ms=self._clock.hi_res_clock_ms() if start_ms is None else start_ms,
             task_counter=self._counter,
             queue=self._queue,
             lock=self._lock,

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sluice.base import TopicPartition
-from sluice.base.clock import MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK
 from sluice.client.errors import KafkaException, NetworkException
 from sluice.client.net.client_request import ClientRequest, ClientResponse
 from sluice.client.net.cluster import Cluster, Node
@@ -74,7 +74,7 @@ class ConsumerNetworkClient:
         self.bootstrap_servers = ",".join(f"{host}:{port}" for host, port in addresses)
         self.client_id = client_id
         self.timeout_s = request_timeout_ms / 1000
-        self._clock = MonotonicClock()
+        self._clock = SYSTEM_CLOCK
         self.metadata = Metadata(self._clock, allow_auto_topic_creation=False)
         self.metadata.bootstrap(addresses)
         self._client = NetworkClient(
@@ -139,7 +139,7 @@ class ConsumerNetworkClient:
         tried: set[int] = set()
         last: NetworkException | None = None
         while True:
-            now_ms = self._clock.now_ms()
+            now_ms = self._clock.hi_res_clock_ms()
             target = client.least_loaded_node(now_ms)
             if target is None or target.id in tried:  # all backing off, or tried already
                 untried = [n for n in self.metadata.cluster.nodes.values() if n.id not in tried]
@@ -166,7 +166,7 @@ class ConsumerNetworkClient:
         attempted = False
         while True:
             self._check_open()
-            now_ms = self._clock.now_ms()
+            now_ms = self._clock.hi_res_clock_ms()
             if client.can_send_request(node.id):
                 return
             if client.is_connecting(node.id) or client.is_connected(node.id):
@@ -189,10 +189,10 @@ class ConsumerNetworkClient:
             node.id, api_key, lambda v: build(request_type(api_key, v), **fields),
             outcome.append, version=version, timeout_ms=timeout_ms,
         )  # fmt: skip
-        self._client.send(request, self._clock.now_ms())
+        self._client.send(request, self._clock.hi_res_clock_ms())
         while not outcome:
             self._check_open()
-            self._client.poll(timeout_ms, self._clock.now_ms())
+            self._client.poll(timeout_ms, self._clock.hi_res_clock_ms())
         response = outcome[0]
         if response.disconnected:
             why = "timed out" if response.timed_out else "the connection was lost"
@@ -218,7 +218,7 @@ class ConsumerNetworkClient:
         with self._lock:
             timeout_ms = int(self.timeout_s * 1000)
             body = self._send_to_any(ApiKey.METADATA, timeout_ms, None, fields, True)
-            self.metadata.update(body, topics, topics is not None, self._clock.now_ms())
+            self.metadata.update(body, topics, topics is not None, self._clock.hi_res_clock_ms())
             if topics is None:
                 self._stale_topics.clear()
             else:

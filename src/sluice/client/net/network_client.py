@@ -255,7 +255,7 @@ class NetworkClient:
         if self._completed:
             timeout = 0
         events = self._selector.select(max(timeout, 0) / 1000)
-        now_ms = self._clock.now_ms()
+        now_ms = self._clock.hi_res_clock_ms()
         for key, mask in events:
             conn = key.data
             if conn is None:
@@ -359,7 +359,7 @@ class NetworkClient:
     def disconnect(self, node_id: int) -> None:
         conn = self._conns.get(node_id)
         if conn is not None:
-            self._close(conn, self._clock.now_ms(), "disconnect requested")
+            self._close(conn, self._clock.hi_res_clock_ms(), "disconnect requested")
 
     def _close(
         self, conn: BrokerConnection, now_ms: int, reason: str, timed_out: bool = False
@@ -383,7 +383,7 @@ class NetworkClient:
 
     def close(self) -> None:
         """Close every connection (pending requests complete as disconnected)."""
-        now_ms = self._clock.now_ms()
+        now_ms = self._clock.hi_res_clock_ms()
         for conn in list(self._conns.values()):
             if conn.state is not ConnectionState.DISCONNECTED:
                 self._close(conn, now_ms, "client closed")

@@ -145,13 +145,13 @@ class IncompleteBatches:
 
     def await_all(self, clock: Clock, timeout_ms: int | None) -> bool:
         """Wait for the batches incomplete now; False if ``timeout_ms`` ran out."""
-        deadline = None if timeout_ms is None else clock.now_ms() + timeout_ms
+        deadline = None if timeout_ms is None else clock.hi_res_clock_ms() + timeout_ms
         for batch in self.copy_all():
             result = batch.produce_future
             if deadline is None:
                 result.wait()
                 continue
-            remaining = (deadline - clock.now_ms()) / 1000
+            remaining = (deadline - clock.hi_res_clock_ms()) / 1000
             if not (result.completed() or (remaining > 0 and result.wait(remaining))):
                 return False
         return True
@@ -449,7 +449,7 @@ class RecordAccumulator:
                     log.debug("Allocating a new %d byte message buffer for %s-%d",
                               size, topic, effective)  # fmt: skip
                     buffer = self.free.allocate(size, max_time_to_block_ms)  # may block
-                    now_ms = self._clock.now_ms()
+                    now_ms = self._clock.hi_res_clock_ms()
                 with dq.lock:
                     if sticky is not None and info.partitioner.is_partition_changed(sticky):
                         continue

@@ -90,7 +90,7 @@ class BufferPool:
         accumulated = 0
         more_memory = threading.Condition(self._lock)
         self._waiters.append(more_memory)
-        start_ms = self._clock.now_ms()
+        start_ms = self._clock.hi_res_clock_ms()
         deadline_ms = start_ms + max_time_to_block_ms
         buffer: bytearray | None = None
         try:
@@ -100,7 +100,7 @@ class BufferPool:
                     raise KafkaException("Producer closed while allocating memory")
                 # Only the first waiter may take memory; the others wait their turn.
                 if self._waiters[0] is not more_memory:
-                    if self._clock.now_ms() >= deadline_ms:
+                    if self._clock.hi_res_clock_ms() >= deadline_ms:
                         raise self._exhausted(max_time_to_block_ms)
                     continue
                 if accumulated == 0 and size == self._poolable_size and self._free:
@@ -111,7 +111,7 @@ class BufferPool:
                     got = min(size - accumulated, self._non_pooled_available_memory)
                     self._non_pooled_available_memory -= got
                     accumulated += got
-                if accumulated < size and self._clock.now_ms() >= deadline_ms:
+                if accumulated < size and self._clock.hi_res_clock_ms() >= deadline_ms:
                     raise self._exhausted(max_time_to_block_ms)
             accumulated = 0  # handed to the caller: nothing to give back
             return buffer
@@ -119,7 +119,7 @@ class BufferPool:
             # On failure, return what was gathered so it is not lost.
             self._non_pooled_available_memory += accumulated
             self._waiters.remove(more_memory)
-            self.wait_time_ms_total += self._clock.now_ms() - start_ms
+            self.wait_time_ms_total += self._clock.hi_res_clock_ms() - start_ms
 
     @staticmethod
     def _exhausted(max_time_to_block_ms: int) -> BufferExhaustedException:

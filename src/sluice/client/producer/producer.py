@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any
 
 from sluice.base import TopicPartition
-from sluice.base.clock import Clock, MonotonicClock
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.client.errors import (
     ApiException,
     InvalidTopicException,
@@ -76,7 +76,7 @@ class Producer:
 
     def __init__(self, config: Mapping[str, Any], *, clock: Clock | None = None) -> None:
         self.config = cfg = ProducerConfig(config)
-        self._clock = clock or MonotonicClock()
+        self._clock = clock or SYSTEM_CLOCK
         self.client_id = cfg.client_id
         self._max_block_ms: int = cfg["max.block.ms"]
         self._max_request_size: int = cfg["max.request.size"]
@@ -210,7 +210,7 @@ class Producer:
         if partition is not None and partition < 0:
             raise ValueError(f"Invalid partition: {partition}. Partition number should always "
                              "be non-negative or None.")  # fmt: skip
-        now = self._clock.now_ms()
+        now = self._clock.hi_res_clock_ms()
         try:
             cluster = self._metadata.cluster
             count = cluster.partition_counts.get(topic)
@@ -300,7 +300,7 @@ class Producer:
             self._sender.wakeup()
             metadata.await_update(version, deadline)
             cluster = metadata.cluster
-            now = self._clock.now_ms()
+            now = self._clock.hi_res_clock_ms()
             error = metadata.topic_error(topic)
             if topic in cluster.invalid_topics or error is ErrorCode.invalid_topic_exception:
                 raise InvalidTopicException(f"Invalid topics: [{topic}]")
@@ -393,7 +393,8 @@ class Producer:
         """The topic's partitions, fetching metadata if needed (up to max.block.ms)."""
         if self._closed:
             raise KafkaException("Cannot perform operation after producer has been closed")
-        cluster, _ = self._wait_on_metadata(topic, None, self._clock.now_ms(), self._max_block_ms)
+        now = self._clock.hi_res_clock_ms()
+        cluster, _ = self._wait_on_metadata(topic, None, now, self._max_block_ms)
         return list(cluster.partitions_for_topic(topic))
 
     def close(self, timeout: float | None = None) -> None:

@@ -145,7 +145,7 @@ class Sender:
 
     def run_once(self) -> None:
         tm = self.transaction_manager
-        now = self._clock.now_ms()
+        now = self._clock.hi_res_clock_ms()
         if tm is not None:
             tm.maybe_resolve_sequences()
             fatal = tm.fatal_error
@@ -251,7 +251,7 @@ class Sender:
             return encode_produce_request(version, acks, timeout, topic_data)
 
         def done(response: ClientResponse) -> None:
-            self._handle_produce_response(response, by_tp, self._clock.now_ms())
+            self._handle_produce_response(response, by_tp, self._clock.hi_res_clock_ms())
 
         request = ClientRequest(
             destination, ApiKey.PRODUCE, build, done,
@@ -402,7 +402,7 @@ class Sender:
         def done(response: ClientResponse) -> None:
             self._init_in_flight = False
             if response.disconnected or not tm.handle_init_producer_id_response(response.body):
-                self._init_retry_at_ms = self._clock.now_ms() + backoff
+                self._init_retry_at_ms = self._clock.hi_res_clock_ms() + backoff
 
         self._init_in_flight = True
         self.client.send(

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from sluice.base import TopicPartition
+from sluice.base.clock import Clock
 from sluice.coordinator.group.config import GROUP_METADATA_TOPIC_NAME, GroupConfig
 from sluice.coordinator.group.delayed import (
     DelayedHeartbeat,
@@ -125,15 +126,16 @@ class GroupCoordinator:
         num_partitions: int,
         rebalance_purgatory: Purgatory,
         heartbeat_purgatory: Purgatory,
-        now_ms: Callable[[], int],
+        clock: Clock,
     ) -> None:
-        manager = GroupMetadataManager(config, group_log, num_partitions, now_ms)
+        """``clock``: wall time for commit timestamps and group state times."""
+        manager = GroupMetadataManager(config, group_log, num_partitions, clock)
         self.config = config
         self.group_manager = manager
         self.rebalance_purgatory = rebalance_purgatory
         self.heartbeat_purgatory = heartbeat_purgatory
         self.is_active = False
-        self.now_ms = now_ms
+        self.clock = clock
 
     # -- lifecycle -------------------------------------------------------------------------
     def startup(self, owned_partitions: Iterable[int], load: bool = True) -> None:
@@ -1022,7 +1024,7 @@ class GroupCoordinator:
                 callback(dict.fromkeys(offsets, ErrorCode.illegal_generation))
                 return
             group = self.group_manager.add_group(
-                GroupMetadata(group_id, _S.EMPTY, self.group_manager.now_ms)
+                GroupMetadata(group_id, _S.EMPTY, self.group_manager.clock)
             )
         with group.lock:
             error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
@@ -1103,7 +1105,7 @@ class GroupCoordinator:
         group = self.group_manager.get_group(group_id)
         if group is None:
             group = self.group_manager.add_group(
-                GroupMetadata(group_id, _S.EMPTY, self.group_manager.now_ms)
+                GroupMetadata(group_id, _S.EMPTY, self.group_manager.clock)
             )
         with group.lock:
             if group.is_(_S.DEAD):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from sluice.base import TopicPartition
+from sluice.base.clock import Clock
 from sluice.coordinator.group.config import GroupConfig
 from sluice.coordinator.group.member import MemberMetadata
 from sluice.coordinator.group.metadata import GroupMetadata, GroupState
@@ -107,12 +108,12 @@ class GroupMetadataManager:
         config: GroupConfig,
         group_log: GroupLog,
         num_partitions: int,
-        now_ms: Callable[[], int],
+        clock: Clock,
     ) -> None:
         self.config = config
         self.group_log = group_log
         self.num_partitions = num_partitions
-        self.now_ms = now_ms
+        self.clock = clock  # wall time: commit timestamps, offset expiration
         self.groups: dict[str, GroupMetadata] = {}
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
@@ -138,7 +139,7 @@ class GroupMetadataManager:
     def get_or_maybe_create_group(self, group_id: str, create: bool) -> GroupMetadata | None:
         group = self.groups.get(group_id)
         if group is None and create:
-            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.now_ms)
+            group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, self.clock)
         return group
 
     def add_group(self, group: GroupMetadata) -> GroupMetadata:
@@ -156,7 +157,7 @@ class GroupMetadataManager:
         callback: AppendCallback,
         producer: tuple[int, int] = (-1, -1),
     ) -> None:
-        batch = build_batch(records, self.now_ms(), *producer)
+        batch = build_batch(records, self.clock.milliseconds(), *producer)
         self.group_log.append(self.partition_for(group_id), batch, callback)
 
     def store_txn_offsets(
@@ -330,7 +331,7 @@ class GroupMetadataManager:
 
     def cleanup_expired_offsets(self) -> int:
         """Expire offsets older than offsets.retention.minutes (Kafka 2.1+ rules)."""
-        now, retention = self.now_ms(), self.config.offsets_retention_ms
+        now, retention = self.clock.milliseconds(), self.config.offsets_retention_ms
         removed = self.cleanup_group_metadata(
             list(self.groups.values()), lambda g: g.remove_expired_offsets(now, retention)
         )
@@ -417,9 +418,9 @@ class GroupMetadataManager:
 
     def _group_from(self, group_id: str, value: GroupMetadataValue | None) -> GroupMetadata:
         if value is None:
-            return GroupMetadata(group_id, GroupState.EMPTY, self.now_ms)
+            return GroupMetadata(group_id, GroupState.EMPTY, self.clock)
         state = GroupState.STABLE if value.members else GroupState.EMPTY
-        group = GroupMetadata(group_id, state, self.now_ms)
+        group = GroupMetadata(group_id, state, self.clock)
         group.generation_id = value.generation
         group.protocol_type = value.protocol_type or None
         group.protocol_name = value.protocol

@@ -9,6 +9,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 
+from sluice.base.clock import Clock
 from sluice.coordinator.group.member import (
     JoinCallback,
     JoinGroupResult,
@@ -57,11 +58,11 @@ class GroupMetadata(GroupOffsets):
     (static ones indexed by group.instance.id), members the coordinator waits for, and
     committed offsets. Guarded by ``lock``, which its delayed operations share."""
 
-    def __init__(self, group_id: str, state: GroupState, now_ms: Callable[[], int]) -> None:
+    def __init__(self, group_id: str, state: GroupState, clock: Clock) -> None:
         self.group_id = group_id
         self.state = state
-        self._now_ms = now_ms
-        self.current_state_timestamp: int | None = now_ms()
+        self._clock = clock
+        self.current_state_timestamp: int | None = clock.milliseconds()
         self.lock = threading.RLock()
         self.generation_id = 0
         self.protocol_type: str | None = None
@@ -92,7 +93,7 @@ class GroupMetadata(GroupOffsets):
                 f"{state}, but it is {self.state}"
             )
         self.state = state
-        self.current_state_timestamp = self._now_ms()
+        self.current_state_timestamp = self._clock.milliseconds()
 
     # -- members -----------------------------------------------------------------------
     def has(self, member_id: str) -> bool:

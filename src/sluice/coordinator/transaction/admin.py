@@ -4,8 +4,8 @@ the DescribeTransactions / ListTransactions answers (mixed into ``TransactionCoo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
+from sluice.base.clock import Clock
 from sluice.coordinator.group.manager import GroupLog
 from sluice.coordinator.group.records import build_batch
 from sluice.coordinator.transaction.config import TransactionConfig
@@ -26,7 +26,7 @@ class TransactionAdminSupport:
     # Provided by TransactionCoordinator.
     config: TransactionConfig
     txn_log: GroupLog
-    now_ms: Callable[[], int]
+    clock: Clock
     transactions: dict[str, TransactionMetadata]
     owned: dict[int, int]
 
@@ -45,7 +45,7 @@ class TransactionAdminSupport:
         transactional.id.expiration.ms, goes Dead and is removed with a tombstone in
         ``__transaction_state`` (a later InitProducerId starts it afresh). Returns how many
         expirations started."""
-        now = self.now_ms()
+        now = self.clock.milliseconds()
         limit = self.config.transactional_id_expiration_ms
         due = [
             m for m in self.transactions.values()
@@ -62,7 +62,7 @@ class TransactionAdminSupport:
         partition = self.partition_for(txn_id)
         coordinator_epoch = self.owned.get(partition)
         meta.pending_state = _S.DEAD
-        batch = build_batch([(txn_key(txn_id), None)], self.now_ms())
+        batch = build_batch([(txn_key(txn_id), None)], self.clock.milliseconds())
 
         def done(error: ErrorCode, _base_offset: int) -> None:
             meta.pending_state = None
@@ -92,7 +92,7 @@ class TransactionAdminSupport:
         self, states: set[TransactionState] | None, producer_ids: set[int] | None,
         min_duration_ms: int = -1,
     ) -> list[TransactionMetadata]:  # fmt: skip
-        now = self.now_ms()
+        now = self.clock.milliseconds()
         out = []
         for meta in self.transactions.values():
             if states and meta.state not in states:

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from sluice.base import TopicPartition
+from sluice.base.clock import Clock
 from sluice.coordinator.group.manager import GroupLog, map_store_error, partition_for
 from sluice.coordinator.group.records import RecordError, build_batch, read_batches
 from sluice.coordinator.transaction.admin import TransactionAdminSupport
@@ -69,14 +70,14 @@ class TransactionCoordinator(TransactionAdminSupport):
         txn_log: GroupLog,
         marker_writer: TxnMarkerWriter,
         generate_producer_id: Callable[[], int],
-        now_ms: Callable[[], int],
+        clock: Clock,
         expiration_purgatory: DelayedOperationPurgatory[DelayedTxnExpiration] | None = None,
     ) -> None:
         self.config = config
         self.txn_log = txn_log
         self.marker_writer = marker_writer
         self.generate_producer_id = generate_producer_id
-        self.now_ms = now_ms
+        self.clock = clock  # wall time: transaction start and update timestamps
         self.expiration_purgatory = expiration_purgatory
         self.transactions: dict[str, TransactionMetadata] = {}
         self.owned: dict[int, int] = {}  # partition -> coordinator epoch
@@ -186,7 +187,8 @@ class TransactionCoordinator(TransactionAdminSupport):
         partition = self.partition_for(meta.transactional_id)
         coordinator_epoch = self.owned.get(partition)
         meta.pending_state = target.state
-        batch = build_batch([(txn_key(meta.transactional_id), txn_value(target))], self.now_ms())
+        record = (txn_key(meta.transactional_id), txn_value(target))
+        batch = build_batch([record], self.clock.milliseconds())
 
         def done(error: ErrorCode, _base_offset: int) -> None:
             meta.pending_state = None
@@ -218,7 +220,7 @@ class TransactionCoordinator(TransactionAdminSupport):
             target.producer_epoch = 0
         else:
             target.producer_epoch = meta.producer_epoch + 1
-        target.txn_last_update_timestamp = self.now_ms()
+        target.txn_last_update_timestamp = self.clock.milliseconds()
         return target
 
     # -- InitProducerId --------------------------------------------------------------------
@@ -241,7 +243,7 @@ class TransactionCoordinator(TransactionAdminSupport):
             return
         meta = self.transactions.get(transactional_id)
         if meta is None:
-            now = self.now_ms()
+            now = self.clock.milliseconds()
             meta = TransactionMetadata(
                 transactional_id, self.generate_producer_id(), NO_PRODUCER_EPOCH,
                 txn_timeout_ms, _S.EMPTY, None, -1, now,
@@ -335,7 +337,7 @@ class TransactionCoordinator(TransactionAdminSupport):
             callback(ErrorCode.none)
             return
         target = meta.copy()
-        now = self.now_ms()
+        now = self.clock.milliseconds()
         target.topic_partitions |= new
         target.txn_last_update_timestamp = now
         starting = meta.state is not _S.ONGOING
@@ -369,7 +371,7 @@ class TransactionCoordinator(TransactionAdminSupport):
         if state is _S.ONGOING:
             target = meta.copy()
             target.state = _S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT
-            target.txn_last_update_timestamp = self.now_ms()
+            target.txn_last_update_timestamp = self.clock.milliseconds()
 
             def written(error: ErrorCode) -> None:
                 callback(error)
@@ -397,7 +399,7 @@ class TransactionCoordinator(TransactionAdminSupport):
             target = meta.copy()
             target.state = _S.COMPLETE_COMMIT if commit else _S.COMPLETE_ABORT
             target.topic_partitions = set()
-            target.txn_last_update_timestamp = self.now_ms()
+            target.txn_last_update_timestamp = self.clock.milliseconds()
 
             def written(error: ErrorCode) -> None:
                 if error != ErrorCode.none:
@@ -416,7 +418,7 @@ class TransactionCoordinator(TransactionAdminSupport):
     def _schedule_expiration(self, meta: TransactionMetadata) -> None:
         if self.expiration_purgatory is None:
             return
-        delay = meta.txn_start_timestamp + meta.txn_timeout_ms - self.now_ms()
+        delay = meta.txn_start_timestamp + meta.txn_timeout_ms - self.clock.milliseconds()
         op = DelayedTxnExpiration(self, meta, delay)
         self.expiration_purgatory.try_complete_else_watch(op, [meta.transactional_id])
 
@@ -434,7 +436,7 @@ class TransactionCoordinator(TransactionAdminSupport):
 
     def abort_timed_out_transactions(self) -> int:
         """Kafka's periodic sweep: abort every open transaction past its timeout."""
-        now = self.now_ms()
+        now = self.clock.milliseconds()
         due = [
             m.transactional_id for m in self.transactions.values()
             if m.state is _S.ONGOING and m.pending_state is None

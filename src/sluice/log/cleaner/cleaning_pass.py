@@ -12,7 +12,7 @@ from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.base.clock import wall_clock_ms
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log.cleaner.files import (
     commit_cleaned_segment,
     finish_swap,
@@ -27,7 +27,7 @@ from sluice.log.cleaner.records import (
     delete_horizon_of,
     empty_batch,
 )
-from sluice.log.config import LogConfig, WallClock
+from sluice.log.config import LogConfig
 from sluice.log.log import Log
 from sluice.log.segment import LogSegment
 from sluice.protocol.records.batch import BatchHeader
@@ -173,7 +173,7 @@ class CleaningPass:
         config: CompactionConfig,
         *,
         now: int,
-        clock: WallClock = wall_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
         slice_bytes: int = DEFAULT_SLICE_BYTES,
         max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
     ) -> None:

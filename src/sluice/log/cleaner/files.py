@@ -29,8 +29,9 @@ import os
 import re
 from pathlib import Path
 
+from sluice.base.clock import Clock
 from sluice.log.checkpoint import OffsetCheckpointFile, fsync_directory
-from sluice.log.config import LogConfig, WallClock
+from sluice.log.config import LogConfig
 from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords
 from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from sluice.log.segment import LogSegment, filename_prefix_from_offset
@@ -115,7 +116,7 @@ def finish_swap(directory: Path, base_offset: int) -> None:
 
 
 def _open(
-    directory: Path, base_offset: int, config: LogConfig, clock: WallClock, suffix: str
+    directory: Path, base_offset: int, config: LogConfig, clock: Clock, suffix: str
 ) -> LogSegment:
     return LogSegment.open(
         directory,
@@ -128,7 +129,7 @@ def _open(
 
 
 def open_cleaned_segment(
-    directory: Path, base_offset: int, config: LogConfig, clock: WallClock
+    directory: Path, base_offset: int, config: LogConfig, clock: Clock
 ) -> LogSegment:
     """A new, empty segment written as ``<base>.*.cleaned`` (leftovers are discarded first)."""
     remove_cleaning_files(directory, base_offset)
@@ -163,7 +164,7 @@ def commit_cleaned_segment(
 
 
 def open_swap_segment(
-    directory: Path, base_offset: int, config: LogConfig, clock: WallClock
+    directory: Path, base_offset: int, config: LogConfig, clock: Clock
 ) -> LogSegment:
     """Open the committed ``.swap`` files of ``base_offset`` as a segment."""
     return _open(directory, base_offset, config, clock, SWAP_SUFFIX)

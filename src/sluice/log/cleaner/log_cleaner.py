@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sluice.base.clock import wall_clock_ms
+from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log.cleaner.cleaning_pass import (
     DEFAULT_MAX_MAP_ENTRIES,
     DEFAULT_SLICE_BYTES,
@@ -43,7 +43,6 @@ from sluice.log.cleaner.cleaning_pass import (
 )
 from sluice.log.cleaner.files import CLEANER_CHECKPOINT, read_cleaner_checkpoint
 from sluice.log.cleaner.records import delete_horizon_of
-from sluice.log.config import WallClock
 from sluice.log.log import Log
 
 __all__ = [
@@ -93,7 +92,7 @@ class LogCleaner:
         *,
         config_for: Callable[[Log], CompactionConfig] | None = None,
         high_watermark: Callable[[Log], int | None] | None = None,
-        clock: WallClock = wall_clock_ms,
+        clock: Clock = SYSTEM_CLOCK,
         slice_bytes: int = DEFAULT_SLICE_BYTES,
         max_map_entries: int = DEFAULT_MAX_MAP_ENTRIES,
         retry_failed_after_ms: int = 60_000,
@@ -124,7 +123,7 @@ class LogCleaner:
 
     def log_to_clean(self, log: Log, now: int | None = None) -> LogToClean:
         """The cleanable range and dirty ratio of ``log``."""
-        now = self.clock() if now is None else now
+        now = self.clock.milliseconds() if now is None else now
         config = self.config_for(log)
         segments = log.segments
         bases = [s.base_offset for s in segments]
@@ -178,7 +177,7 @@ class LogCleaner:
         """The compacted logs that need cleaning, filthiest first: a dirty ratio at least
         ``min.cleanable.dirty.ratio``, dirty data older than ``max.compaction.lag.ms``, or a
         delete horizon that has passed."""
-        now = self.clock() if now is None else now
+        now = self.clock.milliseconds() if now is None else now
         found: list[LogToClean] = []
         live: set[Path] = set()
         for log in self.logs():
@@ -215,7 +214,7 @@ class LogCleaner:
     def start_pass(self, to_clean: LogToClean, now: int | None = None) -> CleaningPass:
         """Begin cleaning ``to_clean`` (any previous pass in progress is aborted)."""
         self.abort()
-        now = self.clock() if now is None else now
+        now = self.clock.milliseconds() if now is None else now
         self._current = CleaningPass(
             to_clean, self.config_for(to_clean.log), now=now, clock=self.clock,
             slice_bytes=self.slice_bytes, max_map_entries=self.max_map_entries,
@@ -295,5 +294,5 @@ class LogCleaner:
     def _on_failure(self, cleaning: CleaningPass) -> None:
         self.passes_failed += 1
         state = self._states.setdefault(cleaning.log.dir, _LogState())
-        state.retry_after_ms = self.clock() + self.retry_failed_after_ms
+        state.retry_after_ms = self.clock.milliseconds() + self.retry_failed_after_ms
         logger.exception("%s: log cleaning failed", cleaning.log.dir.name)

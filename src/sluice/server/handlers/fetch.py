@@ -42,7 +42,7 @@ def _context(ctx: RequestContext, request: Request) -> FetchContext:
     ]
     return ctx.fetch_sessions.new_context(
         field(body, "session_id"), field(body, "session_epoch"), partitions, forgotten,
-        privileged=body.replica_id >= 0, now_ms=ctx.clock.now_ms(),
+        privileged=body.replica_id >= 0, now_ms=ctx.clock.hi_res_clock_ms(),
     )  # fmt: skip
 
 

@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import OffsetAndMetadata
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = body_of(request, ApiKey.OFFSET_COMMIT)
-    now = wall_clock_ms()
+    now = ctx.clock.milliseconds()
     retention_ms = ms(field(body, "retention_time", -1))
     expire = None if retention_ms == -1 else now + retention_ms
     order: list[TopicPartition] = []

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.base.clock import wall_clock_ms
 from sluice.coordinator.group import OffsetAndMetadata
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = body_of(request, ApiKey.TXN_OFFSET_COMMIT)
-    now = wall_clock_ms()
+    now = ctx.clock.milliseconds()
     order: list[TopicPartition] = []
     early: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}

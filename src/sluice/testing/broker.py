@@ -5,6 +5,8 @@
 
 It listens on a free loopback port with a temporary data directory (removed
 on exit unless ``log_dir`` was given) and stops cleanly when the block ends.
+:meth:`EmbeddedBroker.control` registers fault hooks on its requests
+(:mod:`sluice.testing.control`).
 """
 
 from __future__ import annotations
@@ -13,14 +15,21 @@ import asyncio
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from sluice.config import BrokerConfig
+from sluice.testing.control import Control, RequestControl, RequestControls
+
+if TYPE_CHECKING:
+    from sluice.metastore.store import CoordinationStore
+    from sluice.server.broker import Broker
 
 __all__ = ["EmbeddedBroker"]
+
+T = TypeVar("T")
 
 
 class EmbeddedBroker:
@@ -28,13 +37,16 @@ class EmbeddedBroker:
 
     def __init__(
         self,
-        config: Mapping[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,
         log_dir: str | Path | None = None,
         startup_timeout_s: float = 30.0,
-        coordination_store: Any = None,
+        coordination_store: Callable[[], CoordinationStore] | None = None,
+        controls: RequestControls | None = None,
     ) -> None:
         """``coordination_store``: a factory of coordination-store sessions that makes
-        the broker a cluster member without ZooKeeper (see EmbeddedCluster)."""
+        the broker a cluster member without ZooKeeper (see EmbeddedCluster).
+        ``controls``: the request controls to apply (EmbeddedCluster keeps one set per
+        broker id across restarts); a new, empty set by default."""
         self._own_dir = log_dir is None
         own = log_dir is None
         self.log_dir = Path(tempfile.mkdtemp(prefix="sluice-")) if own else Path(str(log_dir))
@@ -53,18 +65,35 @@ class EmbeddedBroker:
         self._store_factory = coordination_store
         self._crash = False
         self._error: BaseException | None = None
-        self.broker: Any = None
+        self.controls = controls if controls is not None else RequestControls(startup_timeout_s)
+        self.broker: Broker | None = None
 
     @property
     def bootstrap_servers(self) -> str:
-        host, port = self.broker.advertised[0]
+        host, port = self._started().advertised[0]
         return f"{host}:{port}"
 
     @property
     def port(self) -> int:
-        return int(self.broker.port)
+        return self._started().port
+
+    def _started(self) -> Broker:
+        if self.broker is None:
+            raise RuntimeError("the embedded broker has not been started")
+        return self.broker
+
+    def control(self, api_key: int, fn: Control, *, keep: bool = False) -> RequestControl:
+        """Register a control function for requests of ``api_key`` (see
+        :mod:`sluice.testing.control`): it answers, delays or drops a request, or returns
+        None to let the broker answer; used up once it acts unless ``keep``."""
+        return self.controls.add(api_key, fn, keep=keep)
 
     def start(self) -> EmbeddedBroker:
+        """Start the broker (again, after :meth:`kill` or :meth:`stop` with ``log_dir``
+        given, on the same data directory and controls) and wait until it serves."""
+        self._ready.clear()
+        self._error = None
+        self._crash = False
         self._thread = threading.Thread(target=self._run, name="sluice-embedded", daemon=True)
         self._thread.start()
         if not self._ready.wait(self._timeout):
@@ -80,26 +109,28 @@ class EmbeddedBroker:
             self._loop = asyncio.get_running_loop()
             self._stop = asyncio.Event()
             try:
-                self.broker = Broker(self.config, coordination_store=self._store_factory)
-                await self.broker.start()
+                broker = self.broker = Broker(self.config, coordination_store=self._store_factory)
+                await broker.start()
+                self.controls.attach(broker.handlers)
             except BaseException as exc:
                 self._error = exc
                 self._ready.set()
                 return
             self._ready.set()
             await self._stop.wait()
+            self.controls.detach()
             if self._crash:
-                await self.broker.crash()
+                await broker.crash()
             else:
-                await self.broker.stop()
+                await broker.stop()
 
         asyncio.run(main())
 
-    def call(self, fn: Any, *args: Any) -> Any:
+    def call(self, fn: Callable[..., T], *args: object) -> T:
         """Run ``fn(*args)`` on the broker's event loop and return its result."""
         assert self._loop is not None
 
-        async def invoke() -> Any:
+        async def invoke() -> T:
             return fn(*args)
 
         return asyncio.run_coroutine_threadsafe(invoke(), self._loop).result(self._timeout)

@@ -5,6 +5,7 @@
         cluster.kill_broker(1)      # abrupt, as kill -9: session expiry, offline election
         cluster.stop_broker(2)      # controlled shutdown, then a clean stop
         cluster.restart_broker(1)   # same id, port and data directory
+        cluster.control(0, ApiKey.FETCH, drop)   # a fault hook on broker 0's next Fetch
 
 Two modes. By default the brokers run in this process, each on its own event-loop
 thread, coordinated through one in-process store (a shared
@@ -12,7 +13,8 @@ thread, coordinated through one in-process store (a shared
 ``EmbeddedCluster(zookeeper=True)`` starts a real ZooKeeper (Debian's ``zookeeper``
 package, on a free loopback port) and each broker as its own process
 (``python -m sluice broker --override ...``), where ``kill_broker`` is a real SIGKILL.
-Every broker keeps its id, loopback port and data directory across restarts.
+Every broker keeps its id, loopback port and data directory across restarts, and in
+process its request controls (:mod:`sluice.testing.control`).
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sluice.embedded import EmbeddedBroker
 from sluice.metastore.data_tree import DataTree
 from sluice.metastore.memory import InProcessStore
 from sluice.metastore.zk_server import ZooKeeperServer
 from sluice.ports import free_port
+from sluice.testing.broker import EmbeddedBroker
+from sluice.testing.control import Control, RequestControl, RequestControls
 
 __all__ = ["EmbeddedCluster", "wait_until"]
 
@@ -105,6 +108,7 @@ class EmbeddedCluster:
         self.tree: DataTree | None = None
         self.embedded: dict[int, EmbeddedBroker] = {}
         self._sessions: dict[int, InProcessStore] = {}
+        self.controls = {b: RequestControls(start_timeout_s) for b in self.broker_ids}
         self._sessions_lock = threading.Lock()
         self._heartbeat: threading.Thread | None = None
         self._closing = threading.Event()
@@ -183,6 +187,16 @@ class EmbeddedCluster:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"broker {broker_id}: {self.log_tail(broker_id)}") from None
                 time.sleep(0.02)
+
+    def control(
+        self, broker_id: int, api_key: int, fn: Control, *, keep: bool = False
+    ) -> RequestControl:
+        """Register a control function for ``broker_id``'s requests of ``api_key`` (see
+        :mod:`sluice.testing.control`); it stays registered across the broker's restarts
+        until it acts (or for good with ``keep``). In-process clusters only."""
+        if self.uses_zookeeper:
+            raise RuntimeError("request controls need in-process brokers (zookeeper=False)")
+        return self.controls[broker_id].add(api_key, fn, keep=keep)
 
     def metadata(self, broker_id: int) -> tuple[int, list[int]]:
         """(controller id, live broker ids) as ``broker_id``'s Metadata reports them."""
@@ -322,6 +336,7 @@ class EmbeddedCluster:
         embedded = EmbeddedBroker(
             config, log_dir=self.data_dir / f"data-{broker_id}",
             startup_timeout_s=self.start_timeout_s, coordination_store=open_session,
+            controls=self.controls[broker_id],
         )  # fmt: skip
         self.embedded[broker_id] = embedded
         embedded.start()
