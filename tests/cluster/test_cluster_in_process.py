@@ -111,3 +111,25 @@ def _state_of(cluster: EmbeddedCluster, topic: str) -> tuple[int, list[int]]:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
     m = admin.list_topics(topic=topic, timeout=5).topics[topic].partitions[0]
     return m.leader, list(m.isrs)
+
+
+def test_stopping_the_whole_cluster_logs_no_failed_elections(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each broker but the last hands its leaders over; the last has nobody to hand
+    them to and does not try (no failed elections, no retried controlled shutdown)."""
+    with EmbeddedCluster(brokers=3) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+        admin.create_topics([NewTopic("spread", 6, 3)])["spread"].result(30)
+        wait_until(
+            lambda: all(
+                len(p.isrs) == 3
+                for p in admin.list_topics("spread", timeout=5).topics["spread"].partitions.values()
+            ),
+            30, "every replica in sync",
+        )  # fmt: skip
+        caplog.clear()
+        caplog.set_level("INFO", logger="sluice")
+    noisy = [r.getMessage() for r in caplog.records if r.levelname in ("WARNING", "ERROR")]
+    assert noisy == []
+    assert any("no other live broker" in r.getMessage() for r in caplog.records)

@@ -29,8 +29,17 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     if not tools:
         return parser
 
-    from sluice.cli import bench, console_consumer, console_producer, consumer_groups, demo, topics
+    from sluice.cli import (
+        bench,
+        cluster,
+        console_consumer,
+        console_producer,
+        consumer_groups,
+        demo,
+        topics,
+    )
 
+    cluster.add_parser(sub)
     topics.add_parser(sub)
     console_producer.add_parser(sub)
     console_consumer.add_parser(sub)

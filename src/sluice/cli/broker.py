@@ -1,4 +1,4 @@
-"""``sluice broker`` and ``sluice cluster start``: a broker process, a local cluster."""
+"""``sluice broker``: a broker process."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ import asyncio
 import logging
 import signal
 import sys
-import time
 
 from sluice.config import BrokerConfig, ConfigError
 
-__all__ = ["add_broker_parsers", "cmd_broker", "cmd_cluster_start", "setup_logging"]
+__all__ = ["add_broker_parsers", "cmd_broker", "setup_logging"]
 
 log = logging.getLogger("sluice")
 
@@ -72,56 +71,8 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_cluster_start(args: argparse.Namespace) -> int:
-    """ZooKeeper plus N broker processes on loopback until Ctrl-C / SIGTERM."""
-    from sluice.testing import EmbeddedCluster
-
-    overrides: dict[str, str] = {}
-    for item in args.override:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            print(f"sluice cluster: --override needs KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        overrides[key.strip()] = value.strip()
-    if args.brokers < 1:
-        print("sluice cluster: --brokers must be at least 1", file=sys.stderr)
-        return 2
-    cluster = EmbeddedCluster(
-        args.brokers, data_dir=args.data_dir, overrides=overrides, zookeeper=True
-    )
-    stopping = False
-
-    def stop(_signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        cluster.start_all()
-    except (RuntimeError, TimeoutError, OSError) as exc:
-        print(f"sluice cluster: cannot start: {exc}", file=sys.stderr)
-        return 1
-    print(f"ZooKeeper:          {cluster.zookeeper_connect}")
-    print(f"bootstrap servers:  {cluster.bootstrap_servers}")
-    print(f"controller:         broker {cluster.controller_id}")
-    print(f"data and logs in:   {cluster.data_dir}")
-    print("Ctrl-C stops every broker (controlled shutdown) and ZooKeeper.", flush=True)
-    try:
-        while not stopping:
-            time.sleep(0.5)  # signal handlers run in between
-            for broker_id in cluster.broker_ids:
-                if not stopping and not cluster.is_running(broker_id):
-                    print(f"broker {broker_id} exited: see {cluster.log_path(broker_id)}")
-                    stopping = True
-    finally:
-        print("stopping the cluster...", flush=True)
-        cluster.stop()
-    return 0
-
-
 def add_broker_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``broker`` and ``cluster start`` on ``sub``."""
+    """Register ``broker`` on ``sub``."""
     broker = sub.add_parser(
         "broker",
         help="run a broker",
@@ -134,28 +85,3 @@ def add_broker_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )  # fmt: skip
     broker.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     broker.set_defaults(func=cmd_broker)
-
-    cluster = sub.add_parser(
-        "cluster", help="run a local cluster (ZooKeeper plus brokers) for trying things out",
-        description="Local clusters on loopback, for trying Sluice's replication by hand.",
-    )  # fmt: skip
-    cluster_sub = cluster.add_subparsers(dest="action", required=True)
-    start = cluster_sub.add_parser(
-        "start", help="start ZooKeeper and N brokers; Ctrl-C stops them all",
-        description=(
-            "Start a ZooKeeper server (Debian's zookeeper package, on a free loopback port in "
-            "the data directory) and N Sluice broker processes (ids 0..N-1, free loopback "
-            "ports), print the bootstrap servers, and run until Ctrl-C or SIGTERM, which "
-            "stops every broker with a controlled shutdown, then ZooKeeper."
-        ),
-    )  # fmt: skip
-    start.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
-    start.add_argument(
-        "--data-dir", metavar="DIR", default=None,
-        help="where logs and broker output go (default: a temporary directory, removed at exit)",
-    )  # fmt: skip
-    start.add_argument(
-        "--override", metavar="KEY=VALUE", action="append", default=[],
-        help="a broker property for every broker (repeatable), e.g. min.insync.replicas=2",
-    )  # fmt: skip
-    start.set_defaults(func=cmd_cluster_start)

@@ -181,10 +181,10 @@ class PartitionStateMachine:
                     f"controller failed to elect a leader for new partition {tp}: "
                     f"none of the assigned replicas {list(replicas)} is alive"
                 )
-                log.error("%s", results[tp])
                 continue
             lai = LeaderAndIsr(leader=live[0], isr=tuple(live))
             states[tp] = LeaderIsrAndControllerEpoch(lai, self.context.epoch)
+        _log_unelected("new partitions with no live replica", list(results))
         created = self.zk_client.create_topic_partition_states(
             states, self.context.epoch_zk_version
         )
@@ -231,6 +231,7 @@ class PartitionStateMachine:
             else:
                 valid[tp] = info.leader_and_isr
         elections = [self._elect(tp, lai, strategy) for tp, lai in valid.items()]
+        unelected: list[TopicPartition] = []
         adjusted: dict[TopicPartition, LeaderAndIsr] = {}
         recipients: dict[TopicPartition, tuple[int, ...]] = {}
         for election in elections:
@@ -240,10 +241,11 @@ class PartitionStateMachine:
                     f"failed to elect a leader for partition {tp} under strategy "
                     f"{type(strategy).__name__}"
                 )
-                log.error("%s", results[tp])
+                unelected.append(tp)
             else:
                 adjusted[tp] = election.leader_and_isr
                 recipients[tp] = election.live_replicas
+        _log_unelected(f"partitions under {type(strategy).__name__}", unelected)
         if not adjusted:
             return results, []
         update = self.zk_client.update_leader_and_isr(
@@ -283,3 +285,16 @@ class PartitionStateMachine:
             )
         target = ctx.partition_full_replica_assignment(tp).target_replicas
         return elect_for_reassignment(tp, lai, target, assignment, ctx.live_broker_ids)
+
+
+_SAMPLE = 5
+
+
+def _log_unelected(what: str, partitions: list[TopicPartition]) -> None:
+    """One line for every partition left without a leader by one election round (when
+    the last brokers stop, every partition they led), not one per partition."""
+    if not partitions:
+        return
+    shown = ", ".join(str(tp) for tp in sorted(partitions)[:_SAMPLE])
+    more = f" and {len(partitions) - _SAMPLE} more" if len(partitions) > _SAMPLE else ""
+    log.warning("no leader elected for %d %s: %s%s", len(partitions), what, shown, more)

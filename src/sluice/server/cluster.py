@@ -166,6 +166,10 @@ class ClusterManager:
         replicated any more; False means an unclean shutdown follows."""
         if not self.config["controlled.shutdown.enable"] or self.broker_epoch < 0:
             return False
+        if self._last_live_broker():
+            log.info("controlled shutdown of broker %d: no other live broker to move its "
+                     "leaders to", self.broker_id)  # fmt: skip
+            return False
         tries = max(1, int(self.config["controlled.shutdown.max.retries"]))
         backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
         started = time.monotonic()
@@ -257,6 +261,14 @@ class ClusterManager:
         return self.controller.active_controller_id if self.controller is not None else -1
 
     # -- topic admin -----------------------------------------------------------------
+    def _last_live_broker(self) -> bool:
+        """Whether this broker is the only one registered (so controlled shutdown has
+        nowhere to move leaders, and every try would fail)."""
+        try:
+            return self.live_broker_ids() == [self.broker_id]
+        except Exception:  # the store is unreachable: try the controller anyway
+            return False
+
     def live_broker_ids(self) -> list[int]:
         return sorted(b.id for b in self.zk.get_all_broker_and_epochs_in_cluster())
 

@@ -245,6 +245,21 @@ class EmbeddedCluster:
         proc = self.procs.get(broker_id)
         return proc is not None and proc.poll() is None
 
+    def pid(self, broker_id: int) -> int | None:
+        """The process id of a broker process (None in process or never started)."""
+        proc = self.procs.get(broker_id)
+        return None if proc is None else proc.pid
+
+    def exit_status(self, broker_id: int) -> str:
+        """How a stopped broker ended, in words: "exit code 1", "killed by SIGKILL"."""
+        proc = self.procs.get(broker_id)
+        code = None if proc is None else proc.poll()
+        if code is None:
+            return "running" if self.is_running(broker_id) else "stopped"
+        if code < 0:
+            return f"killed by {signal.Signals(-code).name}"
+        return f"exit code {code}"
+
     def kill(self, broker_id: int) -> None:
         """Kill one broker abruptly (SIGKILL, or its in-process equivalent); its session
         lives on until it times out."""
@@ -300,8 +315,9 @@ class EmbeddedCluster:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout_s)
 
-    def stop(self) -> None:
-        """Stop every broker (SIGTERM), then ZooKeeper; remove the data unless given."""
+    def stop(self, *, keep_data: bool = False) -> None:
+        """Stop every broker (SIGTERM), then ZooKeeper; remove the data directory if this
+        cluster made it, unless ``keep_data``."""
         for broker_id in list(self.procs) + list(self.embedded):
             self.stop_broker(broker_id, timeout_s=15)
         self._closing.set()
@@ -311,7 +327,7 @@ class EmbeddedCluster:
         if self.zookeeper is not None:
             self.zookeeper.stop()
             self.zookeeper = None
-        if self._own_dir:
+        if self._own_dir and not keep_data:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     # -- in-process mode ------------------------------------------------------------------
