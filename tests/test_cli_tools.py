@@ -101,7 +101,7 @@ def topic() -> str:
 def needs_api(*names: str) -> pytest.MarkDecorator:
     """Skip while the broker lacks an API (some admin APIs are landing separately)."""
     from sluice.protocol import ApiKey
-    from sluice.server.handlers import build_handlers
+    from sluice.server.apis import build_handlers
 
     handled = build_handlers()
     missing = [n for n in names if getattr(ApiKey, n) not in handled]
@@ -348,7 +348,7 @@ def test_group_needs_a_coordinator(
     tools: Tools, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sluice.protocol import ApiKey
-    from sluice.server.handlers import build_handlers
+    from sluice.server.apis import build_handlers
 
     tools.create(topic)
     assert tools.produce(topic, stdin="a\nb\n").code == 0

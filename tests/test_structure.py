@@ -70,7 +70,7 @@ def test_handlers_import_neither_the_broker_nor_the_network_layer() -> None:
     found = [
         f"{module} imports {name}"
         for module, path, tree in _modules()
-        if _within(module, ("sluice.server.handlers",))
+        if _within(module, ("sluice.server.apis",))
         for name in _imports(module, path, tree)
         if _within(name, ("sluice.server.broker", "sluice.server.network"))
     ]

@@ -12,7 +12,7 @@ from kio.serial import entity_reader
 
 import sluice
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, ErrorCode, encode_request
-from sluice.server.handlers import HANDLER_MODULES, build_handlers
+from sluice.server.apis import HANDLER_MODULES, build_handlers
 
 
 def test_every_api_in_the_versions_table_has_a_handler() -> None:

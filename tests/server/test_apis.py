@@ -14,7 +14,7 @@ from sluice.protocol import (
     api_versions_response,
     encode_response,
 )
-from sluice.server.handlers import HANDLER_MODULES
+from sluice.server.apis import HANDLER_MODULES
 
 # (api key, min accepted, max, min advertised) of every API a broker serves.
 SERVED = [

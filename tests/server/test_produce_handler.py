@@ -18,7 +18,7 @@ from test_replica_manager import TP, Harness, batch
 
 from sluice.protocol import decode_request, encode_request, encode_response_segments
 from sluice.protocol.produce_response import encode_produce_response
-from sluice.server.handlers import produce
+from sluice.server.apis import produce
 
 
 class _TopicAdmin:

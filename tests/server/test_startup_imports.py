@@ -20,7 +20,7 @@ import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
-from sluice.server.handlers import HANDLER_MODULES, build_handlers
+from sluice.server.apis import HANDLER_MODULES, build_handlers
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaServer
 from sluice.server.request_gate import RequestGate
@@ -39,9 +39,9 @@ NOT_BEFORE_LISTENING = (
     "sluice.server.cluster",
     "kazoo",
     "sluice.log.cleaner.log_cleaner",
-    "sluice.server.handlers.produce",  # the handler modules: HANDLER_MODULES names them
-    "sluice.server.handlers.metadata",
-    "sluice.server.handlers.find_coordinator",
+    "sluice.server.apis.produce",  # the handler modules: HANDLER_MODULES names them
+    "sluice.server.apis.metadata",
+    "sluice.server.apis.find_coordinator",
     "sluice.cli.topics",
     "sluice.cli.tool_clients",
     "sluice.demo",
@@ -109,8 +109,8 @@ def test_the_path_to_listening_does_not_import_the_heavy_modules() -> None:
 
 @pytest.mark.integration  # a fresh interpreter
 def test_the_handler_modules_do_not_import_the_controller() -> None:
-    modules = _fresh_modules("from sluice.server.handlers import build_handlers\nbuild_handlers()")
-    assert "sluice.server.handlers.alter_partition_reassignments" in modules
+    modules = _fresh_modules("from sluice.server.apis import build_handlers\nbuild_handlers()")
+    assert "sluice.server.apis.alter_partition_reassignments" in modules
     assert _offenders(modules, (*NEVER_IN_SINGLE_NODE, "hypothesis")) == []
 
 
@@ -153,10 +153,10 @@ def test_the_apis_served_before_the_coordinators_do_not_import_them() -> None:
     # (20-50 ms) back in front of the first answers.
     modules = _fresh_modules(
         "import sluice.cli, sluice.server.broker\n"
-        "from sluice.server.handlers import SERVED_BEFORE_COORDINATORS, build_handlers\n"
+        "from sluice.server.apis import SERVED_BEFORE_COORDINATORS, build_handlers\n"
         "build_handlers(SERVED_BEFORE_COORDINATORS)"
     )
-    assert "sluice.server.handlers.metadata" in modules
+    assert "sluice.server.apis.metadata" in modules
     early = ("sluice.coordinator", "sluice.log.cleaner.log_cleaner", "importlib.metadata")
     assert _offenders(modules, early) == []
     assert "crc32c" not in modules  # only its C extension (sluice.protocol.records.crc)

@@ -33,13 +33,13 @@ from sluice.replication.fetch_session import FetchSessionCache
 from sluice.replication.metadata_cache import MetadataCache
 from sluice.replication.producer_ids import ProducerIdManager
 from sluice.replication.replica_manager import ReplicaManager
-from sluice.server.congestion import checked_algorithm
-from sluice.server.handlers import (
+from sluice.server.apis import (
     HANDLER_MODULES,
     SERVED_BEFORE_COORDINATORS,
     build_handlers,
     build_raw_handlers,
 )
+from sluice.server.congestion import checked_algorithm
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate

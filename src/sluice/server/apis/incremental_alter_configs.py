@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.config import TOPIC_CONFIGS, format_config_value
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
-from sluice.server.handlers.alter_configs import AlterRejected, alter_resources
+from sluice.server.apis.alter_configs import AlterRejected, alter_resources
 from sluice.server.topics import TopicInfo
 
 if TYPE_CHECKING:

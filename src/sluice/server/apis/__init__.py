@@ -118,7 +118,7 @@ def build_raw_handlers(cluster: ClusterManager) -> dict[int, Callable[[bytes], A
         StopReplicaRequest,
     )
     from sluice.server import inter_broker
-    from sluice.server.handlers import (
+    from sluice.server.apis import (
         controlled_shutdown,
         leader_and_isr,
         stop_replica,
