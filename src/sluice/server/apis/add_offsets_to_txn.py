@@ -7,10 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import deferred
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -18,6 +16,9 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
+    from sluice.server.group_runtime import deferred
+
     body = body_of(request, ApiKey.ADD_OFFSETS_TO_TXN)
     ctx.topic_admin.ensure_transaction_state()
     partition = ctx.group_coordinator.partition_for(body.group_id)

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -26,6 +25,8 @@ def _response(request: Request, errors: dict[TopicPartition, ErrorCode]) -> Any:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.server.group_runtime import deferred
+
     body = body_of(request, ApiKey.ADD_PARTITIONS_TO_TXN)
     ctx.topic_admin.ensure_transaction_state()
     txn_id = field(body, "v3_and_below_transactional_id") or field(body, "transactional_id")

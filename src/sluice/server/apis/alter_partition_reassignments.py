@@ -19,7 +19,6 @@ from sluice.base import TopicPartition
 from sluice.controller.events import ApiError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -62,6 +61,8 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         return _respond(request, ApiError(ErrorCode.not_controller))
 
     async def respond() -> Any:
+        from sluice.server.group_runtime import answer_from_thread
+
         results: Results = await answer_from_thread(
             lambda done: controller.alter_partition_reassignments(
                 reassignments, done, allow_replication_factor_change=allow_rf_change

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from sluice.controller.events import ControlledShutdownResult
 from sluice.protocol import ErrorCode
-from sluice.server.group_runtime import answer_from_thread
 
 if TYPE_CHECKING:
     from sluice.server.cluster import ClusterManager
@@ -20,6 +19,8 @@ if TYPE_CHECKING:
 async def handle(
     cluster: ClusterManager, broker_id: int, broker_epoch: int
 ) -> ControlledShutdownResult:
+    from sluice.server.group_runtime import answer_from_thread
+
     controller = cluster.active_controller
     if controller is None:
         return ControlledShutdownResult(ErrorCode.not_controller)

@@ -16,7 +16,6 @@ from sluice.controller.events import ElectionType, ReplicaLeaderElectionResults
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.errors import KafkaError
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -58,6 +57,8 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     partitions = ctx.metadata_cache.all_partitions() if requested is None else requested
 
     async def respond() -> Any:
+        from sluice.server.group_runtime import answer_from_thread
+
         results: ReplicaLeaderElectionResults = await answer_from_thread(
             lambda done: controller.elect_leaders(partitions, election_type, done)
         )

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import deferred
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -15,6 +14,8 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.server.group_runtime import deferred
+
     body = body_of(request, ApiKey.END_TXN)
     ctx.topic_admin.ensure_transaction_state()
     callback: Callable[[ErrorCode], None]

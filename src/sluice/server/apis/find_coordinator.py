@@ -14,13 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
-from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import OFFSETS_TOPIC_CONFIGS
 from sluice.server.messages import build, field
-from sluice.server.txn_runtime import TRANSACTION_TOPIC_CONFIGS
 
 if TYPE_CHECKING:
     from sluice.server.request_context import RequestContext
@@ -31,6 +27,11 @@ NOT_AVAILABLE = "The coordinator is not available."
 
 
 def _coordinator(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
+    from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
+    from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
+    from sluice.server.group_runtime import OFFSETS_TOPIC_CONFIGS
+    from sluice.server.txn_runtime import TRANSACTION_TOPIC_CONFIGS
+
     if key_type == GROUP_KEY_TYPE:
         group = ctx.group_coordinator
         return _leader_of(

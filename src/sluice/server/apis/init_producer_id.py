@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
 from sluice.replication.producer_ids import ProducerIdsExhaustedError
-from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms
 
 if TYPE_CHECKING:
@@ -43,6 +42,8 @@ def _response(request: Request, error: ErrorCode, producer_id: int, epoch: int) 
 def _transactional(
     ctx: RequestContext, request: Request, transactional_id: str, producer_id: int, epoch: int
 ) -> Any:
+    from sluice.server.group_runtime import deferred
+
     body = body_of(request, ApiKey.INIT_PRODUCER_ID)
     ctx.topic_admin.ensure_transaction_state()
     callback: Callable[[tuple[ErrorCode, int, int]], None]

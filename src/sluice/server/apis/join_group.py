@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.coordinator.group import JoinGroupRequestData, JoinGroupResult
 from sluice.protocol import ApiKey, Request
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, ms
 
 if TYPE_CHECKING:
+    from sluice.coordinator.group import JoinGroupResult
     from sluice.server.request_context import RequestContext
 
 
@@ -40,6 +39,9 @@ def _response(request: Request, r: JoinGroupResult) -> Any:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.coordinator.group import JoinGroupRequestData
+    from sluice.server.group_runtime import deferred
+
     body = body_of(request, ApiKey.JOIN_GROUP)
     version = request.api_version
     session_timeout_ms = ms(body.session_timeout)

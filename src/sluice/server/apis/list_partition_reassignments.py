@@ -16,7 +16,6 @@ from sluice.controller.events import ApiError
 from sluice.controller.model import ReplicaAssignment
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import answer_from_thread
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -55,6 +54,8 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         return _respond(request, ApiError(ErrorCode.not_controller))
 
     async def respond() -> Any:
+        from sluice.server.group_runtime import answer_from_thread
+
         results: Results = await answer_from_thread(
             lambda done: controller.list_partition_reassignments(requested, done)
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.coordinator.transaction import TransactionState
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
@@ -15,6 +14,8 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.coordinator.transaction import TransactionState
+
     body = body_of(request, ApiKey.LIST_TRANSACTIONS)
     states: set[TransactionState] = set()
     unknown = []

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.coordinator.group import OffsetAndMetadata
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from sluice.coordinator.group import OffsetAndMetadata
     from sluice.server.request_context import RequestContext
 
 

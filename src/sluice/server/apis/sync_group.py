@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.coordinator.group import SyncGroupResult
 from sluice.protocol import ApiKey, Request
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from sluice.coordinator.group import SyncGroupResult
     from sluice.server.request_context import RequestContext
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.server.group_runtime import deferred
+
     body = body_of(request, ApiKey.SYNC_GROUP)
     callback: Callable[[SyncGroupResult], None]
     result: Awaitable[SyncGroupResult]

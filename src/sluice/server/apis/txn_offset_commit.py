@@ -8,10 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.base.clock import wall_clock_ms
-from sluice.coordinator.group import OffsetAndMetadata
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
-from sluice.server.group_runtime import deferred
 from sluice.server.messages import build, field, partition_errors_by_topic
 
 if TYPE_CHECKING:
@@ -19,6 +17,9 @@ if TYPE_CHECKING:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.coordinator.group import OffsetAndMetadata
+    from sluice.server.group_runtime import deferred
+
     body = body_of(request, ApiKey.TXN_OFFSET_COMMIT)
     now = wall_clock_ms()
     order: list[TopicPartition] = []

@@ -10,13 +10,14 @@ from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.requests import body_of
 from sluice.server.messages import build
-from sluice.server.txn_runtime import write_marker
 
 if TYPE_CHECKING:
     from sluice.server.request_context import RequestContext
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.server.txn_runtime import write_marker
+
     body = body_of(request, ApiKey.WRITE_TXN_MARKERS)
     loop = asyncio.get_running_loop()
     pending: list[tuple[int, TopicPartition, asyncio.Future[ErrorCode]]] = []
