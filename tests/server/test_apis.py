@@ -1,20 +1,34 @@
-"""The APIs the broker serves: what it advertises in ApiVersions stays byte for byte what
-it was (a change to a served version range is a deliberate edit of this file)."""
+"""The API modules and their registry: every module is found and declares its key,
+versions and handler; each request type union holds exactly the versions declared; and
+what a broker advertises in ApiVersions stays byte for byte what it was (a change to a
+served version range is a deliberate edit of this file)."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib
+import inspect
+import re
+import typing
+from pathlib import Path
+from types import ModuleType
 
 import pytest
+from kio.schema.metadata.v12.request import MetadataRequest
 
+import sluice.server.apis as apis_package
 from sluice.protocol import (
-    DEFAULT_VERSIONS,
+    ApiKey,
     VersionTable,
     api_versions_fallback_response,
     api_versions_response,
+    decode_request,
+    encode_request,
     encode_response,
+    request_type,
 )
-from sluice.server.apis import HANDLER_MODULES
+from sluice.server.apis import ApiRegistry, ApiSpec, RawApiSpec, registry
 
 # (api key, min accepted, max, min advertised) of every API a broker serves.
 SERVED = [
@@ -40,7 +54,7 @@ FALLBACK = "b90e9237d317a1d565feb9a35fc5b9f24eae143b4fff631c3b8df903b7e2ae21"
 
 def served_versions() -> VersionTable:
     """The version table a broker accepts and advertises."""
-    return DEFAULT_VERSIONS.restrict(HANDLER_MODULES)
+    return registry().versions
 
 
 def _digest(data: bytes) -> str:
@@ -62,3 +76,111 @@ def test_api_versions_answers_are_byte_identical(version: int) -> None:
 def test_the_fallback_answer_is_byte_identical() -> None:
     answer = encode_response(7, api_versions_fallback_response(served_versions()))
     assert _digest(answer) == FALLBACK
+
+
+# -- the registry ---------------------------------------------------------------------------
+
+PACKAGE = Path(apis_package.__file__).parent
+
+
+def _api_modules() -> list[ModuleType]:
+    names = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    return [importlib.import_module(f"sluice.server.apis.{name}") for name in names]
+
+
+def test_the_registry_finds_every_module() -> None:
+    found = registry()
+    modules = _api_modules()
+    assert len(modules) == len(found.specs) + len(found.raw_keys)
+    for module in modules:
+        spec = module.API
+        if isinstance(spec, RawApiSpec):
+            assert spec.key in found.raw_keys, module.__name__
+        else:
+            assert found.specs[spec.key] is spec, module.__name__
+            assert found.handlers([spec.key])[spec.key] is module.handle
+
+
+def test_every_advertised_api_has_a_handler() -> None:
+    found = registry()
+    handlers = found.handlers()
+    assert set(handlers) == set(found.versions) == set(found.specs)
+    assert all(callable(handle) for handle in handlers.values())
+    assert ApiKey.SASL_HANDSHAKE not in found.versions  # no SASL listener yet
+    assert ApiKey.SASL_AUTHENTICATE not in found.versions
+
+
+def test_a_module_is_named_after_its_api() -> None:
+    for module in _api_modules():
+        assert module.__name__.rpartition(".")[2] == module.API.key.name.lower()
+        assert module.__doc__ is not None, module.__name__
+
+
+def test_the_versions_a_module_note_names_are_its_spec() -> None:
+    for module in _api_modules():
+        spec = module.API
+        found = re.search(r"^Versions (\d+)(?:-(\d+))?", module.__doc__ or "", re.MULTILINE)
+        if isinstance(spec, ApiSpec) and found:
+            low, high = int(found[1]), int(found[2] or found[1])
+            assert (low, high) == (spec.versions.min_version, spec.versions.max_version)
+
+
+def test_the_apis_served_before_the_coordinators() -> None:
+    assert set(registry().served_before_coordinators) == {
+        ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH,
+        ApiKey.LIST_OFFSETS, ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_CONFIGS,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
+        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    }  # fmt: skip
+
+
+def _body_union(module: ModuleType) -> set[type]:
+    """The members of the module's ``Body`` alias, evaluated from its TYPE_CHECKING block."""
+    tree = ast.parse(inspect.getsource(module))
+    block = next(
+        node for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )  # fmt: skip
+    namespace = dict(vars(module))
+    exec(compile(ast.Module(block.body, []), module.__name__, "exec"), namespace)
+    body = namespace["Body"]
+    return set(typing.get_args(body)) or {body}
+
+
+def test_each_body_union_holds_exactly_the_declared_versions() -> None:
+    for key, spec in registry().specs.items():
+        module = importlib.import_module(f"sluice.server.apis.{spec.key.name.lower()}")
+        versions = range(spec.versions.min_version, spec.versions.max_version + 1)
+        assert _body_union(module) == {request_type(key, v) for v in versions}, spec
+
+
+def test_body_checks_the_api() -> None:
+    body = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False)  # fmt: skip
+    request = decode_request(encode_request(1, body)[4:], served_versions())
+    metadata = registry().specs[ApiKey.METADATA]
+    assert metadata.body(request) == body
+    with pytest.raises(TypeError):
+        registry().specs[ApiKey.FETCH].body(request)
+
+
+def _module(name: str, **attributes: object) -> ModuleType:
+    module = ModuleType(name)
+    vars(module).update(attributes)
+    return module
+
+
+def _handle(_ctx: object, _request: object) -> None:
+    return None
+
+
+def test_the_registry_refuses_a_module_without_a_spec_or_twice_the_same_key() -> None:
+    heartbeat = _module("heartbeat", API=ApiSpec(ApiKey.HEARTBEAT, 0, 4), handle=_handle)
+    with pytest.raises(TypeError):
+        ApiRegistry([heartbeat, _module("helper", handle=_handle)])
+    with pytest.raises(TypeError):
+        ApiRegistry([_module("heartbeat", API=ApiSpec(ApiKey.HEARTBEAT, 0, 4))])
+    with pytest.raises(ValueError):
+        ApiRegistry([heartbeat, heartbeat])
+    with pytest.raises(ValueError):  # outside what kio decodes
+        ApiSpec(ApiKey.HEARTBEAT, 0, 5)

@@ -1,157 +1,206 @@
-"""Request handlers: one module per API, each ``handle(ctx, request) -> response``.
+"""The APIs a broker serves: one module per API, each declaring its key and versions, and
+the registry that finds them.
 
-A handler turns a decoded request (kio's dataclass for its version) into a
-response dataclass of the same version, or an awaitable of one, or None when
-the request gets no response (acks=0 produce). It uses only what its
-:class:`~sluice.server.request_context.RequestContext` holds (replica manager,
-metadata cache, coordinators, topic admin, ...); state lives there, never here.
-Adding an API is adding a module and a line below.
+An API module (``heartbeat.py``, ``produce.py``, ...) opens with a short note on the API's
+behaviour and the versions it serves, then declares them next to its handler::
+
+    if TYPE_CHECKING:
+        import kio.schema.heartbeat.v0.request as v0
+        ...
+        import kio.schema.heartbeat.v4.request as v4
+
+        Body: TypeAlias = v0.HeartbeatRequest | ... | v4.HeartbeatRequest
+
+    API: ApiSpec[Body] = ApiSpec(ApiKey.HEARTBEAT, 0, 4)
+
+
+    def handle(ctx: RequestContext, request: Request) -> Any:
+        body = API.body(request)  # typed as Body
+        ...
+
+``Body`` is the union of kio's request classes of the versions served, so mypy checks the
+handler against each of them (``tests/server/test_apis.py`` checks that the union holds
+exactly those versions). ``handle`` returns the response dataclass of the request's
+version, an awaitable of one (an ``Answer`` for anything that parks in a purgatory), or
+None for no response (acks=0 Produce). It uses only what its
+:class:`~sluice.server.request_context.RequestContext` holds; state lives there, never
+here. Kafka error codes go in the response, never as exceptions.
+
+:func:`registry` imports every module of this package (found by ``pkgutil``: there is no
+list to keep) and builds from their specs the handler table and the
+:class:`~sluice.protocol.VersionTable` the broker decodes with and advertises in
+ApiVersions. Adding an API is adding a module.
+
+The broker imports the modules before its listeners open, since it must know the
+versions by then. So a module imports at its top only what the broker has loaded by
+then (the protocol, the replica manager, the log, the topic registry, ...): the
+coordinators and their runtimes (``sluice.coordinator``, ``server/group_runtime.py``,
+``server/txn_runtime.py``) are imported inside the functions that use them, which run
+only once the coordinators exist, and kio's request classes only for type checking (the
+decoder imports each version's class when a request of it first arrives).
+``tests/server/test_startup_imports.py`` checks both.
+
+A single node serves the APIs whose spec says ``needs_coordinators=False`` as soon as its
+listeners open. Requests of the others are held until the group and transaction
+coordinators are built, then answered in arrival order (``server/request_gate.py``). Kafka
+instead enables every API at once and its coordinator APIs answer retriable errors until
+the coordinators have loaded.
+
+The controller's inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
+ControlledShutdown) declare a :class:`RawApiSpec`: kio has no schema for them, so
+:mod:`sluice.server.inter_broker` decodes their requests and encodes their answers. They
+are not advertised in ApiVersions, and a broker serves them only in cluster mode, where
+their ``handle(cluster, request)`` takes the broker's ``ClusterManager``.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+import pkgutil
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
-from sluice.protocol import ApiKey, Request
+from kio.static.protocol import RequestPayload
+
+from sluice.protocol import ApiKey, ApiVersionRange, Request, VersionTable
+from sluice.protocol.apis import InterBrokerApiKey
 
 if TYPE_CHECKING:
     from sluice.server.cluster import ClusterManager
     from sluice.server.request_context import RequestContext
 
-__all__ = ["HANDLER_MODULES", "SERVED_BEFORE_COORDINATORS", "build_handlers", "build_raw_handlers"]
+__all__ = ["ApiRegistry", "ApiSpec", "RawApiSpec", "registry"]
+
+BodyT = TypeVar("BodyT", bound=RequestPayload, covariant=True)
+
+Handler = Callable[["RequestContext", Request], Any]
+"""An API module's ``handle``: a response, an awaitable of one, or None."""
+
+RawHandler = Callable[[bytes], bytes | Awaitable[bytes]]
+"""An inter-broker request frame in, the framed answer (or an awaitable of it) out."""
 
 
-# API key -> the module (in this package) whose ``handle`` serves it. The modules are
-# imported by build_handlers, not here: the broker opens its listeners knowing only
-# the keys, and imports the handlers while it finishes starting.
-HANDLER_MODULES: dict[int, str] = {
-    ApiKey.API_VERSIONS: "api_versions",
-    ApiKey.METADATA: "metadata",
-    ApiKey.PRODUCE: "produce",
-    ApiKey.FETCH: "fetch",
-    ApiKey.LIST_OFFSETS: "list_offsets",
-    ApiKey.CREATE_TOPICS: "create_topics",
-    ApiKey.DELETE_TOPICS: "delete_topics",
-    ApiKey.DELETE_RECORDS: "delete_records",
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: "offset_for_leader_epoch",
-    ApiKey.DESCRIBE_CONFIGS: "describe_configs",
-    ApiKey.ALTER_CONFIGS: "alter_configs",
-    ApiKey.CREATE_PARTITIONS: "create_partitions",
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: "incremental_alter_configs",
-    ApiKey.DESCRIBE_CLUSTER: "describe_cluster",
-    ApiKey.INIT_PRODUCER_ID: "init_producer_id",
-    ApiKey.ELECT_LEADERS: "elect_leaders",
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "alter_partition_reassignments",
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: "list_partition_reassignments",
-    # Group coordinator APIs.
-    ApiKey.FIND_COORDINATOR: "find_coordinator",
-    ApiKey.JOIN_GROUP: "join_group",
-    ApiKey.SYNC_GROUP: "sync_group",
-    ApiKey.HEARTBEAT: "heartbeat",
-    ApiKey.LEAVE_GROUP: "leave_group",
-    ApiKey.OFFSET_COMMIT: "offset_commit",
-    ApiKey.OFFSET_FETCH: "offset_fetch",
-    ApiKey.DESCRIBE_GROUPS: "describe_groups",
-    ApiKey.LIST_GROUPS: "list_groups",
-    ApiKey.DELETE_GROUPS: "delete_groups",
-    ApiKey.OFFSET_DELETE: "offset_delete",
-    # Transaction coordinator APIs.
-    ApiKey.ADD_PARTITIONS_TO_TXN: "add_partitions_to_txn",
-    ApiKey.ADD_OFFSETS_TO_TXN: "add_offsets_to_txn",
-    ApiKey.END_TXN: "end_txn",
-    ApiKey.WRITE_TXN_MARKERS: "write_txn_markers",
-    ApiKey.TXN_OFFSET_COMMIT: "txn_offset_commit",
-    ApiKey.DESCRIBE_TRANSACTIONS: "describe_transactions",
-    ApiKey.LIST_TRANSACTIONS: "list_transactions",
-}
+class ApiSpec(Generic[BodyT]):
+    """One API as its module serves it: the key, the request versions accepted (and the
+    minimum advertised, where lower), and whether its handler needs the coordinators.
+    ``BodyT`` is the union of kio's request classes of those versions."""
 
+    __slots__ = ("key", "needs_coordinators", "versions")
 
-# What a single-node broker serves as soon as its listeners open, before the group and
-# transaction coordinators exist: these handlers neither touch a coordinator nor import
-# sluice.coordinator. (Kafka enables request processing for every API at once, and its
-# coordinator APIs answer retriable errors until the coordinators have loaded.) The
-# others are held until the coordinators are built, then answered in arrival order:
-# the group and transaction APIs, InitProducerId, DeleteTopics (drops the topic's
-# committed offsets), CreateTopics (could otherwise create __consumer_offsets before
-# the coordinator does, with the wrong partition count), and the reassignment and
-# election APIs (their modules import the coordinator runtime).
-SERVED_BEFORE_COORDINATORS: tuple[int, ...] = (
-    ApiKey.API_VERSIONS,  # in this order: a client's first requests first
-    ApiKey.METADATA,
-    ApiKey.PRODUCE,
-    ApiKey.FETCH,
-    ApiKey.LIST_OFFSETS,
-    ApiKey.DESCRIBE_CLUSTER,
-    ApiKey.DESCRIBE_CONFIGS,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH,
-    ApiKey.DELETE_RECORDS,
-    ApiKey.CREATE_PARTITIONS,
-    ApiKey.ALTER_CONFIGS,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS,
-)
-
-
-def build_handlers(
-    keys: Iterable[int] | None = None,
-) -> dict[int, Callable[[RequestContext, Request], Any]]:
-    """API key -> handler function, importing their modules; for ``keys`` (default: all
-    of HANDLER_MODULES, exactly the APIs the broker advertises)."""
-    return {
-        key: importlib.import_module(f"{__name__}.{HANDLER_MODULES[key]}").handle
-        for key in (HANDLER_MODULES if keys is None else keys)
-    }
-
-
-def build_raw_handlers(cluster: ClusterManager) -> dict[int, Callable[[bytes], Any]]:
-    """The controller's inter-broker APIs (LeaderAndIsr, StopReplica, UpdateMetadata,
-    and ControlledShutdown from a broker to the controller, answered asynchronously):
-    kio has no schema for them, so they are decoded and encoded by
-    :mod:`sluice.server.inter_broker`; each function takes a request frame and returns
-    the framed response. Only served in cluster mode, by this broker's ``cluster``."""
-    import struct
-
-    from sluice.controller.requests import (
-        ControllerRequest,
-        LeaderAndIsrRequest,
-        StopReplicaRequest,
-    )
-    from sluice.server import inter_broker
-    from sluice.server.apis import (
-        controlled_shutdown,
-        leader_and_isr,
-        stop_replica,
-        update_metadata,
-    )
-
-    def answer(request: ControllerRequest) -> object:
-        if isinstance(request, LeaderAndIsrRequest):
-            return leader_and_isr.handle(cluster, request)
-        if isinstance(request, StopReplicaRequest):
-            return stop_replica.handle(cluster, request)
-        return update_metadata.handle(cluster, request)
-
-    def serve(frame: bytes) -> bytes:
-        api_key, _version, correlation_id, body = inter_broker.parse_raw_request(frame)
-        response = answer(inter_broker.decode_controller_request(api_key, body))
-        payload = struct.pack(">i", correlation_id) + inter_broker.encode_controller_response(
-            api_key, response
+    def __init__(
+        self,
+        key: ApiKey,
+        min_version: int,
+        max_version: int,
+        *,
+        advertised_min_version: int | None = None,
+        needs_coordinators: bool = True,
+    ) -> None:
+        self.key: Final = key
+        self.versions: Final = ApiVersionRange(
+            key, min_version, max_version, advertised_min_version
         )
-        return struct.pack(">i", len(payload)) + payload
+        """What ApiVersions advertises and the decoder accepts."""
+        self.needs_coordinators: Final = needs_coordinators
+        """False: a single node serves it before its coordinators are built (the handler
+        touches neither coordinator)."""
 
-    async def serve_controlled_shutdown(frame: bytes) -> bytes:
-        _key, _version, correlation_id, body = inter_broker.parse_raw_request(frame)
-        broker_id, broker_epoch = inter_broker.decode_controlled_shutdown_request(body)
-        result = await controlled_shutdown.handle(cluster, broker_id, broker_epoch)
-        payload = struct.pack(">i", correlation_id)
-        payload += inter_broker.encode_controlled_shutdown_response(result)
-        return struct.pack(">i", len(payload)) + payload
+    def __repr__(self) -> str:
+        v = self.versions
+        return f"ApiSpec({self.key.name}, {v.min_version}, {v.max_version})"
 
-    served: dict[int, Callable[[bytes], Any]] = {
-        inter_broker.LEADER_AND_ISR: serve,
-        inter_broker.STOP_REPLICA: serve,
-        inter_broker.UPDATE_METADATA: serve,
-    }
-    served[inter_broker.CONTROLLED_SHUTDOWN] = serve_controlled_shutdown
-    return served
+    def body(self, request: Request) -> BodyT:
+        """``request``'s body, typed as ``BodyT``: the decoder accepts only the versions
+        declared here and gives each its kio class. A request of another API is a
+        programming error."""
+        if request.header.api_key != self.key:
+            raise TypeError(f"a request of API key {request.header.api_key}, not {self.key.name}")
+        return cast(BodyT, request.body)
+
+
+class RawApiSpec:
+    """An inter-broker API of the ZooKeeper-mode controller, which kio has no schema for:
+    its requests are decoded and its answers encoded by :mod:`sluice.server.inter_broker`,
+    in the one version each speaks; served in cluster mode only, never advertised."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: InterBrokerApiKey) -> None:
+        self.key: Final = key
+
+    def __repr__(self) -> str:
+        return f"RawApiSpec({self.key.name})"
+
+
+class ApiRegistry:
+    """The API modules, by key: their specs, handlers and the version table."""
+
+    __slots__ = ("_modules", "_raw", "specs", "versions")
+
+    def __init__(self, modules: Iterable[ModuleType]) -> None:
+        specs: dict[int, ApiSpec[RequestPayload]] = {}
+        by_key: dict[int, ModuleType] = {}
+        raw: dict[int, ModuleType] = {}
+        for module in modules:
+            _handle(module)  # raises TypeError if it has none
+            spec = getattr(module, "API", None)
+            if not isinstance(spec, ApiSpec | RawApiSpec):
+                raise TypeError(f"{module.__name__} declares no API spec")
+            if spec.key in by_key or spec.key in raw:
+                raise ValueError(f"{module.__name__}: API key {spec.key} declared twice")
+            if isinstance(spec, ApiSpec):
+                specs[spec.key], by_key[spec.key] = spec, module
+            else:
+                raw[spec.key] = module
+        self.specs: Final[Mapping[int, ApiSpec[RequestPayload]]] = dict(sorted(specs.items()))
+        self.versions: Final = VersionTable(spec.versions for spec in self.specs.values())
+        """The versions a broker accepts and advertises: every API with a module."""
+        self._modules = by_key
+        self._raw = raw
+
+    def handlers(self, keys: Iterable[int] | None = None) -> dict[int, Handler]:
+        """API key -> the module's ``handle`` as it is now (a test may wrap one before a
+        broker starts), for ``keys`` (default: every API in :attr:`versions`)."""
+        keys = self.specs if keys is None else keys
+        return {key: _handle(self._modules[key]) for key in keys}
+
+    @property
+    def served_before_coordinators(self) -> list[int]:
+        """The keys of the APIs whose handlers need neither coordinator."""
+        return [key for key, spec in self.specs.items() if not spec.needs_coordinators]
+
+    @property
+    def raw_keys(self) -> list[int]:
+        """The keys of the inter-broker APIs."""
+        return sorted(self._raw)
+
+    def raw_handlers(self, cluster: ClusterManager) -> dict[int, RawHandler]:
+        """The inter-broker APIs' handlers, served by ``cluster`` (cluster mode only)."""
+        from sluice.server.inter_broker import serve_raw_request
+
+        return {
+            key: functools.partial(
+                serve_raw_request, handle=functools.partial(_handle(module), cluster)
+            )
+            for key, module in sorted(self._raw.items())
+        }
+
+
+def _handle(module: ModuleType) -> Callable[..., object]:
+    """The module's ``handle``: ``(ctx, request)`` for an :class:`ApiSpec`,
+    ``(cluster, request)`` for a :class:`RawApiSpec`."""
+    handle: Callable[..., object] | None = getattr(module, "handle", None)
+    if not callable(handle):
+        raise TypeError(f"{module.__name__} has no handle()")
+    return handle
+
+
+@functools.cache
+def registry() -> ApiRegistry:
+    """Every API module of this package, imported once."""
+    return ApiRegistry(
+        importlib.import_module(f"{__name__}.{info.name}")
+        for info in pkgutil.iter_modules(__path__)
+    )

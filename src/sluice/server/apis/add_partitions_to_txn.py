@@ -1,4 +1,7 @@
-"""AddPartitionsToTxn (24): add partitions to a producer's transaction (v0-v3)."""
+"""AddPartitionsToTxn (24): add partitions to a producer's transaction (v0-v3).
+
+Versions 0-3, transactions v1 only: v4+ bring TRANSACTION_ABORTABLE and KIP-890.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,27 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.add_partitions_to_txn.v0.request as v0
+    import kio.schema.add_partitions_to_txn.v1.request as v1
+    import kio.schema.add_partitions_to_txn.v2.request as v2
+    import kio.schema.add_partitions_to_txn.v3.request as v3
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.AddPartitionsToTxnRequest
+        | v1.AddPartitionsToTxnRequest
+        | v2.AddPartitionsToTxnRequest
+        | v3.AddPartitionsToTxnRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
 
 
 def _response(request: Request, errors: dict[TopicPartition, ErrorCode]) -> Any:
@@ -27,7 +46,7 @@ def _response(request: Request, errors: dict[TopicPartition, ErrorCode]) -> Any:
 def handle(ctx: RequestContext, request: Request) -> Any:
     from sluice.server.group_runtime import deferred
 
-    body = body_of(request, ApiKey.ADD_PARTITIONS_TO_TXN)
+    body = API.body(request)
     ctx.topic_admin.ensure_transaction_state()
     txn_id = field(body, "v3_and_below_transactional_id") or field(body, "transactional_id")
     producer_id = int(field(body, "v3_and_below_producer_id", field(body, "producer_id", -1)))

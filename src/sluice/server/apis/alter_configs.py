@@ -15,12 +15,22 @@ from typing import TYPE_CHECKING, Any
 from sluice.config import ConfigError, topic_config_defaults, validate_topic_configs
 from sluice.log import LogConfig, LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build
 from sluice.server.topics import TopicInfo
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.alter_configs.v0.request as v0
+    import kio.schema.alter_configs.v1.request as v1
+    import kio.schema.alter_configs.v2.request as v2
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.AlterConfigsRequest | v1.AlterConfigsRequest | v2.AlterConfigsRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, needs_coordinators=False)
 
 __all__ = ["AlterRejected", "alter_resources", "check_topic_configs", "handle"]
 
@@ -116,5 +126,5 @@ def _replace_all(info: TopicInfo, resource: Any) -> dict[str, str]:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.ALTER_CONFIGS)
+    body = API.body(request)
     return alter_resources(ctx, request, body.resources, bool(body.validate_only), _replace_all)

@@ -8,6 +8,8 @@ comes back from the controller's event thread once the reassignment has *started
 
 A single node without a cluster is its own controller and answers as a one-broker Kafka
 cluster would (:class:`~sluice.server.single_node_controller.SingleNodeController`).
+
+Versions 0-1: v1 adds AllowReplicationFactorChange.
 """
 
 from __future__ import annotations
@@ -18,11 +20,20 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.controller.events import ApiError
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.alter_partition_reassignments.v0.request as v0
+    import kio.schema.alter_partition_reassignments.v1.request as v1
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.AlterPartitionReassignmentsRequest | v1.AlterPartitionReassignmentsRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1)
 
 Results = Mapping[TopicPartition, ApiError] | ApiError
 
@@ -47,7 +58,7 @@ def _respond(request: Request, results: Results) -> Any:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+    body = API.body(request)
     reassignments: dict[TopicPartition, tuple[int, ...] | None] = {
         TopicPartition(t.name, int(p.partition_index)): (
             None if p.replicas is None else tuple(int(r) for r in p.replicas)

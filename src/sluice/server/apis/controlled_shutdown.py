@@ -2,7 +2,8 @@
 it stops. Served by the active controller only; answered when the controller's event
 thread has processed the request.
 
-kio has no schema for it: the request arrives decoded by :mod:`sluice.server.inter_broker`.
+kio has no schema for it: the request arrives decoded by :mod:`sluice.server.inter_broker`
+(v2, which carries the broker epoch so that a restarted broker's stale request is refused).
 """
 
 from __future__ import annotations
@@ -11,13 +12,18 @@ from typing import TYPE_CHECKING
 
 from sluice.controller.events import ControlledShutdownResult
 from sluice.protocol import ErrorCode
+from sluice.protocol.apis import InterBrokerApiKey
+from sluice.server.apis import RawApiSpec
 
 if TYPE_CHECKING:
     from sluice.server.cluster import ClusterManager
+    from sluice.server.inter_broker import ControlledShutdownRequest
+
+API = RawApiSpec(InterBrokerApiKey.CONTROLLED_SHUTDOWN)
 
 
 async def handle(
-    cluster: ClusterManager, broker_id: int, broker_epoch: int
+    cluster: ClusterManager, request: ControlledShutdownRequest
 ) -> ControlledShutdownResult:
     from sluice.server.group_runtime import answer_from_thread
 
@@ -25,6 +31,6 @@ async def handle(
     if controller is None:
         return ControlledShutdownResult(ErrorCode.not_controller)
     result: ControlledShutdownResult = await answer_from_thread(
-        lambda done: controller.controlled_shutdown(broker_id, broker_epoch, done)
+        lambda done: controller.controlled_shutdown(request.broker_id, request.broker_epoch, done)
     )
     return result

@@ -11,11 +11,27 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.create_partitions.v0.request as v0
+    import kio.schema.create_partitions.v1.request as v1
+    import kio.schema.create_partitions.v2.request as v2
+    import kio.schema.create_partitions.v3.request as v3
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.CreatePartitionsRequest
+        | v1.CreatePartitionsRequest
+        | v2.CreatePartitionsRequest
+        | v3.CreatePartitionsRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, needs_coordinators=False)
 
 
 def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
@@ -37,7 +53,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[Error
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.CREATE_PARTITIONS)
+    body = API.body(request)
     validate_only = bool(field(body, "validate_only", False))
     occurrences = Counter(t.name for t in body.topics)
     results = []

@@ -1,4 +1,8 @@
-"""CreateTopics (19): create topics with partitions, replication and config overrides."""
+"""CreateTopics (19): create topics with partitions, replication and config overrides.
+
+A single node holds it until its coordinators are built: it could otherwise create
+``__consumer_offsets`` before the group coordinator does, with another partition count.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,32 @@ from typing import TYPE_CHECKING, Any
 from sluice.config import ConfigError, format_config_value
 from sluice.log import LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidReplicaAssignment, InvalidRequest, InvalidTopicError
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.create_topics.v2.request as v2
+    import kio.schema.create_topics.v3.request as v3
+    import kio.schema.create_topics.v4.request as v4
+    import kio.schema.create_topics.v5.request as v5
+    import kio.schema.create_topics.v6.request as v6
+    import kio.schema.create_topics.v7.request as v7
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v2.CreateTopicsRequest
+        | v3.CreateTopicsRequest
+        | v4.CreateTopicsRequest
+        | v5.CreateTopicsRequest
+        | v6.CreateTopicsRequest
+        | v7.CreateTopicsRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.CREATE_TOPICS, 2, 7)
 
 
 def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
@@ -60,7 +84,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, A
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.CREATE_TOPICS)
+    body = API.body(request)
     validate_only = bool(field(body, "validate_only", False))
     seen: set[str] = set()
     results = []

@@ -14,17 +14,27 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, ms
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.delete_records.v0.request as v0
+    import kio.schema.delete_records.v1.request as v1
+    import kio.schema.delete_records.v2.request as v2
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.DeleteRecordsRequest | v1.DeleteRecordsRequest | v2.DeleteRecordsRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, needs_coordinators=False)
 
 Result = dict[TopicPartition, tuple[int, ErrorCode]]
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.DELETE_RECORDS)
+    body = API.body(request)
     order: list[TopicPartition] = []
     offsets: dict[TopicPartition, int] = {}
     early: Result = {}

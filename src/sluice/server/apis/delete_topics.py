@@ -1,19 +1,43 @@
-"""DeleteTopics (20): delete topics and their logs."""
+"""DeleteTopics (20): delete topics and their logs.
+
+A single node holds it until its coordinators are built: deleting a topic drops its
+committed offsets.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.delete_topics.v1.request as v1
+    import kio.schema.delete_topics.v2.request as v2
+    import kio.schema.delete_topics.v3.request as v3
+    import kio.schema.delete_topics.v4.request as v4
+    import kio.schema.delete_topics.v5.request as v5
+    import kio.schema.delete_topics.v6.request as v6
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v1.DeleteTopicsRequest
+        | v2.DeleteTopicsRequest
+        | v3.DeleteTopicsRequest
+        | v4.DeleteTopicsRequest
+        | v5.DeleteTopicsRequest
+        | v6.DeleteTopicsRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.DELETE_TOPICS, 1, 6)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.DELETE_TOPICS)
+    body = API.body(request)
     cache = ctx.metadata_cache
     names: list[tuple[str | None, Any]] = []
     if field(body, "topics") is not None and request.api_version >= 6:

@@ -3,6 +3,8 @@ from the metadata cache: a single node is the whole cluster and its own controll
 
 Without an authorizer every cluster operation is allowed, so when the client asks for the
 authorized operations they are all of CLUSTER's, as Kafka answers with no authorizer.
+
+Versions 0-1: v2 adds IncludeFencedBrokers (KIP-1073).
 """
 
 from __future__ import annotations
@@ -10,11 +12,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.describe_cluster.v0.request as v0
+    import kio.schema.describe_cluster.v1.request as v1
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.DescribeClusterRequest | v1.DescribeClusterRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, needs_coordinators=False)
 
 BROKER_ENDPOINT = 1
 OPERATIONS_NOT_REQUESTED = -2147483648  # the schema default, INT32_MIN
@@ -24,7 +35,7 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.DESCRIBE_CLUSTER)
+    body = API.body(request)
     endpoint_type = field(body, "endpoint_type", BROKER_ENDPOINT)
     common: dict[str, Any] = {"throttle_time": 0, "endpoint_type": endpoint_type}
     if endpoint_type != BROKER_ENDPOINT:

@@ -14,12 +14,28 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, format_config_value
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.describe_configs.v1.request as v1
+    import kio.schema.describe_configs.v2.request as v2
+    import kio.schema.describe_configs.v3.request as v3
+    import kio.schema.describe_configs.v4.request as v4
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v1.DescribeConfigsRequest
+        | v2.DescribeConfigsRequest
+        | v3.DescribeConfigsRequest
+        | v4.DescribeConfigsRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, needs_coordinators=False)
 
 __all__ = ["BROKER", "TOPIC", "handle"]
 
@@ -187,7 +203,7 @@ def _describe(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.DESCRIBE_CONFIGS)
+    body = API.body(request)
     include_synonyms = bool(field(body, "include_synonyms", False))
     include_docs = bool(field(body, "include_documentation", False))
     results = [_describe(ctx, r, include_synonyms, include_docs) for r in body.resources]

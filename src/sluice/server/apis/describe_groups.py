@@ -1,15 +1,38 @@
-"""DescribeGroups (15): state, protocol and members of groups."""
+"""DescribeGroups (15): state, protocol and members of groups.
+
+Versions 0-5: v6 answers GROUP_ID_NOT_FOUND for an unknown group.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.describe_groups.v0.request as v0
+    import kio.schema.describe_groups.v1.request as v1
+    import kio.schema.describe_groups.v2.request as v2
+    import kio.schema.describe_groups.v3.request as v3
+    import kio.schema.describe_groups.v4.request as v4
+    import kio.schema.describe_groups.v5.request as v5
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.DescribeGroupsRequest
+        | v1.DescribeGroupsRequest
+        | v2.DescribeGroupsRequest
+        | v3.DescribeGroupsRequest
+        | v4.DescribeGroupsRequest
+        | v5.DescribeGroupsRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5)
 
 # READ, DELETE and DESCRIBE on a group (bits of Kafka's AclOperation codes); no ACLs here.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
@@ -17,7 +40,7 @@ NOT_REQUESTED = -(2**31)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.DESCRIBE_GROUPS)
+    body = API.body(request)
     include_ops = bool(field(body, "include_authorized_operations", False))
     groups = []
     for group_id in body.groups:

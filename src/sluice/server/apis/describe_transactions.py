@@ -5,11 +5,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.describe_transactions.v0.request as v0
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.DescribeTransactionsRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
 
 
 def _describe(ctx: RequestContext, txn_id: str) -> dict[str, Any]:
@@ -31,6 +39,6 @@ def _describe(ctx: RequestContext, txn_id: str) -> dict[str, Any]:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.DESCRIBE_TRANSACTIONS)
+    body = API.body(request)
     states = [_describe(ctx, t) for t in body.transactional_ids]
     return build(request.response_type, throttle_time=0, transaction_states=states)

@@ -15,11 +15,21 @@ from sluice.base import TopicPartition
 from sluice.controller.events import ElectionType, ReplicaLeaderElectionResults
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.errors import KafkaError
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.elect_leaders.v0.request as v0
+    import kio.schema.elect_leaders.v1.request as v1
+    import kio.schema.elect_leaders.v2.request as v2
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.ElectLeadersRequest | v1.ElectLeadersRequest | v2.ElectLeadersRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.ELECT_LEADERS, 0, 2)
 
 
 def _respond(request: Request, error: ErrorCode, results: dict[TopicPartition, Any]) -> Any:
@@ -43,7 +53,7 @@ def _respond(request: Request, error: ErrorCode, results: dict[TopicPartition, A
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.ELECT_LEADERS)
+    body = API.body(request)
     controller = ctx.controller.active_controller
     try:
         election_type = ElectionType(int(getattr(body, "election_type", 0)))

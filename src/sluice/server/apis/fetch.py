@@ -1,4 +1,10 @@
-"""Fetch (1): read record batches, long-polling through the fetch purgatory, with sessions."""
+"""Fetch (1): read record batches, long-polling through the fetch purgatory, with sessions.
+
+Versions 4-12: v13+ name topics by id (KIP-516), which Sluice's topics do not have
+(librdkafka falls back to v12 when Metadata gives no topic id). The minimum stays at 4:
+librdkafka before 2.11.1 enables the v2 record format only if the range holds v4, and
+zstd only if it holds v10.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +16,48 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
 from sluice.replication.fetch_session import FetchContext, PartitionState
 from sluice.replication.partition import FetchIsolation
 from sluice.replication.replica_manager import FetchParams, FetchPartitionData, PartitionFetch
 from sluice.server.answer import Answer
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field, ms
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.fetch.v4.request as v4
+    import kio.schema.fetch.v5.request as v5
+    import kio.schema.fetch.v6.request as v6
+    import kio.schema.fetch.v7.request as v7
+    import kio.schema.fetch.v8.request as v8
+    import kio.schema.fetch.v9.request as v9
+    import kio.schema.fetch.v10.request as v10
+    import kio.schema.fetch.v11.request as v11
+    import kio.schema.fetch.v12.request as v12
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v4.FetchRequest
+        | v5.FetchRequest
+        | v6.FetchRequest
+        | v7.FetchRequest
+        | v8.FetchRequest
+        | v9.FetchRequest
+        | v10.FetchRequest
+        | v11.FetchRequest
+        | v12.FetchRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.FETCH, 4, 12, needs_coordinators=False)
 
 
 SENDFILE_MIN_BYTES = 64 * 1024
 
 
 def _context(ctx: RequestContext, request: Request) -> FetchContext:
-    body = body_of(request, ApiKey.FETCH)
+    body = API.body(request)
     partitions: dict[TopicPartition, PartitionState] = {}
     for topic in body.topics:
         for p in topic.partitions:
@@ -222,7 +254,7 @@ def _response_general(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.FETCH)
+    body = API.body(request)
     context = _context(ctx, request)
     if context.error != ErrorCode.none:
         return _response(request, context, [])

@@ -6,6 +6,10 @@ The coordinator of a key is the live leader of the key's partition of the intern
 topic is created on first use (its replication factor capped by the live brokers) and
 COORDINATOR_NOT_AVAILABLE answered for the client to retry until a leader is known; when
 this broker leads the partition, its coordinator must own it too.
+
+Versions 0-4: v5 adds TRANSACTION_ABORTABLE, v6 share groups. The minimum stays at 0:
+librdkafka before 2.11.1 enables the group coordinator, consumer groups and lz4 only if
+the range holds v0.
 """
 
 from __future__ import annotations
@@ -15,11 +19,29 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.find_coordinator.v0.request as v0
+    import kio.schema.find_coordinator.v1.request as v1
+    import kio.schema.find_coordinator.v2.request as v2
+    import kio.schema.find_coordinator.v3.request as v3
+    import kio.schema.find_coordinator.v4.request as v4
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.FindCoordinatorRequest
+        | v1.FindCoordinatorRequest
+        | v2.FindCoordinatorRequest
+        | v3.FindCoordinatorRequest
+        | v4.FindCoordinatorRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.FIND_COORDINATOR, 0, 4)
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -82,7 +104,7 @@ def _error(key: str, code: ErrorCode, message: str) -> dict[str, Any]:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.FIND_COORDINATOR)
+    body = API.body(request)
     key_type = int(field(body, "key_type", GROUP_KEY_TYPE))
     if request.api_version >= 4:
         coordinators = [_coordinator(ctx, key_type, key) for key in field(body, "coordinator_keys")]

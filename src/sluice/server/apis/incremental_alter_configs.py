@@ -13,12 +13,21 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.config import TOPIC_CONFIGS, format_config_value
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.apis.alter_configs import AlterRejected, alter_resources
 from sluice.server.topics import TopicInfo
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.incremental_alter_configs.v0.request as v0
+    import kio.schema.incremental_alter_configs.v1.request as v1
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.IncrementalAlterConfigsRequest | v1.IncrementalAlterConfigsRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, needs_coordinators=False)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
@@ -66,7 +75,7 @@ def _apply(ctx: RequestContext, info: TopicInfo, resource: Any) -> dict[str, str
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.INCREMENTAL_ALTER_CONFIGS)
+    body = API.body(request)
     return alter_resources(
         ctx, request, body.resources, bool(body.validate_only),
         lambda info, res: _apply(ctx, info, res),

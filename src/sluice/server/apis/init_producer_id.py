@@ -7,6 +7,9 @@ for an idempotent producer Kafka answers with a new id, which resets its sequenc
 way). A request naming only one of producer id / epoch is INVALID_REQUEST. A transactional
 id goes to the transaction coordinator, which bumps its epoch (fencing older producers);
 an empty one is INVALID_REQUEST, as in Kafka.
+
+Versions 0-5: v6 is two-phase commit (KIP-939). The minimum stays at 0: librdkafka
+before 2.11.1 enables the idempotent producer only if the range holds v0.
 """
 
 from __future__ import annotations
@@ -16,12 +19,32 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
 from sluice.replication.producer_ids import ProducerIdsExhaustedError
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field, ms
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.init_producer_id.v0.request as v0
+    import kio.schema.init_producer_id.v1.request as v1
+    import kio.schema.init_producer_id.v2.request as v2
+    import kio.schema.init_producer_id.v3.request as v3
+    import kio.schema.init_producer_id.v4.request as v4
+    import kio.schema.init_producer_id.v5.request as v5
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.InitProducerIdRequest
+        | v1.InitProducerIdRequest
+        | v2.InitProducerIdRequest
+        | v3.InitProducerIdRequest
+        | v4.InitProducerIdRequest
+        | v5.InitProducerIdRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 5)
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +67,7 @@ def _transactional(
 ) -> Any:
     from sluice.server.group_runtime import deferred
 
-    body = body_of(request, ApiKey.INIT_PRODUCER_ID)
+    body = API.body(request)
     ctx.topic_admin.ensure_transaction_state()
     callback: Callable[[tuple[ErrorCode, int, int]], None]
     callback, result = deferred()
@@ -64,7 +87,7 @@ def _transactional(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.INIT_PRODUCER_ID)
+    body = API.body(request)
     transactional_id = field(body, "transactional_id")
     producer_id = int(field(body, "producer_id", NO_PRODUCER_ID))
     producer_epoch = int(field(body, "producer_epoch", NO_PRODUCER_EPOCH))

@@ -1,4 +1,8 @@
-"""JoinGroup (11): join a classic group and wait for the rebalance to complete."""
+"""JoinGroup (11): join a classic group and wait for the rebalance to complete.
+
+Versions 0-9. The minimum stays at 0: librdkafka before 2.11.1 enables consumer groups
+only if the range holds v0.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,40 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field, ms
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.join_group.v0.request as v0
+    import kio.schema.join_group.v1.request as v1
+    import kio.schema.join_group.v2.request as v2
+    import kio.schema.join_group.v3.request as v3
+    import kio.schema.join_group.v4.request as v4
+    import kio.schema.join_group.v5.request as v5
+    import kio.schema.join_group.v6.request as v6
+    import kio.schema.join_group.v7.request as v7
+    import kio.schema.join_group.v8.request as v8
+    import kio.schema.join_group.v9.request as v9
+
     from sluice.coordinator.group import JoinGroupResult
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.JoinGroupRequest
+        | v1.JoinGroupRequest
+        | v2.JoinGroupRequest
+        | v3.JoinGroupRequest
+        | v4.JoinGroupRequest
+        | v5.JoinGroupRequest
+        | v6.JoinGroupRequest
+        | v7.JoinGroupRequest
+        | v8.JoinGroupRequest
+        | v9.JoinGroupRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.JOIN_GROUP, 0, 9)
 
 
 def _response(request: Request, r: JoinGroupResult) -> Any:
@@ -42,7 +74,7 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     from sluice.coordinator.group import JoinGroupRequestData
     from sluice.server.group_runtime import deferred
 
-    body = body_of(request, ApiKey.JOIN_GROUP)
+    body = API.body(request)
     version = request.api_version
     session_timeout_ms = ms(body.session_timeout)
     instance_id = field(body, "group_instance_id")

@@ -1,20 +1,44 @@
-"""LeaveGroup (13): members leave a group (v3+: several, possibly by instance id)."""
+"""LeaveGroup (13): members leave a group (v3+: several, possibly by instance id).
+
+Versions 0-5. The minimum stays at 0: librdkafka before 2.11.1 enables consumer groups
+only if the range holds v0.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.leave_group.v0.request as v0
+    import kio.schema.leave_group.v1.request as v1
+    import kio.schema.leave_group.v2.request as v2
+    import kio.schema.leave_group.v3.request as v3
+    import kio.schema.leave_group.v4.request as v4
+    import kio.schema.leave_group.v5.request as v5
+
     from sluice.coordinator.group import MemberIdentity
     from sluice.server.request_context import RequestContext
 
+    Body: TypeAlias = (
+        v0.LeaveGroupRequest
+        | v1.LeaveGroupRequest
+        | v2.LeaveGroupRequest
+        | v3.LeaveGroupRequest
+        | v4.LeaveGroupRequest
+        | v5.LeaveGroupRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.LEAVE_GROUP, 0, 5)
+
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.LEAVE_GROUP)
+    body = API.body(request)
     coordinator = ctx.group_coordinator
     if request.api_version < 3:
         group_error, errors = coordinator.handle_leave_group(

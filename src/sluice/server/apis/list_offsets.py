@@ -1,4 +1,9 @@
-"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offsets."""
+"""ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offsets.
+
+Versions 1-7: v8-v11 add the tiered-storage timestamps (-4, -5, -6) and asynchronous
+reads. The minimum stays at 1: librdkafka before 2.11.1 enables offsets by time only if
+the range holds v1.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,33 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.list_offsets.v1.request as v1
+    import kio.schema.list_offsets.v2.request as v2
+    import kio.schema.list_offsets.v3.request as v3
+    import kio.schema.list_offsets.v4.request as v4
+    import kio.schema.list_offsets.v5.request as v5
+    import kio.schema.list_offsets.v6.request as v6
+    import kio.schema.list_offsets.v7.request as v7
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v1.ListOffsetsRequest
+        | v2.ListOffsetsRequest
+        | v3.ListOffsetsRequest
+        | v4.ListOffsetsRequest
+        | v5.ListOffsetsRequest
+        | v6.ListOffsetsRequest
+        | v7.ListOffsetsRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.LIST_OFFSETS, 1, 7, needs_coordinators=False)
 
 
 def _lookup(
@@ -51,7 +78,7 @@ def _lookup(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.LIST_OFFSETS)
+    body = API.body(request)
     committed = field(body, "isolation_level", 0) == 1
     topics = []
     for topic in body.topics:

@@ -15,11 +15,19 @@ from sluice.base import TopicPartition
 from sluice.controller.events import ApiError
 from sluice.controller.model import ReplicaAssignment
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.list_partition_reassignments.v0.request as v0
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.ListPartitionReassignmentsRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
 
 Results = Mapping[TopicPartition, ReplicaAssignment] | ApiError
 
@@ -45,7 +53,7 @@ def _respond(request: Request, results: Results) -> Any:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.LIST_PARTITION_REASSIGNMENTS)
+    body = API.body(request)
     requested = None if body.topics is None else {
         TopicPartition(t.name, int(p)) for t in body.topics for p in t.partition_indexes
     }  # fmt: skip

@@ -6,17 +6,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.list_transactions.v0.request as v0
+    import kio.schema.list_transactions.v1.request as v1
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.ListTransactionsRequest | v1.ListTransactionsRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.LIST_TRANSACTIONS, 0, 1)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     from sluice.coordinator.transaction import TransactionState
 
-    body = body_of(request, ApiKey.LIST_TRANSACTIONS)
+    body = API.body(request)
     states: set[TransactionState] = set()
     unknown = []
     for name in body.state_filters:

@@ -4,6 +4,8 @@ Everything comes from the metadata cache, on a single node as in a cluster. A re
 topic that does not exist is created when the request and ``auto.create.topics.enable``
 allow it: a single node answers with it at once, a cluster with LEADER_NOT_AVAILABLE
 until the controller has told this broker about its partitions.
+
+Versions 0-12: v13 adds a top-level error code.
 """
 
 from __future__ import annotations
@@ -11,13 +13,47 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.metadata.v0.request as v0
+    import kio.schema.metadata.v1.request as v1
+    import kio.schema.metadata.v2.request as v2
+    import kio.schema.metadata.v3.request as v3
+    import kio.schema.metadata.v4.request as v4
+    import kio.schema.metadata.v5.request as v5
+    import kio.schema.metadata.v6.request as v6
+    import kio.schema.metadata.v7.request as v7
+    import kio.schema.metadata.v8.request as v8
+    import kio.schema.metadata.v9.request as v9
+    import kio.schema.metadata.v10.request as v10
+    import kio.schema.metadata.v11.request as v11
+    import kio.schema.metadata.v12.request as v12
+
     from sluice.replication.metadata_cache import MetadataCache
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.MetadataRequest
+        | v1.MetadataRequest
+        | v2.MetadataRequest
+        | v3.MetadataRequest
+        | v4.MetadataRequest
+        | v5.MetadataRequest
+        | v6.MetadataRequest
+        | v7.MetadataRequest
+        | v8.MetadataRequest
+        | v9.MetadataRequest
+        | v10.MetadataRequest
+        | v11.MetadataRequest
+        | v12.MetadataRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.METADATA, 0, 12, needs_coordinators=False)
 
 
 def _topic_entry(cache: MetadataCache, name: str) -> dict[str, Any] | None:
@@ -73,7 +109,7 @@ def _requested_entry(ctx: RequestContext, item: Any, allow_create: bool) -> dict
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     cache = ctx.metadata_cache
-    body = body_of(request, ApiKey.METADATA)
+    body = API.body(request)
     requested = field(body, "topics")
     # v0: an empty list means all topics; v1+: null means all topics.
     all_topics = requested is None or (request.api_version == 0 and not requested)

@@ -6,15 +6,23 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.offset_delete.v0.request as v0
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.OffsetDeleteRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.OFFSET_DELETE, 0, 0)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.OFFSET_DELETE)
+    body = API.body(request)
     order: list[TopicPartition] = []
     errors: dict[TopicPartition, ErrorCode] = {}
     known: list[TopicPartition] = []

@@ -1,4 +1,9 @@
-"""OffsetFetch (9): a group's committed offsets (v8: several groups at once)."""
+"""OffsetFetch (9): a group's committed offsets (v8: several groups at once).
+
+Versions 1-8: v9 belongs to the KIP-848 consumer protocol, v10 names topics by id. The
+minimum stays at 1: librdkafka before 2.11.1 enables consumer groups only if the range
+holds v1.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,36 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.offset_fetch.v1.request as v1
+    import kio.schema.offset_fetch.v2.request as v2
+    import kio.schema.offset_fetch.v3.request as v3
+    import kio.schema.offset_fetch.v4.request as v4
+    import kio.schema.offset_fetch.v5.request as v5
+    import kio.schema.offset_fetch.v6.request as v6
+    import kio.schema.offset_fetch.v7.request as v7
+    import kio.schema.offset_fetch.v8.request as v8
+
     from sluice.coordinator.group import OffsetAndMetadata
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v1.OffsetFetchRequest
+        | v2.OffsetFetchRequest
+        | v3.OffsetFetchRequest
+        | v4.OffsetFetchRequest
+        | v5.OffsetFetchRequest
+        | v6.OffsetFetchRequest
+        | v7.OffsetFetchRequest
+        | v8.OffsetFetchRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.OFFSET_FETCH, 1, 8)
 
 
 def _partitions(topics: Any) -> list[TopicPartition] | None:
@@ -62,7 +91,7 @@ def _fetch(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.OFFSET_FETCH)
+    body = API.body(request)
     version = request.api_version
     require_stable = bool(field(body, "require_stable", False))
     if version >= 8:

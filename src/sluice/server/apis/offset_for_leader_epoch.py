@@ -23,12 +23,26 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.log import LATEST_TIMESTAMP
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.offset_for_leader_epoch.v2.request as v2
+    import kio.schema.offset_for_leader_epoch.v3.request as v3
+    import kio.schema.offset_for_leader_epoch.v4.request as v4
+
     from sluice.replication.partition import Partition
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v2.OffsetForLeaderEpochRequest
+        | v3.OffsetForLeaderEpochRequest
+        | v4.OffsetForLeaderEpochRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, needs_coordinators=False)
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -92,7 +106,7 @@ def _lookup(
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    body = API.body(request)
     topics = []
     for topic in body.topics:
         partitions = []

@@ -1,4 +1,13 @@
-"""Produce (0): append record batches to partition leaders, acks 0, 1 or all."""
+"""Produce (0): append record batches to partition leaders, acks 0, 1 or all.
+
+Versions 3-11, advertised from v0 as Kafka 4.x does (KAFKA-18659,
+``PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION = 0``): librdkafka before 2.11.1 (Debian's
+kcat links 2.0.2) compresses with gzip, snappy or lz4 only if the broker's Produce range
+holds v0, and otherwise sends uncompressed batches without a word. Produce v0-2 requests
+are still rejected (gone since Kafka 4.0; kio cannot parse them). The same clients enable
+the v2 record format only if the range holds v3, and zstd only if it holds v7. v12 is
+v11 plus transactions v2 (KIP-890 part 2); v13 names topics by id.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +17,46 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.produce_response import PartitionResult, encode_produce_response
-from sluice.protocol.requests import body_of
 from sluice.replication.delayed import ProducePartitionStatus
 from sluice.server.answer import Answer
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import ms
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.produce.v3.request as v3
+    import kio.schema.produce.v4.request as v4
+    import kio.schema.produce.v5.request as v5
+    import kio.schema.produce.v6.request as v6
+    import kio.schema.produce.v7.request as v7
+    import kio.schema.produce.v8.request as v8
+    import kio.schema.produce.v9.request as v9
+    import kio.schema.produce.v10.request as v10
+    import kio.schema.produce.v11.request as v11
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v3.ProduceRequest
+        | v4.ProduceRequest
+        | v5.ProduceRequest
+        | v6.ProduceRequest
+        | v7.ProduceRequest
+        | v8.ProduceRequest
+        | v9.ProduceRequest
+        | v10.ProduceRequest
+        | v11.ProduceRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(
+    ApiKey.PRODUCE, 3, 11, advertised_min_version=0, needs_coordinators=False
+)
 
 
 def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatus]) -> Any:
-    """The answer, hand-encoded: the broker accepts Produce v3-11 (``DEFAULT_VERSIONS``),
+    """The answer, hand-encoded: the broker accepts Produce v3-11 (``API``),
     exactly the versions ``encode_produce_response`` writes."""
     by_topic: dict[str, list[PartitionResult]] = {}
     for tp, s in statuses.items():
@@ -31,7 +68,7 @@ def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatu
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
-    body = body_of(request, ApiKey.PRODUCE)
+    body = API.body(request)
     acks = int(body.acks)
     if acks not in (-1, 0, 1):
         statuses = {

@@ -1,4 +1,8 @@
-"""SyncGroup (14): the leader hands in the assignment; every member gets its own."""
+"""SyncGroup (14): the leader hands in the assignment; every member gets its own.
+
+Versions 0-5. The minimum stays at 0: librdkafka before 2.11.1 enables consumer groups
+only if the range holds v0.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,38 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.sync_group.v0.request as v0
+    import kio.schema.sync_group.v1.request as v1
+    import kio.schema.sync_group.v2.request as v2
+    import kio.schema.sync_group.v3.request as v3
+    import kio.schema.sync_group.v4.request as v4
+    import kio.schema.sync_group.v5.request as v5
+
     from sluice.coordinator.group import SyncGroupResult
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.SyncGroupRequest
+        | v1.SyncGroupRequest
+        | v2.SyncGroupRequest
+        | v3.SyncGroupRequest
+        | v4.SyncGroupRequest
+        | v5.SyncGroupRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.SYNC_GROUP, 0, 5)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     from sluice.server.group_runtime import deferred
 
-    body = body_of(request, ApiKey.SYNC_GROUP)
+    body = API.body(request)
     callback: Callable[[SyncGroupResult], None]
     result: Awaitable[SyncGroupResult]
     callback, result = deferred()

@@ -1,5 +1,8 @@
 """TxnOffsetCommit (28): a group's offsets committed inside a transaction, visible to
-OffsetFetch only once the transaction commits."""
+OffsetFetch only once the transaction commits.
+
+Versions 0-3, transactions v1 only: v4+ bring TRANSACTION_ABORTABLE and KIP-890.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +12,34 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.base.clock import wall_clock_ms
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field, partition_errors_by_topic
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.txn_offset_commit.v0.request as v0
+    import kio.schema.txn_offset_commit.v1.request as v1
+    import kio.schema.txn_offset_commit.v2.request as v2
+    import kio.schema.txn_offset_commit.v3.request as v3
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.TxnOffsetCommitRequest
+        | v1.TxnOffsetCommitRequest
+        | v2.TxnOffsetCommitRequest
+        | v3.TxnOffsetCommitRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     from sluice.coordinator.group import OffsetAndMetadata
     from sluice.server.group_runtime import deferred
 
-    body = body_of(request, ApiKey.TXN_OFFSET_COMMIT)
+    body = API.body(request)
     now = wall_clock_ms()
     order: list[TopicPartition] = []
     early: dict[TopicPartition, ErrorCode] = {}

@@ -4,21 +4,40 @@ a transaction to append its COMMIT or ABORT marker."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.protocol.requests import body_of
+from sluice.server.apis import ApiSpec
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.write_txn_markers.v1.request as v1
+
     from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v1.WriteTxnMarkersRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.WRITE_TXN_MARKERS, 1, 1)
+
+
+def _settle(future: asyncio.Future[ErrorCode]) -> Callable[[ErrorCode], None]:
+    """The marker write's callback: sets ``future`` once."""
+
+    def done(error: ErrorCode) -> None:
+        if not future.done():
+            future.set_result(error)
+
+    return done
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     from sluice.server.txn_runtime import write_marker
 
-    body = body_of(request, ApiKey.WRITE_TXN_MARKERS)
+    body = API.body(request)
     loop = asyncio.get_running_loop()
     pending: list[tuple[int, TopicPartition, asyncio.Future[ErrorCode]]] = []
     for marker in body.markers:
@@ -31,7 +50,7 @@ def handle(ctx: RequestContext, request: Request) -> Any:
                     ctx.replica_manager, ctx.group_coordinator, ctx.config["request.timeout.ms"],
                     tp, int(marker.producer_id), int(marker.producer_epoch),
                     bool(marker.transaction_result), int(marker.coordinator_epoch),
-                    lambda error, f=future: f.done() or f.set_result(error),  # type: ignore[misc]
+                    _settle(future),
                 )  # fmt: skip
 
     async def respond() -> Any:
