@@ -1,7 +1,8 @@
 """The API modules and their registry: every module is found and declares its key,
-versions and handler; each request type union holds exactly the versions declared; and
-what a broker advertises in ApiVersions stays byte for byte what it was (a change to a
-served version range is a deliberate edit of this file)."""
+versions and handler; each request type union holds exactly the versions declared; the
+versions tables of docs/protocol.md are the declarations; and what a broker advertises
+in ApiVersions stays byte for byte what it was (a change to a served version range is a
+deliberate edit of this file)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from sluice.protocol import (
     decode_request,
     encode_request,
     encode_response,
+    kio_version_range,
     request_type,
 )
 from sluice.server.apis import ApiRegistry, ApiSpec, RawApiSpec, registry
@@ -184,3 +186,42 @@ def test_the_registry_refuses_a_module_without_a_spec_or_twice_the_same_key() ->
         ApiRegistry([heartbeat, heartbeat])
     with pytest.raises(ValueError):  # outside what kio decodes
         ApiSpec(ApiKey.HEARTBEAT, 0, 5)
+
+
+# -- docs/protocol.md ---------------------------------------------------------------------
+
+PROTOCOL_DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
+_ROW = re.compile(r"^\| [A-Za-z]+ \((\d+)\) \|")
+_SPAN = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def _span(text: str) -> tuple[int, int]:
+    found = _SPAN.match(text.strip().strip("*"))
+    assert found, text
+    return int(found[1]), int(found[2] or found[1])
+
+
+def test_the_versions_tables_in_the_protocol_doc_are_the_specs() -> None:
+    """Each row of the doc's versions tables: the key's kio range (the column after the
+    clients') and what Sluice accepts, then in parentheses what it advertises if lower."""
+    section = PROTOCOL_DOC.read_text().split("## Versions", 1)[1].split("\n## ", 1)[0]
+    rows: dict[int, tuple[tuple[int, int], tuple[int, int], tuple[int, int]]] = {}
+    for line in section.splitlines():
+        if not (found := _ROW.match(line)):
+            continue
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        accepted, _, advertised = cells[-1].partition(" (")
+        key = int(found[1])
+        assert key not in rows, line
+        rows[key] = (
+            _span(cells[-2]),
+            _span(accepted),
+            _span(advertised.rstrip(")")) if advertised else _span(accepted),
+        )
+    specs = registry().specs
+    assert set(rows) == set(specs)
+    for key, (kio, accepted, advertised) in rows.items():
+        versions = specs[key].versions
+        assert kio == kio_version_range(key), ApiKey(key).name
+        assert accepted == (versions.min_version, versions.max_version), ApiKey(key).name
+        assert advertised == (versions.advertised_min, versions.max_version), ApiKey(key).name
