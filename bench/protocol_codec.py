@@ -31,7 +31,6 @@ from kio.serial import entity_reader
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from sluice.protocol import (
-    DEFAULT_VERSIONS,
     ErrorCode,
     api_versions_response,
     decode_request,
@@ -41,6 +40,10 @@ from sluice.protocol import (
 )
 from sluice.protocol.guard import check_request
 from sluice.protocol.headers import parse_request_header
+from sluice.server.apis import registry
+
+SERVED = registry().versions  # what a broker accepts and advertises
+
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -154,7 +157,7 @@ def bench_produce(args: argparse.Namespace) -> None:
             _, offset = parse_request_header(frame)
             body_type = type(body)
             reader = entity_reader(body_type)
-            decoded = decode_request(frame).body
+            decoded = decode_request(frame, SERVED).body
             records = decoded.topic_data[0].partition_data[0].records  # type: ignore[attr-defined]
             note = (
                 f"records: {type(records).__name__}, "
@@ -163,7 +166,7 @@ def bench_produce(args: argparse.Namespace) -> None:
             label = f"v{version} {partitions} x {size // KIB} KiB"
             row(
                 f"{label} decode_request",
-                measure(lambda f=frame: decode_request(f), args.budget, args.repeat),
+                measure(lambda f=frame: decode_request(f, SERVED), args.budget, args.repeat),
                 len(frame),
                 note,
             )
@@ -227,13 +230,17 @@ def bench_small(args: argparse.Namespace) -> None:
     ]
     for label, body in cases:
         frame = memoryview(encode_request(1, body))[4:]
-        row(label, measure(lambda f=frame: decode_request(f), args.budget, args.repeat), len(frame))
+        row(
+            label,
+            measure(lambda f=frame: decode_request(f, SERVED), args.budget, args.repeat),
+            len(frame),
+        )
     print("Encode small responses")
     for version in (3, 0):
-        response = api_versions_response(DEFAULT_VERSIONS, version)
+        response = api_versions_response(SERVED, version)
         size = len(encode_response(1, response))
         row(
-            f"ApiVersions v{version} ({len(DEFAULT_VERSIONS)} APIs)",
+            f"ApiVersions v{version} ({len(SERVED)} APIs)",
             measure(lambda r=response: encode_response(1, r), args.budget, args.repeat),
             size,
         )

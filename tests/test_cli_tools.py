@@ -101,9 +101,9 @@ def topic() -> str:
 def needs_api(*names: str) -> pytest.MarkDecorator:
     """Skip while the broker lacks an API (some admin APIs are landing separately)."""
     from sluice.protocol import ApiKey
-    from sluice.server.handlers import build_handlers
+    from sluice.server.apis import registry
 
-    handled = build_handlers()
+    handled = registry().versions
     missing = [n for n in names if getattr(ApiKey, n) not in handled]
     return pytest.mark.skipif(bool(missing), reason=f"broker lacks {', '.join(missing)} yet")
 
@@ -348,12 +348,12 @@ def test_group_needs_a_coordinator(
     tools: Tools, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sluice.protocol import ApiKey
-    from sluice.server.handlers import build_handlers
+    from sluice.server.apis import registry
 
     tools.create(topic)
     assert tools.produce(topic, stdin="a\nb\n").code == 0
     args = ("--group", f"g-{topic}", "--from-beginning", "--max-messages", "2", *SAFETY)
-    if ApiKey.FIND_COORDINATOR in build_handlers():
+    if ApiKey.FIND_COORDINATOR in registry().versions:
         r = tools.consume(topic, *args)
         assert (r.code, sorted(r.out.splitlines())) == (0, ["a", "b"]), r.err
         return

@@ -20,7 +20,6 @@ from sluice.client.net.metadata import Metadata
 from sluice.client.net.network_client import ManualMetadataUpdater, NetworkClient
 from sluice.client.net.requests import metadata_request
 from sluice.protocol import (
-    DEFAULT_VERSIONS,
     ApiKey,
     FrameDecoder,
     api_versions_fallback_response,
@@ -28,6 +27,10 @@ from sluice.protocol import (
     encode_response,
     parse_request_header,
 )
+from sluice.server.apis import registry
+
+SERVED = registry().versions  # what a broker accepts and advertises
+
 
 Reply = Callable[[int, int, int], bytes | None]  # (api_key, version, correlation) -> frame
 
@@ -74,7 +77,7 @@ class FakeBroker:
 
 def api_versions_only(api_key: int, version: int, correlation_id: int) -> bytes | None:
     if api_key == ApiKey.API_VERSIONS:
-        return encode_response(correlation_id, api_versions_response(DEFAULT_VERSIONS, version))
+        return encode_response(correlation_id, api_versions_response(SERVED, version))
     return None  # everything else: no answer
 
 
@@ -139,7 +142,7 @@ def test_connects_negotiates_versions_and_completes_requests(fake) -> None:  # t
 def test_falls_back_when_the_broker_does_not_know_api_versions_v3(fake) -> None:  # type: ignore[no-untyped-def]
     def reply(api_key: int, version: int, correlation_id: int) -> bytes | None:
         if api_key == ApiKey.API_VERSIONS and version > 2:
-            return encode_response(correlation_id, api_versions_fallback_response(DEFAULT_VERSIONS))
+            return encode_response(correlation_id, api_versions_fallback_response(SERVED))
         return api_versions_only(api_key, version, correlation_id)
 
     broker = fake(reply)

@@ -16,7 +16,7 @@ from confluent_kafka import TopicPartition as CTP
 import sluice
 from sluice.base import TopicPartition
 from sluice.controller.requests import UpdateMetadataPartitionState
-from sluice.server.handlers import metadata
+from sluice.server.apis import metadata
 from sluice.server.messages import field
 from support.cluster import read_partitions, watermarks
 

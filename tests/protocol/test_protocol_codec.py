@@ -15,7 +15,6 @@ from kio.serial import entity_reader
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from sluice.protocol import (
-    DEFAULT_VERSIONS,
     ApiKey,
     ApiVersionRange,
     ErrorCode,
@@ -32,6 +31,10 @@ from sluice.protocol import (
     kio_version_range,
     request_type,
 )
+from sluice.server.apis import registry
+
+SERVED = registry().versions  # what a broker accepts and advertises
+
 
 DETERMINISTIC = settings(derandomize=True, max_examples=150, deadline=None)
 FEW = settings(derandomize=True, max_examples=15, deadline=None)
@@ -112,7 +115,7 @@ def test_round_trip_every_kio_request_schema(data: st.DataObject) -> None:
 def test_produce_records_are_opaque_bytes(version: int) -> None:
     records = bytes(range(256)) * 64
     body = produce_request(version, records)
-    request = decode_request(frame_of(encode_request(1, body, client_id=None)))
+    request = decode_request(frame_of(encode_request(1, body, client_id=None)), SERVED)
     decoded = request.body.topic_data[0].partition_data[0].records  # type: ignore[attr-defined]
     assert isinstance(decoded, memoryview) and decoded.readonly  # a view of the frame
     assert decoded == records
@@ -123,12 +126,12 @@ def test_produce_records_are_opaque_bytes(version: int) -> None:
 def test_decode_accepts_bytes_bytearray_and_memoryview() -> None:
     data = encode_request(3, produce_request(9, b"r" * 10))
     for frame in (data[4:], bytearray(data[4:]), memoryview(data)[4:]):
-        assert decode_request(frame).header.correlation_id == 3
+        assert decode_request(frame, SERVED).header.correlation_id == 3
 
 
 def test_trailing_bytes_are_ignored_as_kafka_does() -> None:
     data = encode_request(3, produce_request(9, b"r"))
-    assert decode_request(data[4:] + b"junk").body == produce_request(9, b"r")
+    assert decode_request(data[4:] + b"junk", SERVED).body == produce_request(9, b"r")
 
 
 # -- response headers and tagged fields ---------------------------------------------------
@@ -242,7 +245,7 @@ def test_segments_of_other_responses_are_one_buffer() -> None:
 def test_unknown_api_key() -> None:
     frame = encode_request_header(4, 5, 6, "c", header_version=1) + b"\x00" * 16
     with pytest.raises(UnknownApiKeyError) as caught:
-        decode_request(frame)
+        decode_request(frame, SERVED)
     assert caught.value.correlation_id == 6
 
 
@@ -262,7 +265,7 @@ def test_unsupported_versions_raise(
 ) -> None:
     frame = encode_request_header(api_key, api_version, 9, "c") + b"\x00" * 32
     with pytest.raises(UnsupportedVersionError) as caught:
-        decode_request(frame)
+        decode_request(frame, SERVED)
     assert not isinstance(caught.value, UnsupportedApiVersionsError)
     assert caught.value.supported == supported
     assert caught.value.header.correlation_id == 9
@@ -270,7 +273,7 @@ def test_unsupported_versions_raise(
 
 
 def test_a_restricted_table_rejects_the_other_apis() -> None:
-    table = DEFAULT_VERSIONS.restrict([ApiKey.API_VERSIONS, ApiKey.METADATA])
+    table = SERVED.restrict([ApiKey.API_VERSIONS, ApiKey.METADATA])
     with pytest.raises(UnsupportedVersionError):
         decode_request(encode_request(1, produce_request(9, b""))[4:], table)
 
@@ -281,7 +284,7 @@ def test_newer_api_versions_gets_the_v0_fallback(api_version: int) -> None:
     # answers v0 with UNSUPPORTED_VERSION and its supported range, and they retry.
     frame = encode_request_header(18, api_version, 0x01020304, "rdkafka") + b"\x05junk\x00"
     with pytest.raises(UnsupportedApiVersionsError) as caught:
-        decode_request(frame)
+        decode_request(frame, SERVED)
     assert caught.value.supported == (0, 4)
     response = caught.value.response
     (size,) = struct.unpack_from(">i", response)
@@ -293,11 +296,11 @@ def test_newer_api_versions_gets_the_v0_fallback(api_version: int) -> None:
     assert body.error_code is ErrorCode.unsupported_version
     advertised = {(e.api_key, e.min_version, e.max_version) for e in body.api_keys}
     assert (18, 0, 4) in advertised
-    assert advertised == set(DEFAULT_VERSIONS.advertised())
+    assert advertised == set(SERVED.advertised())
 
 
 def test_no_fallback_when_api_versions_is_not_served() -> None:
     frame = encode_request_header(18, 9, 1, "c") + b"\x00"
     with pytest.raises(UnsupportedVersionError) as caught:
-        decode_request(frame, DEFAULT_VERSIONS.without(ApiKey.API_VERSIONS))
+        decode_request(frame, SERVED.without(ApiKey.API_VERSIONS))
     assert not isinstance(caught.value, UnsupportedApiVersionsError)

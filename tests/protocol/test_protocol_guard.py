@@ -27,6 +27,10 @@ from sluice.protocol import (
     request_type,
 )
 from sluice.protocol.guard import check_request
+from sluice.server.apis import registry
+
+SERVED = registry().versions  # what a broker accepts and advertises
+
 
 DETERMINISTIC = settings(derandomize=True, max_examples=150, deadline=None)
 
@@ -57,7 +61,7 @@ def test_every_truncation_is_malformed() -> None:
     header_end = 8 + 2 + len("sluice") + 1
     for cut in range(header_end, len(data)):
         with pytest.raises(MalformedRequestError):
-            decode_request(data[:cut])
+            decode_request(data[:cut], SERVED)
 
 
 @pytest.mark.parametrize(
@@ -71,13 +75,13 @@ def test_every_truncation_is_malformed() -> None:
 def test_huge_array_lengths_are_rejected_not_allocated(body: bytes) -> None:
     # kio's native reader would Vec::with_capacity() these lengths and abort.
     with pytest.raises(MalformedRequestError, match="cannot fit"):
-        decode_request(encode_request_header(0, 9, 1, None) + body)
+        decode_request(encode_request_header(0, 9, 1, None) + body, SERVED)
 
 
 def test_huge_legacy_array_length_is_rejected() -> None:
     body = b"\xff\xff" + b"\xff\xff\x00\x00\x00\x00" + b"\x7f\xff\xff\xff"
     with pytest.raises(MalformedRequestError, match="cannot fit"):
-        decode_request(encode_request_header(0, 3, 1, None) + body)
+        decode_request(encode_request_header(0, 3, 1, None) + body, SERVED)
 
 
 def test_seeded_garbage_for_every_schema_is_malformed_or_decoded() -> None:
@@ -152,7 +156,7 @@ def test_unknown_tag_in_an_array_element() -> None:
     data = encode_request(1, body)[4:]
     assert data.endswith(b"\x00\x00\x01\x01\x00")
     frame = data[:-5] + b"\x02\x05\x01X\x03\x00" + b"\x00\x01\x01\x00"
-    assert decode_request(frame).body == body
+    assert decode_request(frame, SERVED).body == body
 
 
 def test_tagged_field_size_mismatch_is_malformed() -> None:

@@ -14,6 +14,10 @@ from kio.static.primitive import i16, i32, i32Timedelta
 
 from sluice.protocol import MalformedRequestError, decode_request, encode_request
 from sluice.protocol.produce_fast import decode_produce_request
+from sluice.server.apis import registry
+
+SERVED = registry().versions  # what a broker accepts and advertises
+
 
 VERSIONS = range(3, 12)
 HEADER_OFFSET_NO_CLIENT = 10  # api key, version, correlation id, null client id
@@ -112,13 +116,13 @@ def test_decode_request_takes_the_fast_path_and_falls_back_on_bad_input() -> Non
         ),
     )
     frame = _frame(body)
-    request = decode_request(memoryview(frame).toreadonly())
+    request = decode_request(memoryview(frame).toreadonly(), SERVED)
     records = request.body.topic_data[0].partition_data[0].records  # type: ignore[attr-defined]
     assert isinstance(records, memoryview) and records == b"abc"
     truncated = frame[:-3]
     assert decode_produce_request(truncated, _body_offset(frame, 9), 9) is None
     try:
-        decode_request(truncated)
+        decode_request(truncated, SERVED)
     except MalformedRequestError:
         return
     raise AssertionError("a truncated produce request must be malformed")

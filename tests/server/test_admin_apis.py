@@ -45,7 +45,7 @@ from sluice.log import Log
 from sluice.protocol import ErrorCode, encode_request
 from sluice.protocol.apis import load_request_schema, response_header_version, response_type
 from sluice.replication.partition import Partition
-from sluice.server.handlers.offset_for_leader_epoch import end_offset_for, epoch_entries
+from sluice.server.apis.offset_for_leader_epoch import end_offset_for, epoch_entries
 from support.waiting import wait_until
 
 TIMEOUT_S = 15.0

@@ -13,7 +13,7 @@ from sluice.protocol import ErrorCode, Request, apis
 from sluice.protocol.headers import RequestHeader
 from sluice.replication.fetch_session import FetchContext, FetchSessionCache, PartitionState
 from sluice.replication.replica_manager import FetchPartitionData, PartitionFetch
-from sluice.server.handlers import fetch
+from sluice.server.apis import fetch
 
 DETERMINISTIC = settings(derandomize=True, max_examples=150, deadline=None)
 VERSIONS = range(4, 13)

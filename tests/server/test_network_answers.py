@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
+from sluice.protocol import ApiKey, Request, encode_request
 from sluice.server import network
 from sluice.server.answer import Answer
+from sluice.server.apis import registry
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaServer
 from support.wire import produce_request
@@ -61,9 +62,8 @@ class Parked:
 async def serving(
     handlers: dict[int, Callable[[Any, Request], Any]],
 ) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    server = KafkaServer(
-        "127.0.0.1", 0, handlers, DEFAULT_VERSIONS.restrict(handlers), 1 << 20, 0, ClientIdentity()
-    )
+    versions = registry().versions.restrict(handlers)
+    server = KafkaServer("127.0.0.1", 0, handlers, versions, 1 << 20, 0, ClientIdentity())
     await server.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:

@@ -9,7 +9,8 @@ from typing import Any
 
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
+from sluice.protocol import ApiKey, Request, encode_request
+from sluice.server.apis import registry
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaServer
 from support.wire import produce_request as _produce
@@ -45,7 +46,7 @@ async def _scenario() -> tuple[list[str], list[int]]:
                      controller_id=-1, topics=[])  # fmt: skip
 
     handlers = {ApiKey.PRODUCE: produce, ApiKey.METADATA: metadata}
-    versions = DEFAULT_VERSIONS.restrict(handlers)
+    versions = registry().versions.restrict(handlers)
     server = KafkaServer("127.0.0.1", 0, handlers, versions, 1 << 20, 0, ClientIdentity())
     await server.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)

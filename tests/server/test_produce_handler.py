@@ -18,7 +18,7 @@ from test_replica_manager import TP, Harness, batch
 
 from sluice.protocol import decode_request, encode_request, encode_response_segments
 from sluice.protocol.produce_response import encode_produce_response
-from sluice.server.handlers import produce
+from sluice.server.apis import produce, registry
 
 
 class _TopicAdmin:
@@ -62,7 +62,7 @@ def test_a_waiting_acks_all_produce_lets_go_of_its_frame(tmp_path: Path) -> None
     async def scenario() -> tuple[Any, bool, bool]:
         buffer = _frame(batch(b"a", b"b"))
         view = memoryview(buffer)
-        request = decode_request(view)
+        request = decode_request(view, registry().versions)
         answer = produce.handle(_Context(harness), request)  # type: ignore[arg-type]
         assert not answer.done() and harness.rm.produce_purgatory.delayed == 1
         assert not _released(buffer)  # the decoded request's records are views of it

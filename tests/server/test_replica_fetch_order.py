@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from sluice.base import TopicPartition
 from sluice.protocol.codec import decode_request
+from sluice.server.apis import registry
 from sluice.server.replica_fetch_wire import FetchedPartition
 from sluice.server.replica_fetcher import (
     APPLY_STEP_BYTES,
@@ -119,7 +120,7 @@ def test_the_request_lists_partitions_in_the_fetchers_order_across_topics() -> N
         },
     )  # fmt: skip
     frame = ReplicaFetcher._request(fetcher)  # type: ignore[arg-type]
-    body: Any = decode_request(frame[4:]).body
+    body: Any = decode_request(frame[4:], registry().versions).body
     assert body.replica_id == 2 and body.max_bytes == 5678
     assert [(t.topic, [p.partition for p in t.partitions]) for t in body.topics] == [
         ("a", [0]), ("b", [0]), ("a", [1, 2]), ("c", [5])

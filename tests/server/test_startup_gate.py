@@ -278,6 +278,6 @@ def _fake_request(api_key: int) -> Any:
 
 
 def _versions(gate: RequestGate) -> Any:
-    from sluice.protocol import DEFAULT_VERSIONS
+    from sluice.server.apis import registry
 
-    return DEFAULT_VERSIONS.restrict(gate.handlers)
+    return registry().versions.restrict(gate.handlers)

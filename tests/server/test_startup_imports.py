@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
-from sluice.server.handlers import HANDLER_MODULES, build_handlers
+from sluice.protocol import ApiKey, Request, encode_request
+from sluice.server.apis import registry
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaServer
 from sluice.server.request_gate import RequestGate
@@ -39,9 +39,8 @@ NOT_BEFORE_LISTENING = (
     "sluice.server.cluster",
     "kazoo",
     "sluice.log.cleaner.log_cleaner",
-    "sluice.server.handlers.produce",  # the handler modules: HANDLER_MODULES names them
-    "sluice.server.handlers.metadata",
-    "sluice.server.handlers.find_coordinator",
+    "sluice.server.group_runtime",
+    "sluice.server.txn_runtime",
     "sluice.cli.topics",
     "sluice.cli.tool_clients",
     "sluice.demo",
@@ -100,17 +99,26 @@ def _fresh_modules(code: str) -> set[str]:
 
 @pytest.mark.integration  # a fresh interpreter
 def test_the_path_to_listening_does_not_import_the_heavy_modules() -> None:
-    # What cmd_broker imports before Broker.start() opens the listeners (the module-level
-    # imports of the CLI and the broker; start() imports the rest after listening).
-    modules = _fresh_modules("import sluice.cli, sluice.server.broker")
+    # What cmd_broker imports before Broker.start() opens the listeners: the module-level
+    # imports of the CLI and the broker, and every API module (the broker needs their
+    # versions), which import the coordinators only inside their functions; start()
+    # imports the rest after listening.
+    modules = _fresh_modules(
+        "import sluice.cli, sluice.server.broker\n"
+        "from sluice.server.apis import registry\n"
+        "registry()"
+    )
     assert "sluice.server.network" in modules  # the check sees the real startup path
-    assert _offenders(modules, NOT_BEFORE_LISTENING) == []
+    assert "sluice.server.apis.find_coordinator" in modules  # and the API modules
+    assert _offenders(modules, (*NOT_BEFORE_LISTENING, "importlib.metadata")) == []
+    assert "crc32c" not in modules  # only its C extension (sluice.protocol.records.crc)
 
 
 @pytest.mark.integration  # a fresh interpreter
-def test_the_handler_modules_do_not_import_the_controller() -> None:
-    modules = _fresh_modules("from sluice.server.handlers import build_handlers\nbuild_handlers()")
-    assert "sluice.server.handlers.alter_partition_reassignments" in modules
+def test_the_api_modules_do_not_import_the_controller() -> None:
+    modules = _fresh_modules("from sluice.server.apis import registry\nregistry()")
+    assert "sluice.server.apis.alter_partition_reassignments" in modules
+    assert "sluice.server.apis.leader_and_isr" in modules
     assert _offenders(modules, (*NEVER_IN_SINGLE_NODE, "hypothesis")) == []
 
 
@@ -144,28 +152,6 @@ def test_a_single_node_broker_process_never_imports_cluster_or_tool_code(tmp_pat
     imported = {m.group(1) for line in lines if (m := re.match(r"import time:.*\|\s*(\S+)$", line))}
     assert "sluice.coordinator.group.coordinator" in imported  # built once it listens
     assert _offenders(imported, NEVER_IN_SINGLE_NODE) == []
-
-
-@pytest.mark.integration  # a fresh interpreter
-def test_the_apis_served_before_the_coordinators_do_not_import_them() -> None:
-    # The broker imports these handlers right after listening and answers with them while
-    # the coordinators are built: importing sluice.coordinator here would put that block
-    # (20-50 ms) back in front of the first answers.
-    modules = _fresh_modules(
-        "import sluice.cli, sluice.server.broker\n"
-        "from sluice.server.handlers import SERVED_BEFORE_COORDINATORS, build_handlers\n"
-        "build_handlers(SERVED_BEFORE_COORDINATORS)"
-    )
-    assert "sluice.server.handlers.metadata" in modules
-    early = ("sluice.coordinator", "sluice.log.cleaner.log_cleaner", "importlib.metadata")
-    assert _offenders(modules, early) == []
-    assert "crc32c" not in modules  # only its C extension (sluice.protocol.records.crc)
-
-
-def test_handler_modules_cover_the_advertised_apis() -> None:
-    handlers = build_handlers()
-    assert set(handlers) == set(HANDLER_MODULES)
-    assert all(callable(fn) for fn in handlers.values())
 
 
 # -- RequestGate -------------------------------------------------------------------------
@@ -258,7 +244,7 @@ def test_requests_sent_before_the_gate_opens_are_answered_in_order() -> None:
                          controller_id=-1, topics=[])  # fmt: skip
 
         gate = RequestGate([ApiKey.PRODUCE, ApiKey.METADATA])
-        versions = DEFAULT_VERSIONS.restrict(gate.handlers)
+        versions = registry().versions.restrict(gate.handlers)
         server = KafkaServer("127.0.0.1", 0, gate.handlers, versions, 1 << 20, 0, ClientIdentity())
         await server.start()
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)

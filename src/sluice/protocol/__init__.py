@@ -62,11 +62,10 @@ from .headers import (
     parse_request_header,
     read_request_header,
 )
-from .versions import DEFAULT_VERSIONS, ApiVersionRange, VersionTable
+from .versions import ApiVersionRange, VersionTable
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
-    "DEFAULT_VERSIONS",
     "ApiKey",
     "ApiVersionRange",
     "ErrorCode",

@@ -20,6 +20,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 __all__ = [
     "FIRST_FLEXIBLE_VERSIONS",
     "ApiKey",
+    "InterBrokerApiKey",
     "first_flexible_version",
     "is_flexible",
     "kio_first_flexible_version",
@@ -123,6 +124,16 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
+
+
+class InterBrokerApiKey(enum.IntEnum):
+    """The ZooKeeper-mode controller's APIs, gone from Kafka 4's schemas and so from kio:
+    Sluice's cluster mode encodes them by hand (``sluice.server.inter_broker``)."""
+
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
 
 
 def kio_version_range(api_key: int) -> tuple[int, int] | None:

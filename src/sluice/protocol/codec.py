@@ -47,7 +47,7 @@ from .headers import (
 )
 from .produce_fast import decode_produce_request
 from .produce_response import EncodedResponse
-from .versions import DEFAULT_VERSIONS, VersionTable
+from .versions import VersionTable
 
 __all__ = [
     "Request",
@@ -82,8 +82,9 @@ class Request(NamedTuple):
         return apis.response_type(self.header.api_key, self.header.api_version)
 
 
-def decode_request(frame: BytesLike, versions: VersionTable = DEFAULT_VERSIONS) -> Request:
-    """Decode one request frame (without its size prefix).
+def decode_request(frame: BytesLike, versions: VersionTable) -> Request:
+    """Decode one request frame (without its size prefix), accepting the APIs and versions
+    of ``versions`` (the broker's: the ones its API modules declare).
 
     :raises UnknownApiKeyError: the API key is not a Kafka API (close the connection).
     :raises UnsupportedApiVersionsError: an ApiVersions version above the table's;

@@ -27,19 +27,14 @@ from sluice.controller.requests import UpdateMetadataPartitionState
 from sluice.log import Log, LogConfig, LogManager
 from sluice.log.file_work import FileThread
 from sluice.log.group_flush import GroupFlusher
-from sluice.protocol import DEFAULT_VERSIONS, VersionTable
+from sluice.protocol import VersionTable
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.replication.fetch_session import FetchSessionCache
 from sluice.replication.metadata_cache import MetadataCache
 from sluice.replication.producer_ids import ProducerIdManager
 from sluice.replication.replica_manager import ReplicaManager
+from sluice.server.apis import registry
 from sluice.server.congestion import checked_algorithm
-from sluice.server.handlers import (
-    HANDLER_MODULES,
-    SERVED_BEFORE_COORDINATORS,
-    build_handlers,
-    build_raw_handlers,
-)
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
@@ -125,7 +120,7 @@ class Broker:
         self.producer_id_manager: ProducerIdManager
         self.coordinators_ready = False  # group_coordinator and txn_coordinator are built
         self.coordinators = Coordinators()  # the same two, for the request handlers
-        self.versions: VersionTable = DEFAULT_VERSIONS
+        self.versions: VersionTable = registry().versions  # what the API modules declare
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_executor: ThreadPoolExecutor | None = None  # log.flush.group.commit
@@ -183,7 +178,6 @@ class Broker:
             )
         self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
-        self.versions = DEFAULT_VERSIONS.restrict(HANDLER_MODULES)
         gate: RequestGate[RequestContext] | None = None
         controller: Controller
         if self.config["zookeeper.connect"] or self._store_factory is not None:
@@ -200,7 +194,7 @@ class Broker:
             )
             # As Kafka binds its SocketServer once the logs are loaded: connections are
             # accepted from here, requests wait in the gate until their handlers exist.
-            gate = RequestGate(HANDLER_MODULES)
+            gate = RequestGate(self.versions)
             await self._open_listeners(gate.handlers, None)
             if on_listening is not None:
                 on_listening()
@@ -240,13 +234,11 @@ class Broker:
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:
-        """Single node, listeners open: the APIs that need no coordinator are served as
-        soon as their handler modules are imported, ApiVersions and Metadata first; then,
-        once the first clients' handshakes are answered, the coordinators are built."""
-        slices = _Slices()
-        for key in SERVED_BEFORE_COORDINATORS:
-            gate.open(build_handlers([key]))
-            await slices.pause()
+        """Single node, listeners open: the APIs that need no coordinator are served at once
+        (the requests held meanwhile in arrival order); then, once the first clients'
+        handshakes are answered, the coordinators are built."""
+        apis = registry()
+        gate.open(apis.handlers(apis.served_before_coordinators))
         await self._quiet_listeners(gate)
 
     async def _start_coordinators_and_handlers(
@@ -270,10 +262,9 @@ class Broker:
         if gate is not None:
             offsets_logs = asyncio.ensure_future(create_offsets_topic(self))
         try:
-            handlers: dict[int, Handler[RequestContext]] = {}
-            for key in HANDLER_MODULES if gate is None else gate.closed_keys:  # one at a time
-                await slices.pause()
-                handlers.update(build_handlers([key]))
+            handlers: dict[int, Handler[RequestContext]] = registry().handlers(
+                self.versions if gate is None else gate.closed_keys
+            )
             await slices.pause()
             import sluice.log.cleaner.log_cleaner  # noqa: F401  # for _start_log_cleaner(), in a slice
             from sluice.server.txn_runtime import (
@@ -299,19 +290,21 @@ class Broker:
             gate.open(handlers)
             await asyncio.sleep(0)  # the held requests' answers go out first
         else:
-            raw_handlers = build_raw_handlers(self.cluster) if self.cluster is not None else None
+            raw_handlers = None if self.cluster is None else registry().raw_handlers(self.cluster)
             await self._open_listeners(handlers, raw_handlers)
 
     async def _quiet_listeners(self, gate: RequestGate[RequestContext]) -> None:
-        """Wait until the listeners have accepted no connection and read no request for
-        ``QUIET_S`` (at most ``QUIET_WAIT_S``), or a coordinator request is held: the first
-        clients' handshakes (ApiVersions, Metadata, ...) are then answered before the
-        coordinator modules' import, one block of 20-50 ms (no bytecode cache), takes
-        the loop; a client that already waits for a coordinator does not wait longer."""
-        deadline = time.monotonic() + QUIET_WAIT_S
+        """Wait until the listeners, just opened, have accepted no connection and read no
+        request for ``QUIET_S`` (at most ``QUIET_WAIT_S``), or a coordinator request is
+        held: the first clients' handshakes (ApiVersions, Metadata, ...) are then answered
+        before the coordinator modules' import, one block of 20-50 ms (no bytecode cache),
+        takes the loop; a client that already waits for a coordinator does not wait
+        longer."""
+        opened = time.monotonic()
+        deadline = opened + QUIET_WAIT_S
         while not gate.held_count:
             now = time.monotonic()
-            last = max(server.last_active_at for server in self.servers)
+            last = max(opened, *(server.last_active_at for server in self.servers))
             if now - last >= QUIET_S or now >= deadline:
                 return
             await asyncio.sleep(_Slices.PAUSE_S)

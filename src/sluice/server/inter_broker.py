@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 import logging
 import struct
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
 
 from sluice.base import TopicPartition
 from sluice.controller.events import ControlledShutdownResult
@@ -36,6 +37,7 @@ from sluice.controller.requests import (
     UpdateMetadataResponse,
 )
 from sluice.protocol import ErrorCode, encode_request
+from sluice.protocol.apis import InterBrokerApiKey
 from sluice.server.congestion import set_on_loopback
 from sluice.server.low_water import ReceiveLowWater
 
@@ -49,26 +51,33 @@ __all__ = [
     "STOP_REPLICA_VERSION",
     "UPDATE_METADATA_VERSION",
     "BrokerConnection",
+    "ControlledShutdownRequest",
     "NetworkControllerChannel",
     "decode_controller_request",
     "decode_controller_response",
     "encode_controller_request",
     "encode_controller_response",
+    "serve_raw_request",
 ]
 
 log = logging.getLogger(__name__)
 
-LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+LEADER_AND_ISR = InterBrokerApiKey.LEADER_AND_ISR
+STOP_REPLICA = InterBrokerApiKey.STOP_REPLICA
+UPDATE_METADATA = InterBrokerApiKey.UPDATE_METADATA
 LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION = 2, 1, 5
-CONTROLLER_APIS = {
+CONTROLLER_APIS: dict[int, int] = {
     LEADER_AND_ISR: LEADER_AND_ISR_VERSION,
     STOP_REPLICA: STOP_REPLICA_VERSION,
     UPDATE_METADATA: UPDATE_METADATA_VERSION,
 }
 # A broker's request to the controller (also gone from Kafka 4's schemas): v2 carries
 # the broker epoch so that a restarted broker's stale request is refused.
-CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION = 7, 2
-RAW_API_VERSIONS = {**CONTROLLER_APIS, CONTROLLED_SHUTDOWN: CONTROLLED_SHUTDOWN_VERSION}
+CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION = InterBrokerApiKey.CONTROLLED_SHUTDOWN, 2
+RAW_API_VERSIONS: dict[int, int] = {
+    **CONTROLLER_APIS,
+    CONTROLLED_SHUTDOWN: CONTROLLED_SHUTDOWN_VERSION,
+}
 
 
 class _W:
@@ -290,10 +299,16 @@ def encode_controlled_shutdown_request(broker_id: int, broker_epoch: int) -> byt
     return _W().i32(broker_id).i64(broker_epoch).bytes()
 
 
-def decode_controlled_shutdown_request(body: bytes) -> tuple[int, int]:
-    """(broker id, broker epoch)."""
+class ControlledShutdownRequest(NamedTuple):
+    """A broker's request to the controller to move its leaders away before it stops."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+def decode_controlled_shutdown_request(body: bytes) -> ControlledShutdownRequest:
     r = _R(body)
-    return r.i32(), r.i64()
+    return ControlledShutdownRequest(r.i32(), r.i64())
 
 
 def encode_controlled_shutdown_response(result: ControlledShutdownResult) -> bytes:
@@ -316,6 +331,28 @@ def parse_raw_request(frame: bytes) -> tuple[int, int, int, bytes]:
     api_key, api_version, correlation_id = struct.unpack_from(">hhi", frame, 0)
     (n,) = struct.unpack_from(">h", frame, 8)
     return api_key, api_version, correlation_id, bytes(frame[10 + max(0, n) :])
+
+
+def serve_raw_request(frame: bytes, handle: Callable[[object], object]) -> bytes | Awaitable[bytes]:
+    """The framed answer to an inter-broker request ``frame``, from ``handle`` (its API
+    module's handler, given the decoded request); ControlledShutdown's is awaited."""
+    api_key, _version, correlation_id, body = parse_raw_request(frame)
+    if api_key == CONTROLLED_SHUTDOWN:
+        return _framed_when_done(correlation_id, handle(decode_controlled_shutdown_request(body)))
+    response = handle(decode_controller_request(api_key, body))
+    return _framed(correlation_id, encode_controller_response(api_key, response))
+
+
+async def _framed_when_done(correlation_id: int, answer: object) -> bytes:
+    result = await answer if inspect.isawaitable(answer) else answer
+    if not isinstance(result, ControlledShutdownResult):
+        raise TypeError(f"a ControlledShutdown answer, not {result!r}")
+    return _framed(correlation_id, encode_controlled_shutdown_response(result))
+
+
+def _framed(correlation_id: int, body: bytes) -> bytes:
+    """A response frame: size, correlation id (response header v0), body."""
+    return struct.pack(">ii", 4 + len(body), correlation_id) + body
 
 
 def raw_request_frame(api_key: int, correlation_id: int, body: bytes, client_id: str) -> bytes:

@@ -11,8 +11,8 @@ The broker builds one context once its listeners can open (:meth:`Broker._contex
 the network layer derives one per connection and client id from it
 (:meth:`RequestContext.for_client`), so a request costs no new object. The group and
 transaction coordinators are built after a single node's listeners open: their
-accessors raise until then, and only handlers held until then
-(not in ``SERVED_BEFORE_COORDINATORS``) use them.
+accessors raise until then, and only handlers held until then (those whose
+``ApiSpec`` says ``needs_coordinators``, :mod:`sluice.server.apis`) use them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,130 @@
+"""AlterConfigs (33): replace ALL config overrides of a topic (the legacy, non-incremental API).
+
+Configs not named in the request lose their override and fall back to the broker default,
+as in Kafka. Only TOPIC resources are supported: BROKER resources get INVALID_REQUEST since
+Sluice has no dynamic broker configs. The shared machinery (duplicate resources, topic
+lookup, validation, validate_only) is used by IncrementalAlterConfigs too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sluice.config import ConfigError, topic_config_defaults, validate_topic_configs
+from sluice.log import LogConfig, LogError
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.server.apis import ApiSpec
+from sluice.server.messages import build
+from sluice.server.topics import TopicInfo
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.alter_configs.v0.request as v0
+    import kio.schema.alter_configs.v1.request as v1
+    import kio.schema.alter_configs.v2.request as v2
+
+    from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.AlterConfigsRequest | v1.AlterConfigsRequest | v2.AlterConfigsRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, needs_coordinators=False)
+
+__all__ = ["AlterRejected", "alter_resources", "check_topic_configs", "handle"]
+
+TOPIC = 2
+BROKER = 4
+
+_LOG_CONFIG_NAMES = frozenset(LogConfig.kafka_names())
+
+
+class AlterRejected(Exception):
+    """One resource of an alter request fails with ``code`` and this message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def check_topic_configs(ctx: RequestContext, overrides: dict[str, str]) -> None:
+    """Raise ConfigError/LogError unless ``overrides`` would be a valid set of topic
+    overrides: known names, parseable values within range, and a valid log config."""
+    validate_topic_configs(overrides)
+    values: dict[str, Any] = {**topic_config_defaults(ctx.config), **overrides}
+    LogConfig.from_properties(
+        {
+            k: ",".join(v) if isinstance(v, list) else v
+            for k, v in values.items()
+            if k in _LOG_CONFIG_NAMES and v is not None
+        }
+    )
+
+
+NewOverrides = Callable[[TopicInfo, Any], dict[str, str]]
+"""(topic, request resource) -> the topic's complete new overrides; raises AlterRejected."""
+
+
+def _alter_one(
+    ctx: RequestContext, resource: Any, validate_only: bool, new_overrides: NewOverrides
+) -> None:
+    rtype, name = resource.resource_type, resource.resource_name
+    if rtype == BROKER:
+        raise AlterRejected(ErrorCode.invalid_request, "dynamic broker configs are not supported")
+    if rtype != TOPIC:
+        raise AlterRejected(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
+    info = ctx.topic_admin.topic_info(name)
+    if info is None:
+        raise AlterRejected(ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist.")
+    overrides = new_overrides(info, resource)
+    try:
+        check_topic_configs(ctx, overrides)
+        if not validate_only:
+            ctx.topic_admin.update_topic_configs(name, overrides)
+    except (ConfigError, LogError) as exc:
+        raise AlterRejected(ErrorCode.invalid_config, str(exc)) from None
+
+
+def alter_resources(
+    ctx: RequestContext,
+    request: Request,
+    resources: Sequence[Any],
+    validate_only: bool,
+    new_overrides: NewOverrides,
+) -> Any:
+    """The response to an AlterConfigs or IncrementalAlterConfigs request."""
+    seen = Counter((r.resource_type, r.resource_name) for r in resources)
+    responses = []
+    for resource in resources:
+        entry: dict[str, Any] = {
+            "error_code": ErrorCode.none,
+            "error_message": None,
+            "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name,
+        }
+        try:
+            if seen[(resource.resource_type, resource.resource_name)] > 1:
+                raise AlterRejected(
+                    ErrorCode.invalid_request, "Each resource must appear at most once."
+                )
+            _alter_one(ctx, resource, validate_only, new_overrides)
+        except AlterRejected as exc:
+            entry.update(error_code=exc.code, error_message=str(exc))
+        responses.append(entry)
+    return build(request.response_type, throttle_time=0, responses=responses)
+
+
+def _replace_all(info: TopicInfo, resource: Any) -> dict[str, str]:
+    nulls = [c.name for c in resource.configs if c.value is None]
+    if nulls:
+        raise AlterRejected(
+            ErrorCode.invalid_request,
+            f"Null value not supported for topic configs: {','.join(nulls)}",
+        )
+    return {c.name: c.value for c in resource.configs}
+
+
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = API.body(request)
+    return alter_resources(ctx, request, body.resources, bool(body.validate_only), _replace_all)

@@ -1,0 +1,98 @@
+"""CreateTopics (19): create topics with partitions, replication and config overrides.
+
+A single node holds it until its coordinators are built: it could otherwise create
+``__consumer_offsets`` before the group coordinator does, with another partition count.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.config import ConfigError, format_config_value
+from sluice.log import LogError
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.server.apis import ApiSpec
+from sluice.server.messages import build, field
+from sluice.server.topics import InvalidReplicaAssignment, InvalidRequest, InvalidTopicError
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.create_topics.v2.request as v2
+    import kio.schema.create_topics.v3.request as v3
+    import kio.schema.create_topics.v4.request as v4
+    import kio.schema.create_topics.v5.request as v5
+    import kio.schema.create_topics.v6.request as v6
+    import kio.schema.create_topics.v7.request as v7
+
+    from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v2.CreateTopicsRequest
+        | v3.CreateTopicsRequest
+        | v4.CreateTopicsRequest
+        | v5.CreateTopicsRequest
+        | v6.CreateTopicsRequest
+        | v7.CreateTopicsRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.CREATE_TOPICS, 2, 7)
+
+
+def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
+    name = topic.name
+    result: dict[str, Any] = {"name": name, "error_code": ErrorCode.none, "error_message": None}
+    assignment = None
+    if topic.assignments:
+        assignment = {int(a.partition_index): [int(b) for b in a.broker_ids]
+                      for a in topic.assignments}  # fmt: skip
+    configs = {c.name: c.value for c in topic.configs}
+    try:
+        info = ctx.topic_admin.create_topic(
+            name, topic.num_partitions, topic.replication_factor, configs, validate_only,
+            assignment,
+        )  # fmt: skip
+    except InvalidReplicaAssignment as exc:
+        result.update(error_code=ErrorCode.invalid_replica_assignment, error_message=str(exc))
+    except InvalidRequest as exc:
+        result.update(error_code=ErrorCode.invalid_request, error_message=str(exc))
+    except FileExistsError as exc:
+        result.update(error_code=ErrorCode.topic_already_exists, error_message=str(exc))
+    except InvalidTopicError as exc:
+        result.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
+    except (ConfigError, LogError) as exc:
+        result.update(error_code=ErrorCode.invalid_config, error_message=str(exc))
+    except ValueError as exc:
+        code = (
+            ErrorCode.invalid_replication_factor
+            if "eplication" in str(exc)
+            else ErrorCode.invalid_partitions
+        )
+        result.update(error_code=code, error_message=str(exc))
+    else:
+        result.update(
+            topic_id=info.topic_id,
+            num_partitions=info.num_partitions,
+            replication_factor=len(next(iter(info.assignment.values()))),
+            configs=[
+                {"name": k, "value": format_config_value(v),
+                 "read_only": False, "config_source": 5, "is_sensitive": False}
+                for k, v in sorted(ctx.topic_admin.topic_configs(name).items()) if v is not None
+            ],
+        )  # fmt: skip
+    return result
+
+
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = API.body(request)
+    validate_only = bool(field(body, "validate_only", False))
+    seen: set[str] = set()
+    results = []
+    for topic in body.topics:
+        if topic.name in seen:
+            results.append({"name": topic.name, "error_code": ErrorCode.invalid_request,
+                            "error_message": "Duplicate topic in request"})  # fmt: skip
+            continue
+        seen.add(topic.name)
+        results.append(_create(ctx, topic, validate_only))
+    return build(request.response_type, throttle_time=0, topics=results)

@@ -1,0 +1,33 @@
+"""DeleteGroups (42): delete empty groups and their committed offsets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import ApiKey, Request
+from sluice.server.apis import ApiSpec
+from sluice.server.messages import build
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.delete_groups.v0.request as v0
+    import kio.schema.delete_groups.v1.request as v1
+    import kio.schema.delete_groups.v2.request as v2
+
+    from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.DeleteGroupsRequest | v1.DeleteGroupsRequest | v2.DeleteGroupsRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.DELETE_GROUPS, 0, 2)
+
+
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = API.body(request)
+    names = list(dict.fromkeys(body.groups_names))
+    errors = ctx.group_coordinator.handle_delete_groups(names)
+    return build(
+        request.response_type,
+        throttle_time=0,
+        results=[{"group_id": g, "error_code": errors[g]} for g in names],
+    )

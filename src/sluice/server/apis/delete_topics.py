@@ -1,0 +1,65 @@
+"""DeleteTopics (20): delete topics and their logs.
+
+A single node holds it until its coordinators are built: deleting a topic drops its
+committed offsets.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.server.apis import ApiSpec
+from sluice.server.messages import build, field
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.delete_topics.v1.request as v1
+    import kio.schema.delete_topics.v2.request as v2
+    import kio.schema.delete_topics.v3.request as v3
+    import kio.schema.delete_topics.v4.request as v4
+    import kio.schema.delete_topics.v5.request as v5
+    import kio.schema.delete_topics.v6.request as v6
+
+    from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v1.DeleteTopicsRequest
+        | v2.DeleteTopicsRequest
+        | v3.DeleteTopicsRequest
+        | v4.DeleteTopicsRequest
+        | v5.DeleteTopicsRequest
+        | v6.DeleteTopicsRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.DELETE_TOPICS, 1, 6)
+
+
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = API.body(request)
+    cache = ctx.metadata_cache
+    names: list[tuple[str | None, Any]] = []
+    if field(body, "topics") is not None and request.api_version >= 6:
+        for t in field(body, "topics"):
+            name = t.name if t.name is not None else cache.topic_name(t.topic_id)
+            names.append((name, t.topic_id))
+    else:
+        names = [(n, None) for n in field(body, "topic_names")]
+    responses = []
+    for name, topic_id in names:
+        entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_message": None}
+        if not ctx.config["delete.topic.enable"]:
+            entry["error_code"] = ErrorCode.topic_deletion_disabled
+        elif name is None:
+            entry["error_code"] = ErrorCode.unknown_topic_id
+        elif not cache.contains_topic(name):
+            entry["error_code"] = ErrorCode.unknown_topic_or_partition
+        else:
+            try:
+                ctx.topic_admin.delete_topic(name)
+                entry["error_code"] = ErrorCode.none
+            except KeyError:  # deleted meanwhile
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+        responses.append(entry)
+    return build(request.response_type, throttle_time=0, responses=responses)

@@ -1,0 +1,48 @@
+"""EndTxn (26): commit or abort a producer's transaction.
+
+Versions 0-3, transactions v1 only: v4+ bring TRANSACTION_ABORTABLE and KIP-890.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.server.apis import ApiSpec
+from sluice.server.messages import build
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.end_txn.v0.request as v0
+    import kio.schema.end_txn.v1.request as v1
+    import kio.schema.end_txn.v2.request as v2
+    import kio.schema.end_txn.v3.request as v3
+
+    from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = v0.EndTxnRequest | v1.EndTxnRequest | v2.EndTxnRequest | v3.EndTxnRequest
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.END_TXN, 0, 3)
+
+
+def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.server.group_runtime import deferred
+
+    body = API.body(request)
+    ctx.topic_admin.ensure_transaction_state()
+    callback: Callable[[ErrorCode], None]
+    callback, result = deferred()
+    ctx.txn_coordinator.handle_end_transaction(
+        body.transactional_id, int(body.producer_id), int(body.producer_epoch),
+        bool(body.committed), callback,
+    )  # fmt: skip
+
+    async def respond() -> Any:
+        error = await result
+        if error == ErrorCode.producer_fenced and request.api_version < 2:
+            error = ErrorCode.invalid_producer_epoch  # PRODUCER_FENCED came with v2 (KIP-588)
+        return build(request.response_type, throttle_time=0, error_code=error)
+
+    return respond()

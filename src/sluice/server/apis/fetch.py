@@ -1,0 +1,286 @@
+"""Fetch (1): read record batches, long-polling through the fetch purgatory, with sessions.
+
+Versions 4-12: v13+ name topics by id (KIP-516), which Sluice's topics do not have
+(librdkafka falls back to v12 when Metadata gives no topic id). The minimum stays at 4:
+librdkafka before 2.11.1 enables the v2 record format only if the range holds v4, and
+zstd only if it holds v10.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import typing
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from sluice.base import TopicPartition
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.replication.fetch_session import FetchContext, PartitionState
+from sluice.replication.partition import FetchIsolation
+from sluice.replication.replica_manager import FetchParams, FetchPartitionData, PartitionFetch
+from sluice.server.answer import Answer
+from sluice.server.apis import ApiSpec
+from sluice.server.messages import build, field, ms
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.fetch.v4.request as v4
+    import kio.schema.fetch.v5.request as v5
+    import kio.schema.fetch.v6.request as v6
+    import kio.schema.fetch.v7.request as v7
+    import kio.schema.fetch.v8.request as v8
+    import kio.schema.fetch.v9.request as v9
+    import kio.schema.fetch.v10.request as v10
+    import kio.schema.fetch.v11.request as v11
+    import kio.schema.fetch.v12.request as v12
+
+    from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v4.FetchRequest
+        | v5.FetchRequest
+        | v6.FetchRequest
+        | v7.FetchRequest
+        | v8.FetchRequest
+        | v9.FetchRequest
+        | v10.FetchRequest
+        | v11.FetchRequest
+        | v12.FetchRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.FETCH, 4, 12, needs_coordinators=False)
+
+
+SENDFILE_MIN_BYTES = 64 * 1024
+
+
+def _context(ctx: RequestContext, request: Request) -> FetchContext:
+    body = API.body(request)
+    partitions: dict[TopicPartition, PartitionState] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            partitions[TopicPartition(topic.topic, p.partition)] = PartitionState(
+                p.fetch_offset, p.partition_max_bytes,
+                field(p, "current_leader_epoch", -1), field(p, "log_start_offset", -1),
+            )  # fmt: skip
+    if request.api_version < 7:
+        return FetchContext(partitions)
+    forgotten = [
+        TopicPartition(t.topic, p)
+        for t in field(body, "forgotten_topics_data", ())
+        for p in t.partitions
+    ]
+    return ctx.fetch_sessions.new_context(
+        field(body, "session_id"), field(body, "session_epoch"), partitions, forgotten,
+        privileged=body.replica_id >= 0, now_ms=ctx.clock.hi_res_clock_ms(),
+    )  # fmt: skip
+
+
+def _response(
+    request: Request,
+    context: FetchContext,
+    results: list[tuple[PartitionFetch, FetchPartitionData]],
+) -> Any:
+    """The FetchResponse for ``results``: kio's classes filled in directly (the general
+    :func:`build` converts every field of every entity by its schema type, a large share of
+    a Fetch's Python time); any other shape of response class goes through ``build``."""
+    shapes = _shapes_of(request.response_type)
+    if shapes is None:
+        return _response_general(request, context, results)
+    partition_cls, aborted_cls = shapes.partition, shapes.aborted
+    topics: dict[str, list[Any]] = {}
+    for fetch, data in results:
+        size, records = _records_of(data)
+        if not context.include(
+            fetch.tp, data.error, data.high_watermark, data.last_stable_offset,
+            data.log_start_offset, size,
+        ):  # fmt: skip
+            continue
+        aborted = data.aborted_transactions
+        fields: dict[str, Any] = {
+            "partition_index": fetch.tp.partition,
+            "error_code": data.error,
+            "high_watermark": data.high_watermark,
+            "aborted_transactions": None if aborted is None else _aborted(aborted_cls, aborted),
+            "records": records,
+        }
+        if shapes.last_stable_offset:
+            fields["last_stable_offset"] = data.last_stable_offset
+        if shapes.log_start_offset:
+            fields["log_start_offset"] = data.log_start_offset
+        if shapes.preferred_read_replica:
+            fields["preferred_read_replica"] = -1
+        topics.setdefault(fetch.tp.topic, []).append(partition_cls(**fields))
+    topic_cls = shapes.topic
+    responses = tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in topics.items())
+    if shapes.session:
+        return shapes.response(
+            throttle_time=_NO_THROTTLE, error_code=context.error,
+            session_id=context.session_id, responses=responses,
+        )  # fmt: skip
+    return shapes.response(throttle_time=_NO_THROTTLE, responses=responses)
+
+
+def _aborted(cls: Any, aborted: list[Any]) -> tuple[Any, ...]:
+    return tuple(cls(producer_id=t.producer_id, first_offset=t.first_offset) for t in aborted)
+
+
+def _records_of(data: FetchPartitionData) -> tuple[int, Any]:
+    """The slice's size and what the response carries: large slices go out with sendfile,
+    straight from the segment file; small ones are read into bytes."""
+    records = data.records
+    if records is None:
+        return 0, b""
+    size = records.size
+    if size >= SENDFILE_MIN_BYTES:
+        return size, records
+    return size, records.read() if size else b""
+
+
+_NO_THROTTLE = datetime.timedelta(0)
+
+
+class _Shapes(NamedTuple):
+    """kio's FetchResponse classes of one version and which optional fields it has."""
+
+    response: Any
+    topic: Any
+    partition: Any
+    aborted: Any
+    session: bool
+    last_stable_offset: bool
+    log_start_offset: bool
+    preferred_read_replica: bool
+
+
+_shapes: dict[type, _Shapes | None] = {}
+
+
+def _shapes_of(response_type: type) -> _Shapes | None:
+    if response_type not in _shapes:
+        _shapes[response_type] = _make_shapes(response_type)
+    return _shapes[response_type]
+
+
+def _make_shapes(response_type: type) -> _Shapes | None:
+    """The classes under ``response_type``, or None if its shape is not the one
+    :func:`_response` fills (topic names, the partition fields of v4-v12)."""
+
+    def names(cls: type) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)}
+
+    def element(cls: type, name: str) -> Any:
+        hint = typing.get_type_hints(cls)[name]
+        for arg in typing.get_args(hint):
+            if dataclasses.is_dataclass(arg):
+                return arg
+            inner = [a for a in typing.get_args(arg) if dataclasses.is_dataclass(a)]
+            if inner:
+                return inner[0]
+        return None
+
+    top = names(response_type)
+    topic = element(response_type, "responses")
+    if topic is None or names(topic) != {"topic", "partitions"}:
+        return None
+    partition = element(topic, "partitions")
+    if partition is None:
+        return None
+    fields = names(partition)
+    base = {"partition_index", "error_code", "high_watermark", "aborted_transactions", "records"}
+    optional = {"last_stable_offset", "log_start_offset", "preferred_read_replica"}
+    tagged = {"diverging_epoch", "current_leader", "snapshot_id"}  # defaults: none sent
+    if not base <= fields or fields - base - optional - tagged:
+        return None
+    aborted = element(partition, "aborted_transactions")
+    if aborted is None or names(aborted) != {"producer_id", "first_offset"}:
+        return None
+    if top - {"throttle_time", "error_code", "session_id", "responses", "node_endpoints"}:
+        return None
+    return _Shapes(
+        response_type, topic, partition, aborted, "session_id" in top,
+        "last_stable_offset" in fields, "log_start_offset" in fields,
+        "preferred_read_replica" in fields,
+    )  # fmt: skip
+
+
+def _response_general(
+    request: Request,
+    context: FetchContext,
+    results: list[tuple[PartitionFetch, FetchPartitionData]],
+) -> Any:
+    """The FetchResponse through the general :func:`build` (what :func:`_response` must
+    equal; tests compare them)."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for fetch, data in results:
+        size = data.records.size if data.records is not None else 0
+        # Large slices go out with sendfile, straight from the segment file.
+        records: Any = (
+            data.records
+            if size >= SENDFILE_MIN_BYTES
+            else (data.records.read() if data.records is not None and size else b"")
+        )
+        if not context.include(
+            fetch.tp, data.error, data.high_watermark, data.last_stable_offset,
+            data.log_start_offset, size,
+        ):  # fmt: skip
+            continue
+        topics.setdefault(fetch.tp.topic, []).append(
+            {
+                "partition_index": fetch.tp.partition,
+                "error_code": data.error,
+                "high_watermark": data.high_watermark,
+                "last_stable_offset": data.last_stable_offset,
+                "log_start_offset": data.log_start_offset,
+                "aborted_transactions": None
+                if data.aborted_transactions is None
+                else [
+                    {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                    for t in data.aborted_transactions
+                ],
+                "preferred_read_replica": -1,
+                "records": records,
+            }
+        )
+    return build(
+        request.response_type,
+        throttle_time=0,
+        error_code=context.error,
+        session_id=context.session_id,
+        responses=[{"topic": t, "partitions": ps} for t, ps in topics.items()],
+    )
+
+
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = API.body(request)
+    context = _context(ctx, request)
+    if context.error != ErrorCode.none:
+        return _response(request, context, [])
+    replica_id = body.replica_id
+    if replica_id >= 0:
+        isolation = FetchIsolation.LOG_END
+    elif field(body, "isolation_level", 0) == 1:
+        isolation = FetchIsolation.TXN_COMMITTED
+    else:
+        isolation = FetchIsolation.HIGH_WATERMARK
+    params = FetchParams(
+        replica_id=replica_id,
+        max_wait_ms=ms(body.max_wait),
+        min_bytes=body.min_bytes,
+        max_bytes=field(body, "max_bytes", 2**31 - 1),
+        isolation=isolation,
+    )
+    fetches = [
+        PartitionFetch(tp, s.fetch_offset, s.max_bytes, s.current_leader_epoch, s.log_start_offset)
+        for tp, s in context.partitions.items()
+    ]
+    future = Answer(loop=asyncio.get_running_loop())  # written by the network layer when set
+
+    def done(results: list[tuple[PartitionFetch, FetchPartitionData]]) -> None:
+        if not future.done():
+            future.set_result(_response(request, context, results))
+
+    ctx.replica_manager.fetch_messages(params, fetches, done)
+    return future

@@ -1,0 +1,125 @@
+"""Produce (0): append record batches to partition leaders, acks 0, 1 or all.
+
+Versions 3-11, advertised from v0 as Kafka 4.x does (KAFKA-18659,
+``PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION = 0``): librdkafka before 2.11.1 (Debian's
+kcat links 2.0.2) compresses with gzip, snappy or lz4 only if the broker's Produce range
+holds v0, and otherwise sends uncompressed batches without a word. Produce v0-2 requests
+are still rejected (gone since Kafka 4.0; kio cannot parse them). The same clients enable
+the v2 record format only if the range holds v3, and zstd only if it holds v7. v12 is
+v11 plus transactions v2 (KIP-890 part 2); v13 names topics by id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from sluice.base import TopicPartition
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.protocol.produce_response import PartitionResult, encode_produce_response
+from sluice.replication.delayed import ProducePartitionStatus
+from sluice.server.answer import Answer
+from sluice.server.apis import ApiSpec
+from sluice.server.messages import ms
+from sluice.server.topics import InvalidTopicError, validate_topic_name
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.produce.v3.request as v3
+    import kio.schema.produce.v4.request as v4
+    import kio.schema.produce.v5.request as v5
+    import kio.schema.produce.v6.request as v6
+    import kio.schema.produce.v7.request as v7
+    import kio.schema.produce.v8.request as v8
+    import kio.schema.produce.v9.request as v9
+    import kio.schema.produce.v10.request as v10
+    import kio.schema.produce.v11.request as v11
+
+    from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v3.ProduceRequest
+        | v4.ProduceRequest
+        | v5.ProduceRequest
+        | v6.ProduceRequest
+        | v7.ProduceRequest
+        | v8.ProduceRequest
+        | v9.ProduceRequest
+        | v10.ProduceRequest
+        | v11.ProduceRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(
+    ApiKey.PRODUCE, 3, 11, advertised_min_version=0, needs_coordinators=False
+)
+
+
+def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatus]) -> Any:
+    """The answer, hand-encoded: the broker accepts Produce v3-11 (``API``),
+    exactly the versions ``encode_produce_response`` writes."""
+    by_topic: dict[str, list[PartitionResult]] = {}
+    for tp, s in statuses.items():
+        by_topic.setdefault(tp.topic, []).append(
+            (tp.partition, s.error, s.base_offset, s.log_append_time if s.log_append_time
+             >= 0 else -1, s.log_start_offset, s.error_message)
+        )  # fmt: skip
+    return encode_produce_response(version, by_topic.items())
+
+
+def handle(ctx: RequestContext, request: Request) -> Any:
+    body = API.body(request)
+    acks = int(body.acks)
+    if acks not in (-1, 0, 1):
+        statuses = {
+            TopicPartition(t.name, p.index): ProducePartitionStatus(
+                -1, -1, error=ErrorCode.invalid_required_acks
+            )
+            for t in body.topic_data
+            for p in t.partition_data
+        }
+        return _response(request.api_version, statuses)
+    entries: dict[TopicPartition, bytes] = {}
+    early: dict[TopicPartition, ProducePartitionStatus] = {}
+    for topic in body.topic_data:
+        try:
+            validate_topic_name(topic.name)
+            known = ctx.topic_admin.maybe_auto_create(topic.name) is not None
+        except InvalidTopicError:
+            known, code = False, ErrorCode.invalid_topic_exception
+        else:
+            code = ErrorCode.unknown_topic_or_partition
+        for p in topic.partition_data:
+            tp = TopicPartition(topic.name, p.index)
+            if not known:
+                early[tp] = ProducePartitionStatus(-1, -1, error=code)
+            elif p.records is None:
+                early[tp] = ProducePartitionStatus(-1, -1, error=ErrorCode.invalid_record)
+            else:
+                entries[tp] = p.records
+    if acks == 0:  # no response at all, as in Kafka
+        ctx.replica_manager.append_records(ms(body.timeout), acks, entries, _ignore)
+        return None
+    # The answer is built where the append completes (at once, or when the DelayedProduce
+    # does) and the network layer awaits this future itself, or writes it when it is set:
+    # no task per produce.
+    future = Answer(loop=asyncio.get_running_loop())
+    # Only the version is kept for the answer: the request's records are views of the
+    # connection's receive buffer, which it reuses for the next large frame as soon as
+    # the append no longer needs them, not when an acks=all wait ends.
+    version = request.api_version
+
+    def done(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+        if future.done():
+            return
+        try:
+            future.set_result(_response(version, {**early, **statuses}))
+        except Exception as exc:  # answered as an error by the network layer
+            future.set_exception(exc)
+
+    ctx.replica_manager.append_records(ms(body.timeout), acks, entries, done)
+    return future
+
+
+def _ignore(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+    """acks=0: nobody waits for the outcome."""

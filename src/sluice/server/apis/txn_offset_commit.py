@@ -1,0 +1,75 @@
+"""TxnOffsetCommit (28): a group's offsets committed inside a transaction, visible to
+OffsetFetch only once the transaction commits.
+
+Versions 0-3, transactions v1 only: v4+ bring TRANSACTION_ABORTABLE and KIP-890.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from sluice.base import TopicPartition
+from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.server.apis import ApiSpec
+from sluice.server.messages import build, field, partition_errors_by_topic
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import kio.schema.txn_offset_commit.v0.request as v0
+    import kio.schema.txn_offset_commit.v1.request as v1
+    import kio.schema.txn_offset_commit.v2.request as v2
+    import kio.schema.txn_offset_commit.v3.request as v3
+
+    from sluice.server.request_context import RequestContext
+
+    Body: TypeAlias = (
+        v0.TxnOffsetCommitRequest
+        | v1.TxnOffsetCommitRequest
+        | v2.TxnOffsetCommitRequest
+        | v3.TxnOffsetCommitRequest
+    )
+
+API: ApiSpec[Body] = ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
+
+
+def handle(ctx: RequestContext, request: Request) -> Any:
+    from sluice.coordinator.group import OffsetAndMetadata
+    from sluice.server.group_runtime import deferred
+
+    body = API.body(request)
+    now = ctx.clock.milliseconds()
+    order: list[TopicPartition] = []
+    early: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, int(p.partition_index))
+            order.append(tp)
+            if not ctx.metadata_cache.contains_partition(tp):
+                early[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            epoch = int(field(p, "committed_leader_epoch", -1))
+            offsets[tp] = OffsetAndMetadata(
+                int(p.committed_offset), None if epoch < 0 else epoch,
+                p.committed_metadata or "", now,
+            )  # fmt: skip
+    callback: Callable[[dict[TopicPartition, ErrorCode]], None]
+    result: Awaitable[dict[TopicPartition, ErrorCode]]
+    callback, result = deferred()
+    if offsets:
+        ctx.group_coordinator.handle_txn_commit_offsets(
+            body.group_id, int(body.producer_id), int(body.producer_epoch),
+            field(body, "member_id", ""), field(body, "group_instance_id"),
+            int(field(body, "generation_id", -1)), offsets, callback,
+        )  # fmt: skip
+    else:
+        callback({})
+
+    async def respond() -> Any:
+        errors = {**early, **(await result)}
+        topics = partition_errors_by_topic(order, errors)
+        return build(request.response_type, throttle_time=0, topics=topics)
+
+    return respond()
