@@ -4,6 +4,7 @@ the network shell, and the concepts every layer shares are defined once."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,6 +109,49 @@ def test_api_modules_import_the_coordinators_and_kio_schemas_lazily() -> None:
         if _within(name, _NOT_AT_API_MODULE_TOP)
     ]
     assert found == []
+
+
+# What the broker hands its collaborators by name instead of itself.
+NARROW_COLLABORATORS = (
+    "sluice.server.group_runtime",
+    "sluice.server.txn_runtime",
+    "sluice.server.topic_admin",
+    "sluice.server.zk_topic_admin",
+    "sluice.server.cluster",
+    "sluice.server.replica_fetcher",
+)
+
+
+def test_coordinator_runtimes_topic_admin_and_cluster_do_not_import_the_broker() -> None:
+    """The coordinator runtimes, the topic admins and the cluster manager take what they
+    use (replica manager, metadata cache, topic admin, purgatory factory, ...), never the
+    Broker (not even for type checking)."""
+    modules = {module for module, _path, _tree in _modules()}
+    assert set(NARROW_COLLABORATORS) <= modules
+    found = [
+        f"{module} imports {name}"
+        for module, path, tree in _modules()
+        if module in NARROW_COLLABORATORS
+        for name in _imports(module, path, tree)
+        if _within(name, ("sluice.server.broker",))
+    ]
+    assert found == []
+
+
+MODE_BRANCHES_IN_BROKER = 3
+"""``cluster is None`` / ``is not None`` in server/broker.py: only where stopping differs
+(controlled shutdown first, the cluster manager stopped before the logs close, and
+crashed). Everything else about the mode is in which topic admin and controller the
+broker builds, and in its two start-up orders."""
+
+
+def test_single_node_and_cluster_differ_in_collaborators_not_branches() -> None:
+    branch = re.compile(r"cluster is (not )?None")
+    broker = (PACKAGE / "server" / "broker.py").read_text()
+    assert len(branch.findall(broker)) == MODE_BRANCHES_IN_BROKER
+    for module in NARROW_COLLABORATORS:
+        path = PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        assert not branch.search(path.read_text()), module
 
 
 def test_the_check_sees_imports() -> None:

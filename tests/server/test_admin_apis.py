@@ -380,10 +380,10 @@ def test_alter_configs_confluent(broker: sluice.EmbeddedBroker, admin: AdminClie
 def test_single_topic_config_matches_the_full_set(
     broker: sluice.EmbeddedBroker, admin: AdminClient
 ) -> None:
-    """Broker.topic_config(key), which the produce path asks per request, agrees with
-    topic_configs() for every key, with and without overrides."""
+    """The topic admin's topic_config(key), which the produce path asks per request,
+    agrees with topic_configs() for every key, with and without overrides."""
     topic = create_topic(admin)
-    inner = broker.broker
+    inner = broker.broker.topic_admin
     for key in TOPIC_CONFIGS:
         assert inner.topic_config(topic, key) == inner.topic_configs(topic)[key], key
     resource = ConfigResource(

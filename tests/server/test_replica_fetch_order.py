@@ -183,8 +183,8 @@ def test_a_large_answer_is_applied_in_steps_with_the_loop_running_between() -> N
     woken: list[TopicPartition] = []
     fetcher = SimpleNamespace(
         partitions={tp: partition}, _direct_io=True,
-        cluster=SimpleNamespace(broker=SimpleNamespace(replica_manager=SimpleNamespace(
-            wake=lambda t, moved: woken.append(t)))),
+        cluster=SimpleNamespace(replica_manager=SimpleNamespace(
+            wake=lambda t, moved: woken.append(t))),
     )  # fmt: skip
     answer = FetchedPartition("t", 0, 0, 77, 77, 0, records)
 

@@ -26,6 +26,7 @@ from sluice.server.broker import Broker
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaServer
 from sluice.server.request_gate import RequestGate
+from sluice.server.topic_admin import SingleNodeTopicAdmin
 from support.waiting import wait_until_async
 
 DEADLINE_S = 20.0
@@ -93,21 +94,22 @@ class Client:
 
 
 class HeldBack:
-    """Blocks Broker.create_partition_logs (so the coordinators) until release()."""
+    """Blocks SingleNodeTopicAdmin.create_partition_logs (so the coordinators) until
+    release()."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> None:
         self.entered = False
         self._release = asyncio.Event()
-        original = Broker.create_partition_logs
+        original = SingleNodeTopicAdmin.create_partition_logs
 
-        async def held(broker: Broker, *args: Any) -> None:
+        async def held(topic_admin: SingleNodeTopicAdmin, *args: Any) -> None:
             self.entered = True
             await self._release.wait()
             if fail:
                 raise OSError("disk gone")
-            await original(broker, *args)
+            await original(topic_admin, *args)
 
-        monkeypatch.setattr(Broker, "create_partition_logs", held)
+        monkeypatch.setattr(SingleNodeTopicAdmin, "create_partition_logs", held)
 
     def release(self) -> None:
         self._release.set()
@@ -154,7 +156,7 @@ def test_non_coordinator_apis_are_answered_while_coordinator_apis_wait(
             assert early.topics[0].error_code == ErrorCode.unknown_topic_or_partition
             created = await other.call(metadata("early-topic"))
             assert created.topics[0].error_code == ErrorCode.none
-            assert not broker.coordinators_ready and not started.done()
+            assert not broker.coordinators.built and not started.done()
 
             held_back.release()
             coordinator = await waiting.receive()
@@ -165,7 +167,7 @@ def test_non_coordinator_apis_are_answered_while_coordinator_apis_wait(
             assert after.topics[0].error_code == ErrorCode.none
             assert len(after.topics[0].partitions) == 50
             await within_deadline(started)
-            assert broker.coordinators_ready
+            assert broker.coordinators.built
         finally:
             waiting.close()
             other.close()

@@ -1,6 +1,7 @@
 """Admin writes to ZooKeeper (Kafka's ``AdminZkClient``): create topics, add partitions,
-request deletions and preferred replica elections. The controller picks them up
-through its watches; none of these writes is fenced by the controller epoch.
+change topic configs, request deletions and preferred replica elections. The controller
+picks them up through its watches (brokers, config changes); none of these writes is
+fenced by the controller epoch.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 
 from sluice.base import TopicPartition
-from sluice.metastore import NodeExistsError, ensure_path
+from sluice.metastore import CreateMode, NodeExistsError, ensure_path
 
 from .kafka_zk_client import KafkaZkClient
 from .model import ReplicaAssignment
 from .zk_data import (
+    ConfigEntityChangeNotificationZNode,
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
     PreferredReplicaElectionZNode,
@@ -118,6 +120,22 @@ class AdminZkClient:
                 raise ValueError(f"partition {partition} of {topic} already exists")
             assignment[partition] = ReplicaAssignment(tuple(replicas))
         self.zk_client.set_topic_assignment(topic, topic_id, assignment)
+
+    def change_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Write the topic's overrides and announce the change to every broker
+        (``/config/changes``)."""
+        ensure_path(self.store, "/config/topics")
+        path, data = TopicConfigZNode.path(topic), TopicConfigZNode.encode(config)
+        if self.store.exists(path) is None:
+            with contextlib.suppress(NodeExistsError):
+                self.store.create(path, data)
+        self.store.set(path, data)
+        change = ConfigEntityChangeNotificationZNode
+        ensure_path(self.store, change.path)
+        self.store.create(
+            f"{change.path}/{change.prefix}", change.encode(f"topics/{topic}"),
+            CreateMode.PERSISTENT_SEQUENTIAL,
+        )  # fmt: skip
 
     def delete_topic(self, topic: str) -> None:
         """Queue ``topic`` for deletion (/admin/delete_topics/<topic>)."""

@@ -2,6 +2,12 @@
 
 from sluice.base import TopicPartition
 from sluice.purgatory.operation import DelayedOperation
-from sluice.purgatory.purgatory import DelayedOperationPurgatory, Watchers
+from sluice.purgatory.purgatory import DelayedOperationPurgatory, PurgatoryFactory, Watchers
 
-__all__ = ["DelayedOperation", "DelayedOperationPurgatory", "TopicPartition", "Watchers"]
+__all__ = [
+    "DelayedOperation",
+    "DelayedOperationPurgatory",
+    "PurgatoryFactory",
+    "TopicPartition",
+    "Watchers",
+]

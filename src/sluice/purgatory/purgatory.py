@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from sluice.base.clock import Clock
 from sluice.purgatory.operation import DelayedOperation
 from sluice.timer import Executor, SystemTimer
 
-__all__ = ["DelayedOperationPurgatory", "Watchers"]
+__all__ = ["DelayedOperationPurgatory", "PurgatoryFactory", "Watchers"]
 
 log = logging.getLogger(__name__)
 
@@ -274,3 +274,11 @@ class DelayedOperationPurgatory(Generic[T]):
         self.timer.shutdown()
         if self._reaper is not None and self._reaper is not threading.current_thread():
             self._reaper.join()
+
+
+class PurgatoryFactory(Protocol):
+    """Makes a broker's named purgatories (as Kafka's ``DelayedOperationPurgatory.apply``
+    does): all on the broker's clock, their expirations run where the broker wants them.
+    The replica manager and the coordinators take one instead of building their own."""
+
+    def __call__(self, name: str, purge_interval: int) -> DelayedOperationPurgatory[T]: ...

@@ -21,7 +21,7 @@ from sluice.log.checkpoint import OffsetCheckpointFile
 from sluice.log.transaction_index import AbortedTxn
 from sluice.protocol import ErrorCode
 from sluice.protocol.errors import KafkaError
-from sluice.purgatory import DelayedOperationPurgatory
+from sluice.purgatory import DelayedOperationPurgatory, PurgatoryFactory
 from sluice.replication.delayed import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -33,8 +33,6 @@ from sluice.replication.partition import FetchIsolation, NotEnoughReplicasError,
 __all__ = ["FetchParams", "FetchPartitionData", "PartitionFetch", "ReplicaManager"]
 
 log = logging.getLogger(__name__)
-
-PurgatoryFactory = Callable[[str, int], DelayedOperationPurgatory]  # type: ignore[type-arg]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -92,9 +90,15 @@ class ReplicaManager:
         self.clock = clock
         self._min_isr = min_isr
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.produce_purgatory = make_purgatory("Produce", 1000)
-        self.fetch_purgatory = make_purgatory("Fetch", 1000)
-        self.delete_records_purgatory = make_purgatory("DeleteRecords", 1)
+        self.produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = make_purgatory(
+            "Produce", 1000
+        )
+        self.fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = make_purgatory(
+            "Fetch", 1000
+        )
+        self.delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
+            make_purgatory("DeleteRecords", 1)
+        )
         # replication-offset-checkpoint: every partition's HW, restored at startup.
         self.hw_checkpoint: OffsetCheckpointFile | None = None
         self._checkpointed_hws: dict[tuple[str, int], int] = {}

@@ -1,34 +1,37 @@
-"""``Broker``: one Sluice broker's state and lifecycle, wiring logs, partitions and handlers."""
+"""``Broker``: one Sluice broker's state and life cycle, wiring logs, partitions,
+coordinators and handlers.
+
+The broker builds its collaborators and hands them on by name: the request handlers get
+a :class:`RequestContext`, the coordinator runtimes and the cluster manager what they
+use. Whether it is a single node or a member of a ZooKeeper cluster decides which topic
+admin and which controller it builds (:class:`SingleNodeTopicAdmin` and
+:class:`SingleNodeController`, or the :class:`ClusterManager`'s) and the order of start-up:
+a single node opens its listeners as soon as its logs are loaded and serves what needs no
+coordinator meanwhile; a cluster member builds its coordinators first and registers in
+ZooKeeper last. Past start-up, only stopping differs (controlled shutdown first, the
+cluster manager stopped before the logs close).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.base import TopicPartition
 from sluice.base.clock import SYSTEM_CLOCK, Clock
-from sluice.config import (
-    TOPIC_CONFIGS,
-    BrokerConfig,
-    ConfigError,
-    parse_listener,
-    topic_config_defaults,
-)
+from sluice.config import BrokerConfig, ConfigError, parse_listener
 from sluice.controller.model import Broker as BrokerInfo
 from sluice.controller.model import EndPoint
-from sluice.controller.requests import UpdateMetadataPartitionState
-from sluice.log import Log, LogConfig, LogManager
+from sluice.log import Log, LogManager
 from sluice.log.file_work import FileThread
 from sluice.log.group_flush import GroupFlusher
 from sluice.protocol import VersionTable
-from sluice.purgatory import DelayedOperationPurgatory
+from sluice.purgatory import DelayedOperation, DelayedOperationPurgatory
 from sluice.replication.fetch_session import FetchSessionCache
 from sluice.replication.metadata_cache import MetadataCache
 from sluice.replication.producer_ids import ProducerIdManager
@@ -39,27 +42,26 @@ from sluice.server.network import Handler, KafkaServer
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
 from sluice.server.single_node_controller import SingleNodeController
-from sluice.server.topics import (
-    InvalidReplicaAssignment,
-    InvalidReplicationFactor,
-    InvalidRequest,
-    InvalidTopicError,
-    TopicInfo,
-    TopicRegistry,
-    validate_topic_name,
+from sluice.server.topic_admin import (
+    SingleNodeTopicAdmin,
+    TopicAdminBase,
+    registered_log_configs,
+    topic_log_config,
 )
+from sluice.server.topics import TopicRegistry
 
 if TYPE_CHECKING:  # imported in start(), after the listeners are open
     from sluice.coordinator import GroupCoordinator
     from sluice.coordinator.transaction import TransactionCoordinator
     from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
+    from sluice.metastore.store import CoordinationStore
     from sluice.server.cluster import ClusterManager
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "EventLoopPurgatories"]
 
 log = logging.getLogger(__name__)
 
-_LOG_CONFIG_KEYS = frozenset(LogConfig.kafka_names())
+T = TypeVar("T", bound=DelayedOperation)
 
 
 QUIET_S = 0.01
@@ -91,6 +93,29 @@ class _Slices:
             self._since = time.monotonic()
 
 
+class EventLoopPurgatories:
+    """The broker's :class:`~sluice.purgatory.PurgatoryFactory`: purgatories on the
+    broker's clock whose expirations, found on each purgatory's reaper thread, run on the
+    event loop."""
+
+    __slots__ = ("_broker_id", "_clock", "_loop")
+
+    def __init__(self, broker_id: int, clock: Clock, loop: asyncio.AbstractEventLoop) -> None:
+        self._broker_id = broker_id
+        self._clock = clock
+        self._loop = loop
+
+    def _on_loop(self, fn: Callable[[], None]) -> None:
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(fn)
+
+    def __call__(self, name: str, purge_interval: int) -> DelayedOperationPurgatory[T]:
+        return DelayedOperationPurgatory(
+            name, broker_id=self._broker_id, purge_interval=purge_interval,
+            clock=self._clock, executor=self._on_loop,
+        )  # fmt: skip
+
+
 class Broker:
     """A single Sluice broker: ``await start()``, serve, ``await stop()``."""
 
@@ -98,7 +123,7 @@ class Broker:
         self,
         config: BrokerConfig,
         clock: Clock | None = None,
-        coordination_store: Callable[[], Any] | None = None,
+        coordination_store: Callable[[], CoordinationStore] | None = None,
     ) -> None:
         """``coordination_store`` (a factory of CoordinationStore sessions) puts the
         broker in cluster mode without ZooKeeper, e.g. on an in-process DataTree."""
@@ -113,13 +138,14 @@ class Broker:
         self.servers: list[KafkaServer[RequestContext]] = []
         self.registry: TopicRegistry
         self.log_manager: LogManager
+        self.purgatories: EventLoopPurgatories
         self.replica_manager: ReplicaManager
+        self.topic_admin: TopicAdminBase  # chosen at start: single node or cluster
         self.log_cleaner: LogCleaner
         self.group_coordinator: GroupCoordinator
         self.txn_coordinator: TransactionCoordinator
         self.producer_id_manager: ProducerIdManager
-        self.coordinators_ready = False  # group_coordinator and txn_coordinator are built
-        self.coordinators = Coordinators()  # the same two, for the request handlers
+        self.coordinators = Coordinators()  # the same two, once built (coordinators.built)
         self.versions: VersionTable = registry().versions  # what the API modules declare
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -165,12 +191,15 @@ class Broker:
         self.cluster_id = self._load_meta_properties()
         self.registry = TopicRegistry(self.log_dir)
         self.log_manager = LogManager(
-            self.log_dir, self._default_log_config(), clock=self.clock,
-            topic_config=self.log_config_for, file_work=self._file_thread,
+            self.log_dir, topic_log_config(self.config, {}), clock=self.clock,
+            topic_config=registered_log_configs(self.config, self.registry),
+            file_work=self._file_thread,
         )  # fmt: skip
+        self.purgatories = EventLoopPurgatories(self.broker_id, self.clock, self._loop)
         self.replica_manager = ReplicaManager(
-            self.broker_id, self._make_purgatory, min_isr=self._min_isr, clock=self.clock
-        )
+            self.broker_id, self.purgatories,
+            min_isr=lambda tp: self.topic_admin.min_insync_replicas(tp), clock=self.clock,
+        )  # fmt: skip
         if self.config["log.flush.group.commit"]:
             self._flush_executor = ThreadPoolExecutor(1, f"sluice-flush-{self.broker_id}")
             self.log_manager.flush_group = GroupFlusher(
@@ -178,39 +207,11 @@ class Broker:
             )
         self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
         self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
-        gate: RequestGate[RequestContext] | None = None
-        controller: Controller
         if self.config["zookeeper.connect"] or self._store_factory is not None:
-            from sluice.server.cluster import ClusterManager
-
-            self.cluster = controller = ClusterManager(self, self._store_factory)
-            await self._loop.run_in_executor(None, self.cluster.connect)
-            self.request_context = self._request_context(controller)
-        else:  # in a cluster, partitions are hosted when the controller says so
-            for info in self.registry.topics.values():
-                self._host_partitions(info, list(info.assignment))
-            self.request_context = self._request_context(
-                SingleNodeController(self.broker_id, self.replica_manager)
-            )
-            # As Kafka binds its SocketServer once the logs are loaded: connections are
-            # accepted from here, requests wait in the gate until their handlers exist.
-            gate = RequestGate(self.versions)
-            await self._open_listeners(gate.handlers, None)
-            if on_listening is not None:
-                on_listening()
-                on_listening = None
-        try:
-            if gate is not None:
-                await self._serve_before_coordinators(gate)
-            await self._start_coordinators_and_handlers(gate)
-        except BaseException:
-            if gate is not None:
-                gate.close()
-                for server in self.servers:
-                    server.abort()
-            raise
-        if self.cluster is not None:
-            await self.cluster.start()
+            await self._start_cluster_member()
+        else:
+            await self._start_single_node(on_listening)
+            on_listening = None  # called once the listeners were open
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._start_log_cleaner()
         if on_listening is not None:
@@ -222,6 +223,59 @@ class Broker:
             (time.monotonic() - started) * 1000,
         )  # fmt: skip
 
+    async def _start_single_node(self, on_listening: Callable[[], None] | None) -> None:
+        """Host the registry's topics, open the listeners, serve what needs no coordinator
+        while the coordinators are built, then everything."""
+        topic_admin = SingleNodeTopicAdmin(
+            self.config, self.registry, self.log_manager, self.metadata_cache,
+            self.coordinators, self.replica_manager,
+        )  # fmt: skip
+        topic_admin.host_registered_topics()
+        self.topic_admin = topic_admin
+        self.request_context = self._request_context(
+            SingleNodeController(self.broker_id, self.replica_manager)
+        )
+        # As Kafka binds its SocketServer once the logs are loaded: connections are
+        # accepted from here, requests wait in the gate until their handlers exist.
+        gate: RequestGate[RequestContext] = RequestGate(self.versions)
+        await self._open_listeners(gate.handlers, None, alive=True)
+        if on_listening is not None:
+            on_listening()
+        try:
+            await self._serve_before_coordinators(gate)
+            # In slices: requests are answered in between.
+            handlers = await self._start_coordinators_and_handlers(gate.closed_keys, _Slices())
+            gate.open(handlers)  # the held coordinator requests, in arrival order
+            await asyncio.sleep(0)  # the held requests' answers go out first
+        except BaseException:
+            gate.close()
+            for server in self.servers:
+                server.abort()
+            raise
+
+    async def _start_cluster_member(self) -> None:
+        """Connect to ZooKeeper, build the coordinators and handlers, open the listeners,
+        then register and start the controller: partitions are hosted when the controller
+        says so."""
+        from sluice.server.cluster import ClusterManager
+
+        assert self._loop is not None
+        self.cluster = cluster = ClusterManager(
+            self.config, log_dir=self.log_dir, advertised=lambda: self.advertised[0],
+            metadata_cache=self.metadata_cache, replica_manager=self.replica_manager,
+            log_manager=self.log_manager, registry=self.registry,
+            producer_ids=self.producer_id_manager, coordinators=self.coordinators,
+            clock=self.clock, store_factory=self._store_factory,
+        )  # fmt: skip
+        await self._loop.run_in_executor(None, cluster.connect)
+        self.topic_admin = cluster.topic_admin
+        self.request_context = self._request_context(cluster)
+        handlers = await self._start_coordinators_and_handlers(
+            self.versions, _Slices(enabled=False)
+        )
+        await self._open_listeners(handlers, registry().raw_handlers(cluster), alive=False)
+        await cluster.start()
+
     def _request_context(self, controller: Controller) -> RequestContext:
         """What the request handlers may use; the network layer adds each client's
         identity."""
@@ -229,8 +283,8 @@ class Broker:
             broker_id=self.broker_id, config=self.config, versions=self.versions,
             clock=self.clock, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, fetch_sessions=self.fetch_sessions,
-            producer_ids=self.producer_id_manager, topic_admin=self, controller=controller,
-            coordinators=self.coordinators,
+            producer_ids=self.producer_id_manager, topic_admin=self.topic_admin,
+            controller=controller, coordinators=self.coordinators,
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:
@@ -242,13 +296,10 @@ class Broker:
         await self._quiet_listeners(gate)
 
     async def _start_coordinators_and_handlers(
-        self, gate: RequestGate[RequestContext] | None
-    ) -> None:
-        """The group and transaction coordinators and the remaining request handlers; then
-        the listeners serve them. ``gate`` given (single node): the listeners already serve
-        the other APIs, so this is done in slices (requests are answered in between) and
-        the held coordinator requests are served last, in arrival order."""
-        slices = _Slices(enabled=gate is not None)
+        self, keys: Iterable[int], slices: _Slices
+    ) -> dict[int, Handler[RequestContext]]:
+        """The request handlers of ``keys`` and the group and transaction coordinators,
+        in ``slices`` (on a single node the listeners already serve the other APIs)."""
         await slices.pause()
         from sluice.server.group_runtime import (  # the one block of 20-50 ms
             build_group_coordinator,
@@ -256,15 +307,13 @@ class Broker:
             run_group_coordinator,
         )
 
-        # Single node: __consumer_offsets' logs are created on a worker thread meanwhile
-        # (else build_group_coordinator finds the topic, or creates it itself).
-        offsets_logs = None
-        if gate is not None:
-            offsets_logs = asyncio.ensure_future(create_offsets_topic(self))
+        # __consumer_offsets' partition logs are made on a worker thread meanwhile where
+        # the topic admin makes them ahead (a single node); build_group_coordinator then
+        # finds the topic or creates it.
+        offsets_logs = asyncio.ensure_future(create_offsets_topic(self.config, self.topic_admin))
         try:
-            handlers: dict[int, Handler[RequestContext]] = registry().handlers(
-                self.versions if gate is None else gate.closed_keys
-            )
+            await slices.pause()
+            handlers: dict[int, Handler[RequestContext]] = registry().handlers(keys)
             await slices.pause()
             import sluice.log.cleaner.log_cleaner  # noqa: F401  # for _start_log_cleaner(), in a slice
             from sluice.server.txn_runtime import (
@@ -272,26 +321,23 @@ class Broker:
                 run_transaction_coordinator,
             )
 
-            if offsets_logs is not None:
-                await offsets_logs
+            await offsets_logs
         except BaseException:
-            if offsets_logs is not None:
-                offsets_logs.cancel()
+            offsets_logs.cancel()
             raise
-        # Group coordinator: creates __consumer_offsets if needed, loads it in the background.
-        self.group_coordinator = build_group_coordinator(self)
+        # Group coordinator: loads __consumer_offsets in the background.
+        self.group_coordinator = build_group_coordinator(
+            self.config, self.topic_admin, self.replica_manager, self.purgatories, self.clock
+        )
         self._tasks.append(asyncio.create_task(run_group_coordinator(self.group_coordinator)))
         # Transaction coordinator: __transaction_state, loaded in the background likewise.
-        self.txn_coordinator = build_transaction_coordinator(self)
+        self.txn_coordinator = build_transaction_coordinator(
+            self.config, self.topic_admin, self.replica_manager, self.metadata_cache,
+            self.producer_id_manager, self.group_coordinator, self.purgatories, self.clock,
+        )  # fmt: skip
         self._tasks.append(asyncio.create_task(run_transaction_coordinator(self.txn_coordinator)))
         self.coordinators.set(self.group_coordinator, self.txn_coordinator)
-        self.coordinators_ready = True
-        if gate is not None:
-            gate.open(handlers)
-            await asyncio.sleep(0)  # the held requests' answers go out first
-        else:
-            raw_handlers = None if self.cluster is None else registry().raw_handlers(self.cluster)
-            await self._open_listeners(handlers, raw_handlers)
+        return handlers
 
     async def _quiet_listeners(self, gate: RequestGate[RequestContext]) -> None:
         """Wait until the listeners, just opened, have accepted no connection and read no
@@ -310,8 +356,15 @@ class Broker:
             await asyncio.sleep(_Slices.PAUSE_S)
 
     async def _open_listeners(
-        self, handlers: dict[int, Handler[RequestContext]], raw_handlers: dict[int, Any] | None
+        self,
+        handlers: dict[int, Handler[RequestContext]],
+        raw_handlers: dict[int, Any] | None,
+        *,
+        alive: bool,
     ) -> None:
+        """Bind the listeners and register this broker's endpoint in the metadata cache:
+        ``alive``, a single node is the one live broker; in a cluster the controller names
+        the live brokers."""
         self.handlers = handlers
         congestion = self.config["socket.loopback.congestion.control"]
         checked_algorithm(congestion)  # a refused name is reported now, not at a connection
@@ -327,9 +380,8 @@ class Broker:
         if self.advertised and self.advertised[0][1] == 0:  # port 0: advertise the real one
             self.advertised[0] = (self.advertised[0][0], self.servers[0].port)
         host, port = self.advertised[0]
-        # A single node is the one live broker; in a cluster the controller names them.
         self.metadata_cache.register_local_broker(
-            BrokerInfo(self.broker_id, (EndPoint(host, port),)), alive=self.cluster is None
+            BrokerInfo(self.broker_id, (EndPoint(host, port),)), alive=alive
         )
 
     async def stop(self) -> None:
@@ -426,19 +478,6 @@ class Broker:
             )
         return str(cluster_id)
 
-    def _make_purgatory(self, name: str, purge_interval: int) -> DelayedOperationPurgatory:  # type: ignore[type-arg]
-        loop = self._loop
-        assert loop is not None
-
-        def on_loop(fn: Any) -> None:
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(fn)
-
-        return DelayedOperationPurgatory(
-            name, broker_id=self.broker_id, purge_interval=purge_interval,
-            clock=self.clock, executor=on_loop,
-        )  # fmt: skip
-
     async def _housekeeping(self) -> None:
         """Retention and time-based flushes, as Kafka's log manager schedules them."""
         interval_s = self.config["log.retention.check.interval.ms"] / 1000
@@ -494,7 +533,7 @@ class Broker:
     def _compaction_config(self, log_: Log) -> CompactionConfig:
         from sluice.log.cleaner.log_cleaner import CompactionConfig
 
-        return CompactionConfig.from_topic_configs(self.topic_configs(log_.topic))
+        return CompactionConfig.from_topic_configs(self.topic_admin.topic_configs(log_.topic))
 
     def _cleaner_bound(self, log_: Log) -> int:
         """Cleaning stops at the partition's last stable offset (the HW until transactions)."""
@@ -515,258 +554,5 @@ class Broker:
         expiration_ms = self.config["producer.id.expiration.ms"]
         return sum(log_.remove_expired_producers(expiration_ms) for log_ in self.log_manager)
 
-    # -- topics ---------------------------------------------------------------------
-    def _default_log_config(self) -> LogConfig:
-        return self._log_config_from(topic_config_defaults(self.config))
-
-    @staticmethod
-    def _log_config_from(values: dict[str, Any]) -> LogConfig:
-        props: dict[str, Any] = {}
-        for key, value in values.items():
-            if key in _LOG_CONFIG_KEYS and value is not None:
-                props[key] = ",".join(value) if isinstance(value, list) else value
-        return LogConfig.from_properties(props)
-
-    def topic_info(self, name: str) -> TopicInfo | None:
-        """The topic as this broker knows it; in a cluster a topic with no replica here
-        is read from ZooKeeper."""
-        info = self.registry.get(name)
-        if info is None and self.cluster is not None:
-            info = self.cluster.existing_topic(name)
-        return info
-
-    def topic_configs(self, topic: str) -> dict[str, Any]:
-        """Effective topic configs: broker defaults overlaid with the topic's overrides."""
-        values = topic_config_defaults(self.config)
-        info = self.topic_info(topic)
-        if info is not None:
-            for key, raw in info.configs.items():
-                values[key] = TOPIC_CONFIGS[key][1].parse(raw)
-        return values
-
-    def topic_config(self, topic: str, key: str) -> Any:
-        """One effective topic config (as :meth:`topic_configs` would give it), without
-        building them all: the produce path asks for min.insync.replicas per request."""
-        synonym, definition = TOPIC_CONFIGS[key]
-        info = self.topic_info(topic)
-        raw = None if info is None else info.configs.get(key)
-        if raw is not None:
-            return definition.parse(raw)
-        return self.config.broker_synonym(synonym) if synonym else definition.default
-
-    def log_config_for(self, topic: str) -> LogConfig:
-        return self._log_config_from(self.topic_configs(topic))
-
-    def _min_isr(self, tp: TopicPartition) -> int:
-        return int(self.topic_config(tp.topic, "min.insync.replicas"))
-
-    def _host_partitions(self, info: TopicInfo, partitions: list[int]) -> None:
-        """Single node: host the topic's ``partitions`` and publish the topic."""
-        config = self.log_config_for(info.name)
-        for p in partitions:
-            replicas = info.assignment[p]
-            if self.broker_id not in replicas:
-                continue
-            log_ = self.log_manager.get_or_create_log(info.name, p, config)
-            self.replica_manager.add_partition(
-                TopicPartition(info.name, p), log_, replicas, topic_id=info.topic_id
-            )
-        self._publish_topic(info)
-
-    def _publish_topic(self, info: TopicInfo) -> None:
-        """Single node: the metadata cache's view of a registry topic, this broker the
-        leader of every partition it hosts."""
-        states = []
-        for p, replicas in info.assignment.items():
-            tp = TopicPartition(info.name, p)
-            partition = self.replica_manager.get_partition(tp)
-            isr: tuple[int, ...] = ()
-            if partition is None:
-                leader, epoch = -1, -1
-            else:
-                leader, epoch = partition.leader_id, partition.leader_epoch
-                isr = tuple(sorted(partition.isr))
-            states.append(
-                UpdateMetadataPartitionState(tp, 0, leader, epoch, isr, 0, tuple(replicas))
-            )
-        self.metadata_cache.put_topic(info.name, info.topic_id, states)
-
-    async def create_partition_logs(
-        self, name: str, num_partitions: int, configs: dict[str, str]
-    ) -> None:
-        """Create a topic's partition logs ahead of :meth:`create_topic`, on a worker thread
-        (directories, files and fsyncs: 50 partitions take 40-100 ms, more on a busy disk)
-        while the event loop serves: for an internal topic created once the listeners are
-        open. The topic exists once create_topic registers it, which finds them."""
-        config = self._log_config_from({**topic_config_defaults(self.config), **configs})
-        manager = self.log_manager
-        planned = manager.new_log_dirs(name, range(num_partitions))
-
-        def create() -> dict[int, Log]:
-            return {p: manager.create_log(log_dir, config) for p, log_dir in planned.items()}
-
-        logs = await asyncio.get_running_loop().run_in_executor(None, create)
-        for p, log_ in logs.items():
-            manager.add_log(name, p, log_)
-
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int,
-        configs: dict[str, str],
-        validate_only: bool = False,
-        assignment: dict[int, list[int]] | None = None,
-    ) -> TopicInfo:
-        """Create a topic and its partition logs; raises InvalidTopicError, ConfigError,
-        FileExistsError, or ValueError for bad partition/replica counts. ``assignment``
-        (partition -> replicas) replaces the counts, which must then be -1."""
-        if assignment is not None:
-            if num_partitions != -1 or replication_factor != -1:
-                raise InvalidRequest(
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                    "Both cannot be used at the same time."
-                )
-            check_replica_assignment(assignment, self._live_broker_ids())
-            num_partitions = len(assignment)
-            replication_factor = len(assignment[0])
-        if num_partitions == -1:
-            num_partitions = self.config["num.partitions"]
-        if replication_factor == -1:
-            replication_factor = self.config["default.replication.factor"]
-        if num_partitions < 1:
-            raise ValueError("Number of partitions must be larger than 0.")
-        if self.cluster is not None:
-            self._log_config_from({**topic_config_defaults(self.config), **configs})
-            from sluice.config import validate_topic_configs
-
-            validate_topic_name(name)
-            validate_topic_configs(configs)
-            return self.cluster.create_topic(
-                name, num_partitions, replication_factor, configs, validate_only, assignment
-            )
-        if replication_factor < 1 or replication_factor > 1:
-            raise InvalidReplicationFactor(
-                f"Replication factor: {replication_factor} larger than available brokers: 1."
-                if replication_factor > 1 else "Replication factor must be larger than 0."
-            )  # fmt: skip
-        assignment = {p: [self.broker_id] for p in range(num_partitions)}
-        self._log_config_from({**topic_config_defaults(self.config), **configs})
-        info = self.registry.create(name, assignment, configs, validate_only)
-        if not validate_only:
-            self._host_partitions(info, list(assignment))
-            log.info("created topic %s with %d partitions", name, num_partitions)
-        return info
-
-    def _live_broker_ids(self) -> list[int]:
-        return self.cluster.live_broker_ids() if self.cluster is not None else [self.broker_id]
-
-    def maybe_auto_create(self, name: str) -> bool:
-        """Whether the topic exists (a replica here, or in the metadata cache) or is being
-        created: it is created with broker defaults when auto-creation is on. A single
-        node has it at once; in a cluster the controller creates its partitions, and the
-        topic is in the metadata cache once it has told this broker about them."""
-        if self.registry.get(name) is not None or self.metadata_cache.contains_topic(name):
-            return True
-        if name == OFFSETS_TOPIC and not self.coordinators_ready:
-            return False  # the group coordinator creates it, with its own partition count
-        if not self.config["auto.create.topics.enable"]:
-            return False
-        try:
-            self.create_topic(name, -1, -1, {})
-        except FileExistsError:  # created meanwhile
-            return True
-        except (InvalidTopicError, ValueError):
-            return False
-        return True
-
-    def create_internal_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> None:
-        """Create an internal topic (``__consumer_offsets``, ``__transaction_state``) on
-        first use unless it exists, its replication factor capped by the live brokers."""
-        rf = max(1, min(replication_factor, len(self._live_broker_ids())))
-        with contextlib.suppress(FileExistsError):
-            self.create_topic(name, num_partitions, rf, configs)
-
-    def ensure_transaction_state(self) -> None:
-        """Single node: ``__transaction_state`` is created at the first transactional
-        request and coordinated here (see :func:`txn_runtime.ensure_transaction_state`)."""
-        from sluice.server.txn_runtime import ensure_transaction_state
-
-        ensure_transaction_state(self)
-
-    def delete_topic(self, name: str) -> None:
-        if self.cluster is not None:  # the controller deletes it (StopReplica)
-            self.cluster.delete_topic(name)
-            return
-        info = self.registry.delete(name)
-        if info is None:
-            raise KeyError(name)
-        gone = [TopicPartition(name, p) for p in info.assignment]
-        self.metadata_cache.remove_topic(name)
-        for tp in gone:
-            self.replica_manager.remove_partition(tp)
-            self.log_manager.delete_log(tp.topic, tp.partition)
-        self.group_coordinator.handle_deleted_partitions(gone)  # their committed offsets too
-        log.info("deleted topic %s", name)
-
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
-        if self.cluster is not None:
-            self.cluster.add_partitions(name, total, validate_only)
-            return
-        info = self.registry.get(name)
-        if info is None:
-            raise KeyError(name)
-        if total <= info.num_partitions:
-            raise ValueError(
-                f"Topic currently has {info.num_partitions} partitions, which is higher than "
-                f"or equal to the requested {total}."
-            )
-        if validate_only:
-            return
-        new = {p: [self.broker_id] for p in range(info.num_partitions, total)}
-        self.registry.add_partitions(name, new)
-        self._host_partitions(info, list(new))
-        log.info("topic %s now has %d partitions", name, total)
-
-    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Replace a topic's overrides (validated first). In a cluster they go to
-        ZooKeeper, and every broker applies them when notified."""
-        self._log_config_from({**topic_config_defaults(self.config), **configs})
-        if self.cluster is not None:
-            self.cluster.change_topic_config(name, configs)
-        self.apply_topic_configs(name, configs)
-
-    def apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        if self.registry.get(name) is None:
-            return  # no replica here (a cluster keeps the overrides in ZooKeeper)
-        self.registry.set_configs(name, configs)
-        self.log_manager.update_config(name, self.log_config_for(name))
-
-    def path(self) -> Path:
-        return self.log_dir
-
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
-OFFSETS_TOPIC = "__consumer_offsets"  # GROUP_METADATA_TOPIC_NAME, not imported before listening
-
-
-def check_replica_assignment(assignment: dict[int, list[int]], live: list[int]) -> None:
-    """Kafka's rules for a manual assignment: partitions 0..n-1, each with the same number
-    of distinct replicas, every one a live broker."""
-    if not assignment:
-        raise InvalidReplicaAssignment("The replica assignment is empty.")
-    if sorted(assignment) != list(range(len(assignment))):
-        raise InvalidReplicaAssignment(
-            "Partitions should be a consecutive 0-based integer sequence."
-        )
-    sizes = {len(r) for r in assignment.values()}
-    if 0 in sizes or len(sizes) > 1:
-        raise InvalidReplicaAssignment("All partitions should have the same number of replicas.")
-    for p, replicas in assignment.items():
-        if len(set(replicas)) != len(replicas):
-            raise InvalidReplicaAssignment(f"Duplicate brokers in the replicas of partition {p}.")
-        unknown = sorted(set(replicas) - set(live))
-        if unknown:
-            raise InvalidReplicaAssignment(f"Unknown broker(s) in replica assignment: {unknown}.")

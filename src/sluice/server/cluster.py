@@ -1,18 +1,24 @@
 """Cluster mode (``zookeeper.connect`` set): registration, the controller, the metadata
-cache the controller pushes, LeaderAndIsr/StopReplica handling, replica fetchers and
-ISR maintenance. Everything here runs on the broker's event loop, except the
-controller's own event thread (which reaches the loop through the channel)."""
+cache the controller pushes, LeaderAndIsr/StopReplica handling, replica fetchers, ISR
+maintenance, topic config changes, and the ZooKeeper topic admin
+(:class:`~sluice.server.zk_topic_admin.ZkTopicAdmin`). Everything here runs on the
+broker's event loop, except the controller's own event thread (which reaches the loop
+through the channel).
+
+The :class:`ClusterManager` takes the broker's collaborators by name (config, metadata
+cache, replica manager, log manager, topic registry, producer ids, coordinators), not
+the broker."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
-import uuid
 import zlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sluice.base import TopicPartition
 from sluice.controller import (
@@ -22,8 +28,8 @@ from sluice.controller import (
     KafkaController,
     KafkaZkClient,
     LeaderAndIsr,
-    assign_replicas_to_brokers,
 )
+from sluice.controller.events import ControlledShutdownResult
 from sluice.controller.model import Broker as BrokerInfo
 from sluice.controller.model import EndPoint
 from sluice.controller.requests import (
@@ -42,87 +48,116 @@ from sluice.replication.partition import Partition
 from sluice.server.group_runtime import load_offsets_partition
 from sluice.server.inter_broker import BrokerConnection, NetworkControllerChannel
 from sluice.server.replica_fetcher import ReplicaFetcher
-from sluice.server.topics import TopicInfo
+from sluice.server.topics import TopicInfo, TopicRegistry
 from sluice.server.txn_runtime import load_transaction_partition
+from sluice.server.zk_topic_admin import ZkTopicAdmin, topic_uuid
 
 if TYPE_CHECKING:
-    from sluice.server.broker import Broker
+    from sluice.base.clock import Clock
+    from sluice.config import BrokerConfig
+    from sluice.log import LogManager
+    from sluice.metastore.store import CoordinationStore, Watcher
+    from sluice.replication.metadata_cache import MetadataCache
+    from sluice.replication.producer_ids import ProducerIdManager
+    from sluice.replication.replica_manager import ReplicaManager
+    from sluice.server.request_context import Coordinators
 
-__all__ = ["ClusterManager", "topic_uuid"]
+__all__ = ["ClusterManager"]
 
 log = logging.getLogger(__name__)
-
-
-def topic_uuid(topic_id: str | None) -> uuid.UUID:
-    if not topic_id:
-        return uuid.UUID(int=0)
-    with contextlib.suppress(ValueError):
-        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
-    with contextlib.suppress(ValueError):
-        return uuid.UUID(topic_id)
-    return uuid.UUID(int=0)
 
 
 class ClusterManager:
     """One broker's part of a ZooKeeper cluster."""
 
-    def __init__(self, broker: Broker, store_factory: Any = None) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        log_dir: Path,
+        advertised: Callable[[], tuple[str, int]],
+        metadata_cache: MetadataCache,
+        replica_manager: ReplicaManager,
+        log_manager: LogManager,
+        registry: TopicRegistry,
+        producer_ids: ProducerIdManager,
+        coordinators: Coordinators,
+        clock: Clock,
+        store_factory: Callable[[], CoordinationStore] | None = None,
+    ) -> None:
+        """``advertised()`` is this broker's advertised host and port (known once its
+        listeners are bound); ``store_factory`` opens the coordination store instead of
+        ZooKeeper (an in-process DataTree in tests)."""
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_dir = log_dir
+        self._advertised = advertised
+        self.replica_manager = replica_manager
+        self.log_manager = log_manager
+        self.registry = registry  # the topics with a replica here
+        self.producer_ids = producer_ids
+        self.coordinators = coordinators
+        self.clock = clock
         self._store_factory = store_factory
-        self.broker_id = broker.broker_id
-        self.config = broker.config
-        self.store: Any = None
+        self.store: CoordinationStore | None = None
         self.zk: KafkaZkClient
         self.admin: AdminZkClient
+        self.topic_admin: ZkTopicAdmin
         self.controller: KafkaController | None = None
         self.channel: NetworkControllerChannel | None = None
         self.checker = ControllerEpochChecker()
         self.broker_epoch = -1
         # Fed with the controller's UpdateMetadata requests; the controller id is this
         # broker's view of /controller.
-        self.metadata_cache = broker.metadata_cache
+        self.metadata_cache = metadata_cache
         self.metadata_cache.set_controller_id_source(lambda: self.active_controller_id)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._loads: set[asyncio.Future[None]] = set()
-        self._config_watch: Any = None
+        self._config_watch: Watcher | None = None
         self._config_seen: set[str] = set()
 
     # -- life cycle ------------------------------------------------------------------
     def connect(self) -> None:
-        """Open the ZooKeeper session (blocking, before the broker serves)."""
+        """Open the ZooKeeper session (blocking, before the broker serves) and make the
+        topic admin over it."""
+        store: CoordinationStore
         if self._store_factory is not None:
-            self.store = self._store_factory()
+            store = self._store_factory()
         else:
             from sluice.metastore.zookeeper import ZooKeeperStore
 
-            self.store = ZooKeeperStore(
+            store = ZooKeeperStore(
                 self.config["zookeeper.connect"],
                 session_timeout_ms=self.config["zookeeper.session.timeout.ms"],
                 connection_timeout_ms=self.config["zookeeper.connection.timeout.ms"],
             )
-        self.zk = KafkaZkClient(self.store, self.broker.clock)
+        self.store = store
+        self.zk = KafkaZkClient(store, self.clock)
         self.zk.create_top_level_paths()
         # Producer ids must be unique across the cluster: blocks come from ZooKeeper.
         from sluice.replication.producer_ids import ZkProducerIdBlockSource
 
-        self.broker.producer_id_manager.block_source = ZkProducerIdBlockSource(
-            self.store, self.broker_id
-        )
+        self.producer_ids.block_source = ZkProducerIdBlockSource(store, self.broker_id)
         self.admin = AdminZkClient(self.zk)
-        self.broker.cluster_id = self._cluster_id(self.broker.cluster_id)
+        self.topic_admin = ZkTopicAdmin(
+            self.config, self.registry, self.log_manager, self.metadata_cache,
+            self.coordinators, self.zk, self.admin,
+        )  # fmt: skip
+        cache = self.metadata_cache
+        cache.cluster_id = self._cluster_id(store, cache.cluster_id)
 
-    def _cluster_id(self, local: str) -> str:
+    def _cluster_id(self, store: CoordinationStore, local: str) -> str:
         """The cluster's id in /cluster/id (created from ours by the first broker)."""
         from sluice.controller.zk_data import ClusterIdZNode
         from sluice.metastore.store import ensure_path
 
-        ensure_path(self.store, "/cluster")
+        ensure_path(store, "/cluster")
         with contextlib.suppress(NodeExistsError):
-            self.store.create(ClusterIdZNode.path, ClusterIdZNode.encode(local))
-        cluster_id = ClusterIdZNode.decode(self.store.get(ClusterIdZNode.path)[0])
+            store.create(ClusterIdZNode.path, ClusterIdZNode.encode(local))
+        cluster_id = ClusterIdZNode.decode(store.get(ClusterIdZNode.path)[0])
         if cluster_id != local:
-            path = self.broker.log_dir / "meta.properties"
+            path = self.log_dir / "meta.properties"
             path.write_text(
                 f"version=0\nbroker.id={self.broker_id}\ncluster.id={cluster_id}\n",
                 encoding="utf-8",
@@ -130,7 +165,7 @@ class ClusterManager:
         return cluster_id
 
     def me(self) -> BrokerInfo:
-        host, port = self.broker.advertised[0]
+        host, port = self._advertised()
         return BrokerInfo(self.broker_id, (EndPoint(host or "127.0.0.1", port),), None)
 
     async def start(self) -> None:
@@ -151,10 +186,10 @@ class ClusterManager:
         self.channel = NetworkControllerChannel(loop, self.broker_id)
         self.controller = KafkaController(
             ControllerConfig.from_broker_config(self.config), self.zk, self.channel,
-            self.broker.clock, broker=me, broker_epoch=self.broker_epoch,
+            self.clock, broker=me, broker_epoch=self.broker_epoch,
         )  # fmt: skip
         self.controller.startup()
-        self.broker.replica_manager.on_isr_expand = self._expand_isr
+        self.replica_manager.on_isr_expand = self._expand_isr
         self._tasks.append(asyncio.create_task(self._isr_expiration()))
         self._watch_config_changes()
         log.info("broker %d registered (epoch %d)", self.broker_id, self.broker_epoch)
@@ -192,9 +227,7 @@ class ClusterManager:
                     self.broker_id, tries)  # fmt: skip
         return False
 
-    async def _send_controlled_shutdown(self) -> Any:
-        from sluice.controller.events import ControlledShutdownResult
-
+    async def _send_controlled_shutdown(self) -> ControlledShutdownResult | None:
         controller_id = self.active_controller_id
         target = self.me() if controller_id == self.broker_id else (
             self.metadata_cache.alive_broker(controller_id)
@@ -216,7 +249,7 @@ class ClusterManager:
     def _demote_all_leaders(self) -> None:
         """The controller moved every replicated leadership away: answer produce and
         fetch with NOT_LEADER from now on, even before its LeaderAndIsr arrives."""
-        rm = self.broker.replica_manager
+        rm = self.replica_manager
         for partition in list(rm.partitions.values()):
             if partition.is_leader and len(partition.assigned_replicas) > 1:
                 partition.leader_id = -1
@@ -260,101 +293,15 @@ class ClusterManager:
     def active_controller_id(self) -> int:
         return self.controller.active_controller_id if self.controller is not None else -1
 
-    # -- topic admin -----------------------------------------------------------------
     def _last_live_broker(self) -> bool:
         """Whether this broker is the only one registered (so controlled shutdown has
         nowhere to move leaders, and every try would fail)."""
         try:
-            return self.live_broker_ids() == [self.broker_id]
+            return self.topic_admin.live_broker_ids() == [self.broker_id]
         except Exception:  # the store is unreachable: try the controller anyway
             return False
 
-    def live_broker_ids(self) -> list[int]:
-        return sorted(b.id for b in self.zk.get_all_broker_and_epochs_in_cluster())
-
-    def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str],
-        validate_only: bool, manual: dict[int, list[int]] | None = None,
-    ) -> TopicInfo:  # fmt: skip
-        from sluice.server.topics import InvalidReplicationFactor
-
-        brokers = self.live_broker_ids()
-        if manual is None and (replication_factor < 1 or replication_factor > len(brokers)):
-            raise InvalidReplicationFactor(
-                f"Replication factor: {replication_factor} larger than available brokers: "
-                f"{len(brokers)}." if replication_factor > 1
-                else "Replication factor must be larger than 0."
-            )  # fmt: skip
-        if self.zk.get_topic_assignment(name) is not None:
-            raise FileExistsError(f"Topic '{name}' already exists.")
-        assignment = manual or assign_replicas_to_brokers(
-            brokers, num_partitions, replication_factor
-        )
-        topic_id = None
-        if not validate_only:
-            try:
-                topic_id = self.admin.create_topic_with_assignment(name, assignment, configs)
-            except NodeExistsError:  # created meanwhile
-                raise FileExistsError(f"Topic '{name}' already exists.") from None
-            log.info("created topic %s with assignment %s", name, assignment)
-        return TopicInfo(name, topic_uuid(topic_id), assignment, dict(configs))
-
-    def existing_topic(self, name: str) -> TopicInfo | None:
-        found = self.zk.get_topic_assignment(name)
-        if found is None:
-            return None
-        topic_id, assignment = found
-        return TopicInfo(
-            name, topic_uuid(topic_id),
-            {p: list(a.replicas) for p, a in assignment.items()},
-            self.zk.get_topic_config(name),
-        )  # fmt: skip
-
-    def delete_topic(self, name: str) -> None:
-        if self.zk.get_topic_assignment(name) is None:
-            raise KeyError(name)
-        self.admin.delete_topic(name)
-
-    def add_partitions(self, name: str, total: int, validate_only: bool) -> None:
-        found = self.zk.get_topic_assignment(name)
-        if found is None:
-            raise KeyError(name)
-        _, assignment = found
-        current = len(assignment)
-        if total <= current:
-            raise ValueError(
-                f"Topic currently has {current} partitions, which is higher than "
-                f"or equal to the requested {total}."
-            )
-        rf = len(next(iter(assignment.values())).replicas)
-        new = assign_replicas_to_brokers(
-            self.live_broker_ids(), total - current, rf, start_partition_id=current
-        )
-        new = {p if p >= current else p + current: r for p, r in new.items()}
-        if not validate_only:
-            self.admin.add_partitions(name, new)
-
     # -- topic configs (/config/topics, announced under /config/changes) ----------------
-    def change_topic_config(self, topic: str, configs: dict[str, str]) -> None:
-        """Write the topic's overrides and announce the change to every broker."""
-        from sluice.controller.zk_data import (
-            ConfigEntityChangeNotificationZNode as Change,
-        )
-        from sluice.controller.zk_data import TopicConfigZNode
-        from sluice.metastore.store import CreateMode, ensure_path
-
-        ensure_path(self.store, "/config/topics")
-        path, data = TopicConfigZNode.path(topic), TopicConfigZNode.encode(configs)
-        if self.store.exists(path) is None:
-            with contextlib.suppress(NodeExistsError):
-                self.store.create(path, data)
-        self.store.set(path, data)
-        ensure_path(self.store, Change.path)
-        self.store.create(
-            f"{Change.path}/{Change.prefix}", Change.encode(f"topics/{topic}"),
-            CreateMode.PERSISTENT_SEQUENTIAL,
-        )  # fmt: skip
-
     def _watch_config_changes(self) -> None:
         """Arm the /config/changes watch; new notifications are applied on the loop."""
         from sluice.controller.zk_data import ConfigEntityChangeNotificationZNode as Change
@@ -366,21 +313,23 @@ class ClusterManager:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._process_config_changes)
 
-        ensure_path(self.store, Change.path)
+        store = self.zk.store
+        ensure_path(store, Change.path)
         self._config_watch = fired
-        self._config_seen = set(self.store.get_children(Change.path, watch=fired))
+        self._config_seen = set(store.get_children(Change.path, watch=fired))
 
     def _process_config_changes(self) -> None:
         from sluice.controller.zk_data import ConfigEntityChangeNotificationZNode as Change
 
+        store = self.zk.store
         try:
-            children = set(self.store.get_children(Change.path, watch=self._config_watch))
+            children = set(store.get_children(Change.path, watch=self._config_watch))
         except Exception:
             log.exception("reading %s failed", Change.path)
             return
         for child in sorted(children - self._config_seen):
             try:
-                entity = Change.decode(self.store.get(f"{Change.path}/{child}")[0])
+                entity = Change.decode(store.get(f"{Change.path}/{child}")[0])
             except Exception:
                 continue  # purged meanwhile
             kind, _, name = entity.partition("/")
@@ -390,30 +339,28 @@ class ClusterManager:
 
     def apply_topic_config(self, topic: str) -> None:
         """Take the topic's overrides from ZooKeeper into the registry and its logs."""
-        broker = self.broker
-        if broker.registry.get(topic) is None:
+        if self.registry.get(topic) is None:
             return
         configs = self.zk.get_topic_config(topic)
         try:
-            broker.apply_topic_configs(topic, configs)
+            self.topic_admin.apply_topic_configs(topic, configs)
             log.info("applied new config of topic %s: %s", topic, configs)
         except Exception:
             log.exception("config of topic %s not applied", topic)
 
     # -- controller requests (on the event loop) --------------------------------------
     def _ensure_topic(self, topic: str) -> TopicInfo:
-        registry = self.broker.registry
+        """The topic of a replica this broker is to host, recorded in the registry."""
+        registry = self.registry
         info = registry.get(topic)
         found = self.zk.get_topic_assignment(topic)
         assignment = {} if found is None else {p: list(a.replicas) for p, a in found[1].items()}
         if info is None:
             topic_id = topic_uuid(found[0] if found else None)
             info = TopicInfo(topic, topic_id, assignment, self.zk.get_topic_config(topic))
-            registry.topics[topic] = info
-            registry._save()
+            registry.put(info)
         elif set(assignment) - set(info.assignment):
-            info.assignment.update({p: r for p, r in assignment.items()})
-            registry._save()
+            registry.add_partitions(topic, assignment)
         self.metadata_cache.set_topic_id(topic, info.topic_id)
         return info
 
@@ -421,10 +368,10 @@ class ClusterManager:
         error = self.checker.check_request(request)
         if error is not ErrorCode.none:
             return LeaderAndIsrResponse(error)
-        rm = self.broker.replica_manager
+        rm = self.replica_manager
         errors: dict[TopicPartition, ErrorCode] = {}
         leaders = {b.id: b for b in request.live_leaders}
-        now = self.broker.clock.milliseconds()
+        now = self.clock.milliseconds()
         for s in request.partition_states:
             tp = s.topic_partition
             partition = rm.get_partition(tp)
@@ -476,7 +423,7 @@ class ClusterManager:
     def _coordinator_elect(self, tp: TopicPartition) -> None:
         """Leading an offsets partition makes this broker its groups' coordinator."""
         if tp.topic == GROUP_METADATA_TOPIC_NAME:
-            coordinator = self.broker.group_coordinator
+            coordinator = self.coordinators.group
             coordinator.on_election(tp.partition)
             task = asyncio.ensure_future(load_offsets_partition(coordinator, tp.partition))
             self._loads.add(task)
@@ -485,9 +432,9 @@ class ClusterManager:
         elif tp.topic == TRANSACTION_STATE_TOPIC_NAME:
             # The transaction coordinator moves with the leadership of its partition;
             # the partition's leader epoch is its coordinator epoch (fences old markers).
-            partition = self.broker.replica_manager.get_partition(tp)
+            partition = self.replica_manager.get_partition(tp)
             epoch = partition.leader_epoch if partition is not None else 0
-            txn_coordinator = self.broker.txn_coordinator
+            txn_coordinator = self.coordinators.txn
             txn_coordinator.on_elected(tp.partition, epoch, load=False)
             task = asyncio.ensure_future(load_transaction_partition(txn_coordinator, tp.partition))
             self._loads.add(task)
@@ -495,17 +442,16 @@ class ClusterManager:
 
     def _coordinator_resign(self, tp: TopicPartition) -> None:
         if tp.topic == GROUP_METADATA_TOPIC_NAME:
-            self.broker.group_coordinator.on_resignation(tp.partition)
+            self.coordinators.group.on_resignation(tp.partition)
         elif tp.topic == TRANSACTION_STATE_TOPIC_NAME:
-            self.broker.txn_coordinator.on_resigned(tp.partition)
+            self.coordinators.txn.on_resigned(tp.partition)
 
     def _create_partition(self, tp: TopicPartition, replicas: list[int]) -> Partition:
         info = self._ensure_topic(tp.topic)
-        broker = self.broker
-        log_ = broker.log_manager.get_or_create_log(
-            tp.topic, tp.partition, broker.log_config_for(tp.topic)
+        log_ = self.log_manager.get_or_create_log(
+            tp.topic, tp.partition, self.topic_admin.log_config_for(tp.topic)
         )
-        partition = broker.replica_manager.add_partition(
+        partition = self.replica_manager.add_partition(
             tp, log_, replicas, leader_epoch=-1, topic_id=info.topic_id
         )
         partition.leader_id = -1
@@ -528,28 +474,22 @@ class ClusterManager:
         error = self.checker.check_request(request)
         if error is not ErrorCode.none:
             return StopReplicaResponse(error)
-        broker = self.broker
+        rm = self.replica_manager
         errors: dict[TopicPartition, ErrorCode] = {}
         for s in request.partition_states:
             tp = s.topic_partition
             self._remove_from_fetchers(tp)
             self._coordinator_resign(tp)
             if s.delete_partition:
-                broker.replica_manager.remove_partition(tp)
+                rm.remove_partition(tp)
                 with contextlib.suppress(Exception):
-                    broker.log_manager.delete_log(tp.topic, tp.partition)
-                info = broker.registry.get(tp.topic)
-                if info is not None:
-                    info.assignment.pop(tp.partition, None)
-                    if not info.assignment:
-                        broker.registry.delete(tp.topic)
-                    else:
-                        broker.registry._save()
+                    self.log_manager.delete_log(tp.topic, tp.partition)
+                self.registry.remove_partition(tp.topic, tp.partition)
             else:
-                partition = broker.replica_manager.get_partition(tp)
+                partition = rm.get_partition(tp)
                 if partition is not None:
                     partition.leader_id = -1
-                    broker.replica_manager.wake(tp, True)
+                    rm.wake(tp, True)
             errors[tp] = ErrorCode.none
         return StopReplicaResponse(ErrorCode.none, errors)
 
@@ -608,13 +548,13 @@ class ClusterManager:
         while True:
             await asyncio.sleep(lag_ms / 2000)
             try:
-                now = self.broker.clock.milliseconds()
-                for partition in list(self.broker.replica_manager.partitions.values()):
+                now = self.clock.milliseconds()
+                for partition in list(self.replica_manager.partitions.values()):
                     if not partition.is_leader:
                         continue
                     out = partition.out_of_sync_replicas(now, lag_ms)
                     if out and self._write_isr(partition, partition.isr - out):
                         hw_moved = partition.maybe_increment_high_watermark()
-                        self.broker.replica_manager.wake(partition.tp, hw_moved)
+                        self.replica_manager.wake(partition.tp, hw_moved)
             except Exception:
                 log.exception("ISR expiration failed")

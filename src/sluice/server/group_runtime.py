@@ -1,12 +1,17 @@
 """The group coordinator's I/O shell: ``__consumer_offsets`` through the replica manager,
-creation of the topic, asynchronous loading and the offset-expiration schedule."""
+creation of the topic, asynchronous loading and the offset-expiration schedule.
+
+It takes what it uses by name — the broker config, the replica manager, the topic admin
+(as :class:`~sluice.server.topic_admin.CoordinatorTopics`) and a
+:class:`~sluice.purgatory.PurgatoryFactory` — and is the same code in both modes: the
+topic admin the broker chose decides whether the topic is created here (a single node)
+or by the first FindCoordinator (a cluster)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -17,8 +22,11 @@ from sluice.log.append import AppendOrigin
 from sluice.replication.delayed import ProducePartitionStatus
 
 if TYPE_CHECKING:
+    from sluice.base.clock import Clock
+    from sluice.config import BrokerConfig
+    from sluice.purgatory import PurgatoryFactory
     from sluice.replication.replica_manager import ReplicaManager
-    from sluice.server.broker import Broker
+    from sluice.server.topic_admin import CoordinatorTopics
 
 __all__ = [
     "ReplicaManagerGroupLog",
@@ -84,51 +92,45 @@ class ReplicaManagerGroupLog:
         return p.log.read(offset, max_bytes, p.log.log_end_offset, True).records.read()
 
 
-def build_group_coordinator(broker: Broker) -> GroupCoordinator:
-    """Create ``__consumer_offsets`` if needed (compacted, one replica on a single node)
-    and a coordinator active for the partitions this broker leads, not yet loaded."""
-    config = GroupConfig.from_broker_config(broker.config)
-    info = broker.registry.get(GROUP_METADATA_TOPIC_NAME)
-    if info is None and broker.cluster is not None:
-        # Cluster mode: the topic is created by the first FindCoordinator (replication
-        # capped by the live brokers); the coordinator owns the partitions this broker
-        # is elected to lead (LeaderAndIsr -> on_election / on_resignation).
-        from sluice.server.topics import TopicInfo
-
-        info = broker.cluster.existing_topic(GROUP_METADATA_TOPIC_NAME) or TopicInfo(
-            GROUP_METADATA_TOPIC_NAME, uuid.UUID(int=0),
-            {p: [] for p in range(config.offsets_topic_num_partitions)}, {},
-        )  # fmt: skip
-    if info is None:
-        info = broker.create_topic(
-            GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions, 1,
-            dict(OFFSETS_TOPIC_CONFIGS),
-        )  # fmt: skip
+def build_group_coordinator(
+    broker_config: BrokerConfig,
+    topics: CoordinatorTopics,
+    replica_manager: ReplicaManager,
+    purgatories: PurgatoryFactory,
+    clock: Clock,
+) -> GroupCoordinator:
+    """A coordinator active for the ``__consumer_offsets`` partitions this broker leads,
+    not yet loaded. On a single node the topic is created now if needed (compacted, one
+    replica); in a cluster the first FindCoordinator creates it and LeaderAndIsr elects
+    this broker for its partitions (``on_election`` / ``on_resignation``)."""
+    config = GroupConfig.from_broker_config(broker_config)
+    info = topics.coordinator_topic(
+        GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions, dict(OFFSETS_TOPIC_CONFIGS)
+    )
     coordinator = GroupCoordinator(
         config,
-        ReplicaManagerGroupLog(broker.replica_manager, config.offset_commit_timeout_ms),
+        ReplicaManagerGroupLog(replica_manager, config.offset_commit_timeout_ms),
         info.num_partitions,
-        broker._make_purgatory("Rebalance", 1000),
-        broker._make_purgatory("Heartbeat", 1000),
-        clock=broker.clock,
+        purgatories("Rebalance", 1000),
+        purgatories("Heartbeat", 1000),
+        clock=clock,
     )
     owned = []
     for p in info.assignment:
-        partition = broker.replica_manager.get_partition(TopicPartition(info.name, p))
+        partition = replica_manager.get_partition(TopicPartition(info.name, p))
         if partition is not None and partition.is_leader:
             owned.append(p)
     coordinator.startup(owned, load=False)
     return coordinator
 
 
-async def create_offsets_topic(broker: Broker) -> None:
-    """Single node, while the listeners already serve: create ``__consumer_offsets``'s
-    partition logs off the event loop, so that :func:`build_group_coordinator` only
-    registers the topic. Nothing to do if it exists."""
-    if broker.cluster is not None or broker.registry.get(GROUP_METADATA_TOPIC_NAME) is not None:
-        return
-    config = GroupConfig.from_broker_config(broker.config)
-    await broker.create_partition_logs(
+async def create_offsets_topic(broker_config: BrokerConfig, topics: CoordinatorTopics) -> None:
+    """Before :func:`build_group_coordinator`, while a single node's listeners already
+    serve: ``__consumer_offsets``'s partition logs are made off the event loop, so that
+    building the coordinator only registers the topic (nothing to do if it exists, or in
+    a cluster)."""
+    config = GroupConfig.from_broker_config(broker_config)
+    await topics.create_partition_logs(
         GROUP_METADATA_TOPIC_NAME, config.offsets_topic_num_partitions, dict(OFFSETS_TOPIC_CONFIGS)
     )
 

@@ -167,7 +167,7 @@ class ReplicaFetcher:
                 p.needs_truncation = False
 
     async def _run(self) -> None:
-        rm = self.cluster.broker.replica_manager
+        rm = self.cluster.replica_manager
         failures = 0
         while True:
             if not self.partitions:
@@ -225,7 +225,7 @@ class ReplicaFetcher:
         epoch = partition.leader_epoch
         for index, step in enumerate(batch_steps(records, APPLY_STEP_BYTES)):
             if index:  # the step before is in the log: wake its waiters, then yield
-                self.cluster.broker.replica_manager.wake(tp, True)
+                self.cluster.replica_manager.wake(tp, True)
                 await asyncio.sleep(0)
                 if (
                     self.partitions.get(tp) is not partition

@@ -130,6 +130,11 @@ class Coordinators:
         self._group, self._txn = group, txn
 
     @property
+    def built(self) -> bool:
+        """Whether the broker has built them."""
+        return self._group is not None
+
+    @property
     def group(self) -> GroupCoordinator:
         if self._group is None:
             raise RuntimeError("the group coordinator is not built yet")

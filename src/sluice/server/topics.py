@@ -1,8 +1,9 @@
 """``TopicRegistry``: topics, their partition assignments and config overrides.
 
-A single node keeps them in ``<log.dirs>/__sluice_topics.json`` (written
-atomically); the clustered controller later keeps the same records in its
-coordination store.
+A broker keeps them in ``<log.dirs>/__sluice_topics.json`` (written atomically): on a
+single node every topic, created and deleted by its topic admin; in a cluster, where
+ZooKeeper holds the topics, the ones this broker hosts a replica of, recorded as the
+controller assigns and removes them.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class TopicInfo:
 
 
 class TopicRegistry:
-    """The topics of a single-node broker, persisted next to the logs."""
+    """The topics of a broker (see the module), persisted next to the logs."""
 
     FILE = "__sluice_topics.json"
 
@@ -147,6 +148,11 @@ class TopicRegistry:
             self._save()
         return info
 
+    def put(self, info: TopicInfo) -> None:
+        """Record a topic as it is (a cluster's, checked there)."""
+        self.topics[info.name] = info
+        self._save()
+
     def delete(self, name: str) -> TopicInfo | None:
         info = self.topics.pop(name, None)
         if info is not None:
@@ -158,6 +164,17 @@ class TopicRegistry:
         info.assignment.update(new)
         self._save()
         return info
+
+    def remove_partition(self, name: str, partition: int) -> None:
+        """Forget one partition of a topic; the topic goes with its last partition."""
+        info = self.topics.get(name)
+        if info is None:
+            return
+        info.assignment.pop(partition, None)
+        if not info.assignment:
+            self.delete(name)
+        else:
+            self._save()
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace the topic's overrides (validated first)."""

@@ -1,13 +1,17 @@
 """The transaction coordinator's I/O shell: ``__transaction_state`` through the replica
 manager, the transaction markers written to the partition leaders, loading, and the
-periodic sweep for transactions past their timeout."""
+periodic sweep for transactions past their timeout.
+
+It takes what it uses by name — the broker config, the replica manager, the metadata
+cache, the topic admin (as :class:`~sluice.server.topic_admin.CoordinatorTopics`), the
+producer ids, the group coordinator and a :class:`~sluice.purgatory.PurgatoryFactory` —
+and is the same code in both modes."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -29,14 +33,19 @@ from sluice.server.group_runtime import (
 )
 
 if TYPE_CHECKING:
+    from sluice.base.clock import Clock
+    from sluice.config import BrokerConfig
     from sluice.coordinator.group import GroupCoordinator
+    from sluice.purgatory import PurgatoryFactory
+    from sluice.replication.metadata_cache import MetadataCache
+    from sluice.replication.producer_ids import ProducerIdManager
     from sluice.replication.replica_manager import ReplicaManager
-    from sluice.server.broker import Broker
+    from sluice.server.topic_admin import CoordinatorTopics
 
 __all__ = [
     "ReplicaManagerMarkerWriter",
     "build_transaction_coordinator",
-    "ensure_transaction_state",
+    "create_transaction_state",
     "run_transaction_coordinator",
     "write_marker",
 ]
@@ -84,12 +93,22 @@ class ReplicaManagerMarkerWriter:
     """Writes the markers of a transaction to its partitions, retrying until each is
     written; a partition whose topic is gone counts as written."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-
-    def _topic_exists(self, topic: str) -> bool:
-        broker = self.broker
-        return broker.registry.get(topic) is not None or broker.metadata_cache.contains_topic(topic)
+    def __init__(
+        self,
+        broker_id: int,
+        replica_manager: ReplicaManager,
+        metadata_cache: MetadataCache,
+        topics: CoordinatorTopics,
+        group_coordinator: GroupCoordinator,
+        timeout_ms: int,
+    ) -> None:
+        """``timeout_ms``: how long a marker written here waits for its replicas."""
+        self.broker_id = broker_id
+        self.replica_manager = replica_manager
+        self.metadata_cache = metadata_cache
+        self.topics = topics
+        self.group_coordinator = group_coordinator
+        self.timeout_ms = timeout_ms
 
     def write_markers(
         self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
@@ -108,8 +127,8 @@ class ReplicaManagerMarkerWriter:
                     done()
 
         def attempt(tp: TopicPartition) -> None:
-            partition = self.broker.replica_manager.get_partition(tp)
-            if partition is None and not self._topic_exists(tp.topic):
+            partition = self.replica_manager.get_partition(tp)
+            if partition is None and not self.topics.is_known(tp.topic):
                 finished(tp)
                 return
 
@@ -121,20 +140,18 @@ class ReplicaManagerMarkerWriter:
                 loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)
 
             if partition is not None and partition.is_leader:
-                broker = self.broker
                 write_marker(
-                    broker.replica_manager, broker.group_coordinator,
-                    broker.config["request.timeout.ms"], tp, producer_id, producer_epoch,
-                    commit, coordinator_epoch, written,
+                    self.replica_manager, self.group_coordinator, self.timeout_ms, tp,
+                    producer_id, producer_epoch, commit, coordinator_epoch, written,
                 )  # fmt: skip
                 return
-            leader = self.broker.metadata_cache.leader(tp)
-            if leader is None or leader.id == self.broker.broker_id or not leader.endpoints:
+            leader = self.metadata_cache.leader(tp)
+            if leader is None or leader.id == self.broker_id or not leader.endpoints:
                 loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)  # no leader known yet
                 return
             task = asyncio.ensure_future(
                 send_write_txn_markers(
-                    leader.endpoints[0].host, leader.endpoints[0].port, self.broker.broker_id,
+                    leader.endpoints[0].host, leader.endpoints[0].port, self.broker_id,
                     tp, producer_id, producer_epoch, commit, coordinator_epoch,
                 )
             )  # fmt: skip
@@ -183,58 +200,64 @@ def _task_error(task: asyncio.Future[ErrorCode]) -> ErrorCode:
     return task.result()
 
 
-def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
+def build_transaction_coordinator(
+    broker_config: BrokerConfig,
+    topics: CoordinatorTopics,
+    replica_manager: ReplicaManager,
+    metadata_cache: MetadataCache,
+    producer_ids: ProducerIdManager,
+    group_coordinator: GroupCoordinator,
+    purgatories: PurgatoryFactory,
+    clock: Clock,
+) -> TransactionCoordinator:
     """A coordinator for the ``__transaction_state`` partitions this broker leads, not yet
-    loaded. The topic itself is created on first use (:func:`ensure_transaction_state`),
-    as in Kafka, so brokers that never see a transaction do not pay for its partitions."""
-    num_partitions = broker.config["transaction.state.log.num.partitions"]
+    loaded. The topic itself is created on first use (on a single node by
+    :func:`create_transaction_state`, in a cluster by the first FindCoordinator), as in
+    Kafka, so brokers that never see a transaction do not pay for its partitions."""
     config = TransactionConfig(
-        broker.config["transaction.max.timeout.ms"], num_partitions,
-        broker.config["transactional.id.expiration.ms"],
+        broker_config["transaction.max.timeout.ms"],
+        broker_config["transaction.state.log.num.partitions"],
+        broker_config["transactional.id.expiration.ms"],
     )  # fmt: skip
-    info = broker.registry.get(TRANSACTION_STATE_TOPIC_NAME)
-    if info is None and broker.cluster is not None:
-        from sluice.server.topics import TopicInfo
-
-        info = broker.cluster.existing_topic(TRANSACTION_STATE_TOPIC_NAME) or TopicInfo(
-            TRANSACTION_STATE_TOPIC_NAME, uuid.UUID(int=0), {p: [] for p in range(num_partitions)},
-            {},
-        )  # fmt: skip
+    info = topics.topic_info(TRANSACTION_STATE_TOPIC_NAME)
     if info is not None:
         config.num_partitions = info.num_partitions
+    markers = ReplicaManagerMarkerWriter(
+        broker_config.broker_id, replica_manager, metadata_cache, topics, group_coordinator,
+        broker_config["request.timeout.ms"],
+    )  # fmt: skip
     coordinator = TransactionCoordinator(
         config,
-        ReplicaManagerGroupLog(broker.replica_manager, 30000, TRANSACTION_STATE_TOPIC_NAME),
-        ReplicaManagerMarkerWriter(broker),
-        broker.producer_id_manager.generate_producer_id,
-        broker.clock,
-        broker._make_purgatory("TxnExpiration", 1000),
+        ReplicaManagerGroupLog(replica_manager, 30000, TRANSACTION_STATE_TOPIC_NAME),
+        markers,
+        producer_ids.generate_producer_id,
+        clock,
+        purgatories("TxnExpiration", 1000),
     )
     owned = {}
     for p in info.assignment if info is not None else ():
         tp = TopicPartition(TRANSACTION_STATE_TOPIC_NAME, p)
-        partition = broker.replica_manager.get_partition(tp)
+        partition = replica_manager.get_partition(tp)
         if partition is not None and partition.is_leader:
             owned[p] = partition.leader_epoch
     coordinator.startup(owned, load=False)
     return coordinator
 
 
-def ensure_transaction_state(broker: Broker) -> None:
+def create_transaction_state(
+    topics: CoordinatorTopics, coordinator: TransactionCoordinator, replica_manager: ReplicaManager
+) -> None:
     """Single node: create ``__transaction_state`` (compacted, one replica) at the first
     transactional request and coordinate all its partitions, which are empty. In a
     cluster the first FindCoordinator creates it and LeaderAndIsr elects coordinators."""
-    if broker.cluster is not None or broker.registry.get(TRANSACTION_STATE_TOPIC_NAME):
-        return
-    coordinator = broker.txn_coordinator
-    info = broker.create_topic(
+    info = topics.create_topic(
         TRANSACTION_STATE_TOPIC_NAME, coordinator.config.num_partitions, 1,
         dict(TRANSACTION_TOPIC_CONFIGS),
     )  # fmt: skip
     coordinator.config.num_partitions = info.num_partitions
     owned = {}
     for p in info.assignment:
-        partition = broker.replica_manager.get_partition(TopicPartition(info.name, p))
+        partition = replica_manager.get_partition(TopicPartition(info.name, p))
         if partition is not None:
             owned[p] = partition.leader_epoch
     coordinator.startup(owned, load=True)

@@ -1,0 +1,472 @@
+"""Topic administration: the request context's ``TopicAdmin`` and what the coordinator
+runtimes ask of topics.
+
+The broker picks one implementation at start-up. :class:`SingleNodeTopicAdmin` keeps
+the topics in the local registry (``server/topics.py``), creates and deletes their
+partition logs through the log manager and replica manager, and publishes each topic to
+the metadata cache; ``ZkTopicAdmin`` (``server/zk_topic_admin.py``, imported in cluster
+mode only) writes ZooKeeper and lets the controller create, move and delete replicas.
+What does not depend on the mode is written once, in :class:`TopicAdminBase`:
+
+- the checks of a CreateTopics request, in Kafka's order (explicit assignment or counts,
+  broker defaults, partition count, replication factor against the live brokers, config
+  values), before the mode registers the topic;
+- config resolution: a topic's effective configs are the broker's defaults overlaid with
+  its overrides, and its ``LogConfig`` is made from them;
+- the auto-create policy (``auto.create.topics.enable``; ``__consumer_offsets`` only by
+  the group coordinator) and internal-topic creation (replication capped by the live
+  brokers);
+- applying config overrides to the registry and to the topic's logs here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sluice.base import TopicPartition
+from sluice.config import TOPIC_CONFIGS, BrokerConfig, topic_config_defaults
+from sluice.controller.requests import UpdateMetadataPartitionState
+from sluice.log import Log, LogConfig, LogManager
+from sluice.server.topics import (
+    InvalidReplicaAssignment,
+    InvalidReplicationFactor,
+    InvalidRequest,
+    InvalidTopicError,
+    TopicInfo,
+    TopicRegistry,
+)
+
+if TYPE_CHECKING:
+    from sluice.replication.metadata_cache import MetadataCache
+    from sluice.replication.replica_manager import ReplicaManager
+    from sluice.server.request_context import Coordinators
+
+__all__ = [
+    "CoordinatorTopics",
+    "SingleNodeTopicAdmin",
+    "TopicAdminBase",
+    "check_replica_assignment",
+    "check_replication_factor",
+    "effective_topic_configs",
+    "log_config_from",
+    "registered_log_configs",
+    "topic_log_config",
+]
+
+log = logging.getLogger(__name__)
+
+# Kafka's names, spelled here: sluice.coordinator is not imported before the listeners open.
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+_LOG_CONFIG_KEYS = frozenset(LogConfig.kafka_names())
+
+
+def log_config_from(values: Mapping[str, object]) -> LogConfig:
+    """The ``LogConfig`` of a topic whose effective configs are ``values``; raises
+    ConfigError or LogError for a value the log refuses."""
+    props: dict[str, object] = {}
+    for key, value in values.items():
+        if key in _LOG_CONFIG_KEYS and value is not None:
+            props[key] = ",".join(value) if isinstance(value, list) else value
+    return LogConfig.from_properties(props)
+
+
+def topic_log_config(config: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """The ``LogConfig`` a topic with these (raw, requested) overrides would have: the
+    broker's defaults overlaid with them. Raises for a value the log refuses."""
+    return log_config_from({**topic_config_defaults(config), **overrides})
+
+
+def effective_topic_configs(config: BrokerConfig, overrides: Mapping[str, str]) -> dict[str, Any]:
+    """Every topic config: the broker's defaults overlaid with a topic's (stored)
+    overrides, parsed."""
+    values = topic_config_defaults(config)
+    for key, raw in overrides.items():
+        values[key] = TOPIC_CONFIGS[key][1].parse(raw)
+    return values
+
+
+def registered_log_configs(
+    config: BrokerConfig, registry: TopicRegistry
+) -> Callable[[str], LogConfig]:
+    """The ``LogConfig`` of each topic of ``registry``, by name: what the log manager
+    opens the logs on disk with, before the broker has chosen its topic admin."""
+
+    def log_config(topic: str) -> LogConfig:
+        info = registry.get(topic)
+        return log_config_from(
+            effective_topic_configs(config, {} if info is None else info.configs)
+        )
+
+    return log_config
+
+
+def check_replica_assignment(assignment: dict[int, list[int]], live: list[int]) -> None:
+    """Kafka's rules for a manual assignment: partitions 0..n-1, each with the same number
+    of distinct replicas, every one a live broker."""
+    if not assignment:
+        raise InvalidReplicaAssignment("The replica assignment is empty.")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise InvalidReplicaAssignment(
+            "Partitions should be a consecutive 0-based integer sequence."
+        )
+    sizes = {len(r) for r in assignment.values()}
+    if 0 in sizes or len(sizes) > 1:
+        raise InvalidReplicaAssignment("All partitions should have the same number of replicas.")
+    for p, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignment(f"Duplicate brokers in the replicas of partition {p}.")
+        unknown = sorted(set(replicas) - set(live))
+        if unknown:
+            raise InvalidReplicaAssignment(f"Unknown broker(s) in replica assignment: {unknown}.")
+
+
+def check_replication_factor(replication_factor: int, live_brokers: int) -> None:
+    """Kafka's rule for an assignment this broker makes: 1 to the live broker count."""
+    if replication_factor < 1 or replication_factor > live_brokers:
+        raise InvalidReplicationFactor(
+            f"Replication factor: {replication_factor} larger than available brokers: "
+            f"{live_brokers}." if replication_factor > 1
+            else "Replication factor must be larger than 0."
+        )  # fmt: skip
+
+
+class CoordinatorTopics(Protocol):
+    """What the group and transaction coordinator runtimes ask of topics."""
+
+    def topic_info(self, name: str) -> TopicInfo | None: ...
+
+    def is_known(self, name: str) -> bool: ...
+
+    def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicInfo: ...
+
+    def coordinator_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str]
+    ) -> TopicInfo: ...
+
+    async def create_partition_logs(
+        self, name: str, num_partitions: int, configs: dict[str, str]
+    ) -> None: ...
+
+
+class TopicAdminBase(ABC):
+    """What both modes share (see the module); the mode supplies where topics are read
+    and registered, the live brokers, deletion and partition addition."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        registry: TopicRegistry,
+        log_manager: LogManager,
+        metadata_cache: MetadataCache,
+        coordinators: Coordinators,
+    ) -> None:
+        self.config = config
+        self.registry = registry  # the topics with a replica here
+        self.log_manager = log_manager
+        self.metadata_cache = metadata_cache
+        self.coordinators = coordinators
+
+    # -- what the mode supplies ------------------------------------------------------
+    @abstractmethod
+    def topic_info(self, name: str) -> TopicInfo | None:
+        """The topic with its config overrides, as this broker knows it."""
+
+    @abstractmethod
+    def live_broker_ids(self) -> list[int]: ...
+
+    @abstractmethod
+    def _register(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignment: dict[int, list[int]] | None,
+    ) -> TopicInfo:
+        """Check the name and whether the topic exists, assign its replicas unless
+        ``assignment`` is given, and create it (unless ``validate_only``)."""
+
+    @abstractmethod
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic (KeyError if there is none)."""
+
+    @abstractmethod
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more)."""
+
+    @abstractmethod
+    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides (validated first)."""
+
+    @abstractmethod
+    def ensure_transaction_state(self) -> None:
+        """``__transaction_state`` exists where this mode creates it on first use."""
+
+    @abstractmethod
+    def coordinator_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str]
+    ) -> TopicInfo:
+        """The internal topic a coordinator starts with."""
+
+    @abstractmethod
+    async def create_partition_logs(
+        self, name: str, num_partitions: int, configs: dict[str, str]
+    ) -> None:
+        """Make an internal topic's partition logs ahead of its creation, off the loop."""
+
+    # -- configs ---------------------------------------------------------------------
+    def topic_configs(self, topic: str) -> dict[str, Any]:
+        """Effective topic configs: broker defaults overlaid with the topic's overrides."""
+        info = self.topic_info(topic)
+        return effective_topic_configs(self.config, {} if info is None else info.configs)
+
+    def topic_config(self, topic: str, key: str) -> Any:
+        """One effective topic config (as :meth:`topic_configs` would give it), without
+        building them all: the produce path asks for min.insync.replicas per request."""
+        synonym, definition = TOPIC_CONFIGS[key]
+        info = self.topic_info(topic)
+        raw = None if info is None else info.configs.get(key)
+        if raw is not None:
+            return definition.parse(raw)
+        return self.config.broker_synonym(synonym) if synonym else definition.default
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        return log_config_from(self.topic_configs(topic))
+
+    def min_insync_replicas(self, tp: TopicPartition) -> int:
+        return int(self.topic_config(tp.topic, "min.insync.replicas"))
+
+    def apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Take new overrides into the registry and the topic's logs here (none: nothing
+        to do; a cluster keeps the overrides of other topics in ZooKeeper)."""
+        if self.registry.get(name) is None:
+            return
+        self.registry.set_configs(name, configs)
+        self.log_manager.update_config(name, self.log_config_for(name))
+
+    # -- creation --------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool = False,
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicInfo:
+        """Create a topic; raises InvalidRequest, InvalidReplicaAssignment,
+        InvalidReplicationFactor, InvalidTopicError, ConfigError, LogError,
+        FileExistsError, or ValueError for a bad partition count. ``assignment``
+        (partition -> replicas) replaces the counts, which must then be -1."""
+        if assignment is not None:
+            if num_partitions != -1 or replication_factor != -1:
+                raise InvalidRequest(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time."
+                )
+            check_replica_assignment(assignment, self.live_broker_ids())
+            num_partitions = len(assignment)
+            replication_factor = len(assignment[0])
+        if num_partitions == -1:
+            num_partitions = self.config["num.partitions"]
+        if replication_factor == -1:
+            replication_factor = self.config["default.replication.factor"]
+        if num_partitions < 1:
+            raise ValueError("Number of partitions must be larger than 0.")
+        if assignment is None:
+            check_replication_factor(replication_factor, len(self.live_broker_ids()))
+        topic_log_config(self.config, configs)  # the values, before anything is written
+        return self._register(
+            name, num_partitions, replication_factor, configs, validate_only, assignment
+        )
+
+    def create_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> None:
+        """Create an internal topic (``__consumer_offsets``, ``__transaction_state``) on
+        first use unless it exists, its replication factor capped by the live brokers."""
+        rf = max(1, min(replication_factor, len(self.live_broker_ids())))
+        with contextlib.suppress(FileExistsError):
+            self.create_topic(name, num_partitions, rf, configs)
+
+    def is_known(self, name: str) -> bool:
+        """Whether the topic has a replica here or is in the metadata cache."""
+        return self.registry.get(name) is not None or self.metadata_cache.contains_topic(name)
+
+    def maybe_auto_create(self, name: str) -> bool:
+        """Whether the topic exists (a replica here, or in the metadata cache) or is being
+        created: it is created with broker defaults when auto-creation is on. A single
+        node has it at once; in a cluster the controller creates its partitions, and the
+        topic is in the metadata cache once it has told this broker about them."""
+        if self.is_known(name):
+            return True
+        if name == OFFSETS_TOPIC and not self.coordinators.built:
+            return False  # the group coordinator creates it, with its own partition count
+        if not self.config["auto.create.topics.enable"]:
+            return False
+        try:
+            self.create_topic(name, -1, -1, {})
+        except FileExistsError:  # created meanwhile
+            return True
+        except (InvalidTopicError, ValueError):
+            return False
+        return True
+
+
+class SingleNodeTopicAdmin(TopicAdminBase):
+    """A broker that is not in a cluster: the registry is the record of its topics, it
+    hosts and leads every partition, and it publishes each topic to the metadata cache."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        registry: TopicRegistry,
+        log_manager: LogManager,
+        metadata_cache: MetadataCache,
+        coordinators: Coordinators,
+        replica_manager: ReplicaManager,
+    ) -> None:
+        super().__init__(config, registry, log_manager, metadata_cache, coordinators)
+        self.broker_id = config.broker_id
+        self.replica_manager = replica_manager
+
+    def topic_info(self, name: str) -> TopicInfo | None:
+        return self.registry.get(name)
+
+    def live_broker_ids(self) -> list[int]:
+        return [self.broker_id]
+
+    def host_registered_topics(self) -> None:
+        """At start-up: host every partition of the registry's topics and publish them."""
+        for info in self.registry.topics.values():
+            self._host_partitions(info, list(info.assignment))
+
+    def _host_partitions(self, info: TopicInfo, partitions: list[int]) -> None:
+        """Host the topic's ``partitions`` and publish the topic."""
+        config = self.log_config_for(info.name)
+        for p in partitions:
+            replicas = info.assignment[p]
+            if self.broker_id not in replicas:
+                continue
+            log_ = self.log_manager.get_or_create_log(info.name, p, config)
+            self.replica_manager.add_partition(
+                TopicPartition(info.name, p), log_, replicas, topic_id=info.topic_id
+            )
+        self._publish_topic(info)
+
+    def _publish_topic(self, info: TopicInfo) -> None:
+        """The metadata cache's view of a registry topic, this broker the leader of every
+        partition it hosts."""
+        states = []
+        for p, replicas in info.assignment.items():
+            tp = TopicPartition(info.name, p)
+            partition = self.replica_manager.get_partition(tp)
+            isr: tuple[int, ...] = ()
+            if partition is None:
+                leader, epoch = -1, -1
+            else:
+                leader, epoch = partition.leader_id, partition.leader_epoch
+                isr = tuple(sorted(partition.isr))
+            states.append(
+                UpdateMetadataPartitionState(tp, 0, leader, epoch, isr, 0, tuple(replicas))
+            )
+        self.metadata_cache.put_topic(info.name, info.topic_id, states)
+
+    def _register(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignment: dict[int, list[int]] | None,
+    ) -> TopicInfo:
+        """Into the registry (name, existence, collisions, config keys checked there),
+        then its partitions are hosted here."""
+        assignment = {p: [self.broker_id] for p in range(num_partitions)}
+        info = self.registry.create(name, assignment, configs, validate_only)
+        if not validate_only:
+            self._host_partitions(info, list(assignment))
+            log.info("created topic %s with %d partitions", name, num_partitions)
+        return info
+
+    async def create_partition_logs(
+        self, name: str, num_partitions: int, configs: dict[str, str]
+    ) -> None:
+        """Create a topic's partition logs ahead of :meth:`create_topic`, on a worker thread
+        (directories, files and fsyncs: 50 partitions take 40-100 ms, more on a busy disk)
+        while the event loop serves: for an internal topic created once the listeners are
+        open. The topic exists once create_topic registers it, which finds them. Nothing
+        to do if the topic exists."""
+        if self.registry.get(name) is not None:
+            return
+        config = topic_log_config(self.config, configs)
+        manager = self.log_manager
+        planned = manager.new_log_dirs(name, range(num_partitions))
+
+        def create() -> dict[int, Log]:
+            return {p: manager.create_log(log_dir, config) for p, log_dir in planned.items()}
+
+        logs = await asyncio.get_running_loop().run_in_executor(None, create)
+        for p, log_ in logs.items():
+            manager.add_log(name, p, log_)
+
+    def coordinator_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str]
+    ) -> TopicInfo:
+        """The topic, created now (one replica) if it does not exist yet."""
+        info = self.registry.get(name)
+        if info is None:
+            info = self.create_topic(name, num_partitions, 1, configs)
+        return info
+
+    def ensure_transaction_state(self) -> None:
+        """``__transaction_state`` is created at the first transactional request and
+        coordinated here (see :func:`txn_runtime.create_transaction_state`)."""
+        if self.registry.get(TRANSACTION_STATE_TOPIC) is not None:
+            return
+        from sluice.server.txn_runtime import create_transaction_state
+
+        create_transaction_state(self, self.coordinators.txn, self.replica_manager)
+
+    def delete_topic(self, name: str) -> None:
+        info = self.registry.delete(name)
+        if info is None:
+            raise KeyError(name)
+        gone = [TopicPartition(name, p) for p in info.assignment]
+        self.metadata_cache.remove_topic(name)
+        for tp in gone:
+            self.replica_manager.remove_partition(tp)
+            self.log_manager.delete_log(tp.topic, tp.partition)
+        self.coordinators.group.handle_deleted_partitions(gone)  # their committed offsets too
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        info = self.registry.get(name)
+        if info is None:
+            raise KeyError(name)
+        if total <= info.num_partitions:
+            raise ValueError(
+                f"Topic currently has {info.num_partitions} partitions, which is higher than "
+                f"or equal to the requested {total}."
+            )
+        if validate_only:
+            return
+        new = {p: [self.broker_id] for p in range(info.num_partitions, total)}
+        self.registry.add_partitions(name, new)
+        self._host_partitions(info, list(new))
+        log.info("topic %s now has %d partitions", name, total)
+
+    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        topic_log_config(self.config, configs)
+        self.apply_topic_configs(name, configs)
