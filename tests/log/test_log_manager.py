@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from sluice.log import (
     TopicPartition,
 )
 from sluice.log.manager import CLEAN_SHUTDOWN_FILE
-from sluice.log.segment import LogSegment
+from sluice.log.segment import LogSegment, SegmentRecovery
 from support.logs import START_MS
 from support.records import Rec, build_batch
 
@@ -59,9 +60,9 @@ def test_clean_marker_skips_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyP
     calls: list[int] = []
     original = LogSegment.recover
 
-    def spy(self: LogSegment, max_message_size: int) -> int:
+    def spy(self: LogSegment, *args: Any, **kwargs: Any) -> SegmentRecovery:
         calls.append(self.base_offset)
-        return original(self, max_message_size)
+        return original(self, *args, **kwargs)
 
     monkeypatch.setattr(LogSegment, "recover", spy)
     segment_file = tmp_path / "t-0" / "00000000000000000000.log"
@@ -77,6 +78,8 @@ def test_clean_marker_skips_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyP
         log.close()
     manager._release_locks()
 
+    # ... before its recovery point was checkpointed: the damage is above it
+    (tmp_path / "t-0" / "recovery-point-offset-checkpoint").unlink()
     crashed = LogManager(tmp_path, _cfg(), clock=clock)
     assert not crashed.had_clean_shutdown(tmp_path)
     assert calls == [0]
