@@ -332,3 +332,26 @@ def test_a_bad_length_below_the_recovery_point_in_an_earlier_segment_is_kept(
     assert _values(reopened, 40, base) == _expected(40, base)
     assert _values(reopened, 60, 65) == _expected(60, 65)
     reopened.close()
+
+
+def test_compaction_never_cleans_past_a_bad_batch_head(tmp_path: Path) -> None:
+    """The cleaner copies a segment batch by batch; a bad length would have ended its
+    walk as the end of the segment, and the cleaned copy would have lost the rest."""
+    from support.cleaner import cleaner_for, key_values, kv_batch, open_log
+
+    clock = ManualClock()
+    log = open_log(tmp_path / "t-0", clock)
+    for i in range(40):
+        log.append_as_leader(kv_batch([(b"k%d" % (i % 3), b"v%d" % i)], clock), 0)
+    log.roll()
+    first = log.segments[0]
+    position, _, _ = _batch_positions(first.log.path)[2]
+    os.pwrite(first.log.fileno(), (10**6).to_bytes(4, "big"), position + 8)
+    before = first.log.path.read_bytes()
+    cleaner = cleaner_for(log, clock)
+    with pytest.raises(CorruptRecordException, match=f"position {position}: batchLength"):
+        cleaner.clean_log(log)
+    assert cleaner.passes_failed == 1
+    assert log.segments[0] is first and first.log.path.read_bytes() == before
+    assert key_values(log)[:2] == [(0, b"k0", b"v0"), (1, b"k1", b"v1")]
+    log.close()
