@@ -129,6 +129,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.retention.check.interval.ms", "long", 300_000, "Retention check period.", min=1),
     ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "fsync after N records.", min=1),
     ConfigDef("log.flush.interval.ms", "long", None, "fsync after this many ms.", min=0),
+    ConfigDef(
+        "log.flush.offset.checkpoint.interval.ms",
+        "int",
+        60_000,
+        "How often the recovery points (offsets below which the logs are flushed, where "
+        "recovery after a crash starts) are written to recovery-point-offset-checkpoint.",
+        min=1,
+    ),
     ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes between index entries.", min=0),
     ConfigDef("log.index.size.max.bytes", "int", 10 * 1024 * 1024, "Index size.", min=4),
     ConfigDef(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -375,7 +376,7 @@ def test_recovery_deletes_segments_after_corruption(tmp_path: Path, clock: Manua
 def test_recovery_point_limits_recovery(
     tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sluice.log.segment import LogSegment
+    from sluice.log.segment import LogSegment, SegmentRecovery
 
     directory = tmp_path / "t-0"
     one = len(_batch(clock))
@@ -388,9 +389,9 @@ def test_recovery_point_limits_recovery(
     calls: list[int] = []
     original = LogSegment.recover
 
-    def spy(self: LogSegment, max_message_size: int) -> int:
+    def spy(self: LogSegment, *args: Any, **kwargs: Any) -> SegmentRecovery:
         calls.append(self.base_offset)
-        return original(self, max_message_size)
+        return original(self, *args, **kwargs)
 
     monkeypatch.setattr(LogSegment, "recover", spy)
     Log(directory, _cfg(segment_bytes=one * 2), clock=clock).close()

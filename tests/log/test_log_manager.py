@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from sluice.log import (
     TopicPartition,
 )
 from sluice.log.manager import CLEAN_SHUTDOWN_FILE
-from sluice.log.segment import LogSegment
+from sluice.log.segment import LogSegment, SegmentRecovery
 from support.logs import START_MS
 from support.records import Rec, build_batch
 
@@ -59,9 +60,9 @@ def test_clean_marker_skips_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyP
     calls: list[int] = []
     original = LogSegment.recover
 
-    def spy(self: LogSegment, max_message_size: int) -> int:
+    def spy(self: LogSegment, *args: Any, **kwargs: Any) -> SegmentRecovery:
         calls.append(self.base_offset)
-        return original(self, max_message_size)
+        return original(self, *args, **kwargs)
 
     monkeypatch.setattr(LogSegment, "recover", spy)
     segment_file = tmp_path / "t-0" / "00000000000000000000.log"
@@ -77,6 +78,8 @@ def test_clean_marker_skips_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyP
         log.close()
     manager._release_locks()
 
+    # ... before its recovery point was checkpointed: the damage is above it
+    (tmp_path / "t-0" / "recovery-point-offset-checkpoint").unlink()
     crashed = LogManager(tmp_path, _cfg(), clock=clock)
     assert not crashed.had_clean_shutdown(tmp_path)
     assert calls == [0]
@@ -137,7 +140,8 @@ def test_retention_flush_and_topic_configs(tmp_path: Path) -> None:
     clock.advance(1000)
     assert manager.flush_dirty_logs() == 1  # "s" keeps the default flush.ms (never)
     assert plain.unflushed_messages == 0 and small.unflushed_messages > 0
-    manager.flush_rolled_segments()
+    # the rolls flushed the segments they left (inline file work: at once)
+    assert small.recovery_point == small.active_segment.base_offset
     manager.update_config("p", _cfg(segment_bytes=one))
     plain.append_as_leader(_batch(clock), 0)
     assert plain.number_of_segments == 2
@@ -177,6 +181,7 @@ def test_logs_created_off_the_manager_then_added(tmp_path: Path) -> None:
 def test_the_manager_hands_its_file_work_to_every_log(tmp_path: Path) -> None:
     """Created and loaded logs alike run their file work (here the removal of expired
     segment files) where the manager's policy says; inline when none is given."""
+    from sluice.log.local_log import FlushWork
     from support.logs import START_MS, ManualFileWork
 
     clock = ManualClock(START_MS)
@@ -184,29 +189,34 @@ def test_the_manager_hands_its_file_work_to_every_log(tmp_path: Path) -> None:
     config = _cfg(segment_bytes=one, retention_bytes=0, file_delete_delay_ms=100,
                   segment_recycle=False, segment_prepare_next=False)  # fmt: skip
 
-    def expire(manager: LogManager) -> int:
-        """Roll three segments, remove every inactive one; how many were removed."""
+    def expire(manager: LogManager) -> tuple[int, int]:
+        """Roll three segments, remove every inactive one; how many were removed, and
+        how many rolls queued the flush of the segment they left."""
+        log = manager.get_or_create_log("t", 0)
         for _ in range(3):
-            manager.get_or_create_log("t", 0).append_as_leader(_batch(clock), 0)
+            log.append_as_leader(_batch(clock), 0)
+        flushes = file_work.queued(FlushWork)
         removed = manager.cleanup_logs()
         assert removed >= 2
         clock.advance(100)
-        assert manager.get_or_create_log("t", 0).delete_pending_files() == removed
-        return removed
+        assert log.delete_pending_files() == removed
+        return removed, flushes
 
     file_work = ManualFileWork()
     manager = LogManager(tmp_path, config, clock=clock, file_work=file_work)
     assert manager.file_work is file_work
-    removed = expire(manager)  # a created log
+    removed, flushes = expire(manager)  # a created log
     assert len(list(tmp_path.glob("t-0/*.deleted"))) == 3 * removed  # queued, not run
-    assert file_work.run() == 2 * removed  # a page drop (at the removal), a deletion each
+    # a flush of what a roll left; a page drop (at the removal) and a deletion per segment
+    assert file_work.run() == flushes + 2 * removed
     assert not list(tmp_path.glob("t-0/*.deleted"))
     manager.shutdown()
 
     reopened = LogManager(tmp_path, config, clock=clock, file_work=file_work)
-    removed = expire(reopened)  # a loaded log
+    removed, flushes = expire(reopened)  # a loaded log
     assert len(list(tmp_path.glob("t-0/*.deleted"))) == 3 * removed
-    assert file_work.run() == 2 * removed and not list(tmp_path.glob("t-0/*.deleted"))
+    assert file_work.run() == flushes + 2 * removed
+    assert not list(tmp_path.glob("t-0/*.deleted"))
     reopened.shutdown()
 
     inline = LogManager(tmp_path, config, clock=clock)

@@ -20,6 +20,7 @@ from test_log_property import LogMachine
 
 from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
+from sluice.log.local_log import FlushWork
 from sluice.log.next_segment import NEXT_FILE_SUFFIX, NextSegment, PreparedFiles
 from support.logs import START_MS, ManualFileWork
 from support.records import Rec, build_batch, values_of
@@ -90,7 +91,7 @@ def test_a_roll_takes_the_files_made_ahead_and_the_file_thread_names_them(
     assert active.log.path.name == "00000000000000000000.log.next"
     _append(log, clock, 3)  # half full again: the next set is asked for after the naming
     assert _values(log) == _expected(4)
-    assert file_work.run() == 2
+    assert file_work.run() == 3  # the naming, the flush of segment 0 (the roll's), the set
     assert active.named and active.log.path.name == "00000000000000000002.log"
     assert _stems(log.dir, ".log") == [0, 2]
     assert _stems(log.dir, ".index") == [0, 2] and _stems(log.dir, ".timeindex") == [0, 2]
@@ -119,7 +120,8 @@ def test_without_the_file_thread_or_with_the_setting_off_a_roll_creates_its_file
     off = Log(tmp_path / "t-1", _config(segment_prepare_next=False), clock=clock, file_work=thread)
     for i in range(7):
         _append(off, clock, i)
-    assert thread.run() == 0 and _next_files(off.dir) == []
+    assert thread.queued(FlushWork) == 3  # each roll flushes the segment it left
+    assert thread.run() == 3 and _next_files(off.dir) == []
     off.close()
 
 
@@ -129,11 +131,11 @@ def test_a_roll_before_the_files_are_made_creates_its_own_and_keeps_the_set(
     clock = ManualClock(START_MS)
     log = _filled(tmp_path, clock, 3, file_work)  # asked at the second append, not made yet
     assert log.active_segment.named and _stems(log.dir, ".log") == [0, 2]
-    assert file_work.run() == 1  # made now, named after segment 0
+    assert file_work.run() == 2  # made now, named after segment 0; the roll's flush
     _append(log, clock, 3)
     _append(log, clock, 4)  # the roll takes the set made for it earlier
     assert log.active_segment.base_offset == 4 and not log.active_segment.named
-    assert file_work.run() == 1  # the naming (at offset 3 a set was held: none asked)
+    assert file_work.run() == 2  # the naming (at offset 3 a set was held: none asked); flush
     assert _next_files(log.dir) == []
     _append(log, clock, 5)
     assert file_work.run() == 1  # half full: the next set
@@ -212,7 +214,7 @@ def test_a_segment_removed_before_its_naming_goes_under_the_names_it_has(
     segment = log.active_segment
     assert not segment.named
     log.truncate_to(1)  # segment 2 removed (file.delete.delay.ms=0: at once)
-    assert file_work.run() == 1  # the naming finds nothing to do
+    assert file_work.run() == 2  # the naming finds nothing to do; the roll's flush
     assert segment.named and _stems(log.dir, ".log") == [0] and _next_files(log.dir) == []
     assert _values(log) == _expected(1)
     log.close()

@@ -17,6 +17,7 @@ import pytest
 from sluice.base.clock import ManualClock
 from sluice.log import Log, file_records
 from sluice.log.file_records import FileRecords
+from sluice.log.local_log import FlushWork
 from support.logs import START_MS, ManualFileWork, attempts, segmented_log
 from support.records import Rec, build_batch
 
@@ -154,11 +155,14 @@ def test_on_the_file_thread_removed_segments_drop_dirty_pages_too(
 def _on_the_file_thread(file_work: ManualFileWork, disk: Path) -> None:
     clock = ManualClock(START_MS)
     log = _log(disk, clock, segments=2, recycle=False, fsync=False, file_work=file_work)
+    rolled_flushes = file_work.take(FlushWork)  # run last: the pages stay dirty till then
     removed = [segment.log for segment in log.segments[:2]]
     assert log.delete_old_segments() == 2
     assert file_work.work.qsize() == 2  # the two droppers, queued for the thread
     file_work.run()
     assert [records.cached() for records in removed] == [False, False]
+    for flush in rolled_flushes:
+        flush()
     log.close()
 
 

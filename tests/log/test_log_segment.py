@@ -114,7 +114,7 @@ def test_recover_rebuilds_identical_indexes(tmp_path: Path) -> None:
         (tmp_path / f"00000000000000000000{s}").read_bytes() for s in (".index", ".timeindex")
     ]
     reopened = _open(tmp_path, interval=150)
-    assert reopened.recover(10**6) == 0
+    assert reopened.recover(10**6) == (0, None, False)
     reopened.close()
     rebuilt = [
         (tmp_path / f"00000000000000000000{s}").read_bytes() for s in (".index", ".timeindex")
@@ -141,8 +141,11 @@ def test_recover_truncates_torn_or_corrupt_tail(tmp_path: Path, damage: str) -> 
         good = len(data) - 100
     path.write_bytes(bytes(data))
     reopened = _open(tmp_path)
-    truncated = reopened.recover(10**6)
-    assert truncated == len(data) - good
+    result = reopened.recover(10**6)
+    assert result.truncated == len(data) - good and not result.kept
+    assert result.stop is not None and result.stop.position == good
+    problem = {"cut": "30 bytes remain", "flip": "CRC", "zeros": "batchLength 0"}[damage]
+    assert problem in result.stop.problem
     assert reopened.size == good
     expected_next = 18 if damage != "zeros" else 20
     assert reopened.read_next_offset() == expected_next

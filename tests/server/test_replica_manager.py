@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import io
+import logging
 import os
 import weakref
 from collections.abc import Iterator
@@ -26,7 +27,12 @@ from sluice.log.group_flush import GroupFlusher
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.replication.partition import FetchIsolation
-from sluice.replication.replica_manager import FetchParams, PartitionFetch, ReplicaManager
+from sluice.replication.replica_manager import (
+    FetchParams,
+    PartitionFetch,
+    ReadErrorLog,
+    ReplicaManager,
+)
 
 TP = TopicPartition("t", 0)
 
@@ -342,6 +348,53 @@ def test_fetch_errors(h: Harness) -> None:
     h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 100, current_leader_epoch=7)],
                         out.append)  # fmt: skip
     assert out[0][0][1].error == ErrorCode.unknown_leader_epoch
+
+
+def test_a_fetch_that_meets_a_corrupt_batch_answers_corrupt_message(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As Kafka's readFromLocalLog: CORRUPT_MESSAGE for the partition, not the next
+    readable batch; one operator line per partition and interval however often a
+    client asks again; an offline log answers KAFKA_STORAGE_ERROR."""
+    for value in (b"a", b"b", b"c"):
+        h.rm.append_records(1000, 1, {TP: batch(value)}, lambda s: None)
+    segment = h.log.active_segment
+    second = list(segment.batches())[1]
+    os.pwrite(segment.log.fileno(), (10**6).to_bytes(4, "big"), second.position + 8)
+    out: list[Any] = []
+    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 1)], out.append)
+    assert out[0][0][1].error == ErrorCode.none and out[0][0][1].records.size == second.position
+    with caplog.at_level(logging.ERROR):
+        for _ in range(3):
+            out.clear()
+            h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 1, 1 << 20)], out.append)
+            data = out[0][0][1]
+            assert data.error == ErrorCode.corrupt_message and data.records is None
+            assert data.high_watermark == 3
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert f"{segment.log.path} position {second.position}: batchLength 1000000" in line
+    h.log.close()
+    out.clear()
+    h.rm.fetch_messages(fetch_params(), [PartitionFetch(TP, 0, 1 << 20)], out.append)
+    assert out[0][0][1].error == ErrorCode.kafka_storage_error
+
+
+def test_read_errors_are_logged_once_per_partition_and_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = ManualClock(0)
+    errors = ReadErrorLog(clock, 60_000)
+    other = TopicPartition("t", 1)
+    with caplog.at_level(logging.ERROR):
+        assert errors.report(TP, 5, OSError("bad"))
+        assert not errors.report(TP, 5, OSError("bad"))
+        assert errors.report(other, 5, OSError("bad"))
+        clock.advance(59_999)
+        assert not errors.report(TP, 5, OSError("bad"))
+        clock.advance(1)
+        assert errors.report(TP, 5, OSError("bad"))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and lines[-1].endswith("(2 more since the last report)")
 
 
 def test_removed_partition_answers_waiting_fetch(h: Harness) -> None:

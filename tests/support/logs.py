@@ -16,6 +16,7 @@ from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log.file_records import FileRecords
 from sluice.log.file_work import FileWork
+from sluice.log.local_log import FlushWork
 from support.records import Rec, build_batch
 
 ATTEMPTS = 5
@@ -97,6 +98,24 @@ class ManualFileWork:
     def submit(self, work: Callable[[], None]) -> None:
         self.work.put(work)
 
+    def queued(self, owner: type) -> int:
+        """How many queued pieces of work are methods of an ``owner`` (e.g. the
+        ``FlushWork.sync`` a roll queues)."""
+        return sum(isinstance(getattr(w, "__self__", None), owner) for w in self.work.queue)
+
+    def take(self, owner: type) -> list[Callable[[], None]]:
+        """Take the queued methods of an ``owner`` out of the queue, the rest keeping
+        their order: for a scenario that runs them later, or never (the fsyncs of the
+        segments a roll left, ``FlushWork.sync``, with pages meant to stay dirty)."""
+        kept: list[Callable[[], None]] = []
+        taken: list[Callable[[], None]] = []
+        while not self.work.empty():
+            work = self.work.get()
+            (taken if isinstance(getattr(work, "__self__", None), owner) else kept).append(work)
+        for work in kept:
+            self.work.put(work)
+        return taken
+
     def run(self) -> int:
         """Run what is queued, in order; how many there were."""
         done = 0
@@ -106,9 +125,14 @@ class ManualFileWork:
         return done
 
     def drop(self) -> int:
-        """Forget what is queued (what a killed process loses); how many there were."""
+        """Forget what is queued (what a killed process loses, its descriptors closed:
+        those a queued flush holds too); how many there were."""
         dropped = 0
         while not self.work.empty():
-            self.work.get()
+            owner = getattr(self.work.get(), "__self__", None)
+            if isinstance(owner, FlushWork) and owner.owned:
+                for fd in owner.fds:
+                    os.close(fd)
+                owner.fds = []
             dropped += 1
         return dropped

@@ -36,6 +36,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         console_producer,
         consumer_groups,
         demo,
+        dump_log,
         topics,
     )
 
@@ -44,6 +45,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     console_producer.add_parser(sub)
     console_consumer.add_parser(sub)
     consumer_groups.add_parser(sub)
+    dump_log.add_parser(sub)
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
     return parser

@@ -23,27 +23,32 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sluice.log.direct import DirectWriter
-from sluice.log.errors import KafkaStorageException
+from sluice.log.errors import CorruptRecordException, KafkaStorageException
 from sluice.log.patched_records import PatchedRecords, pwrite_all
 from sluice.log.record_scan import record_offsets_and_timestamps
 from sluice.protocol.records.batch import (
     BATCH_HEADER_SIZE,
+    CURRENT_MAGIC,
     HEADER_STRUCT,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
     MIN_BATCH_LENGTH,
     NO_PARTITION_LEADER_EPOCH,
     BatchHeader,
-    batch_error,
+    compute_crc,
     read_header,
 )
 
 __all__ = [
     "LOG_FILE_SUFFIX",
+    "Corruption",
     "FetchDataInfo",
     "FileRecords",
     "FileSlice",
     "LogOffsetMetadata",
     "TimestampAndOffset",
+    "batch_problem",
+    "head_problem",
 ]
 
 LOG_FILE_SUFFIX = ".log"
@@ -111,6 +116,69 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
     leader_epoch: int | None = None
+
+
+class Corruption(NamedTuple):
+    """Where a data file stops holding whole, valid batches, and what is wrong there."""
+
+    path: Path
+    position: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path} position {self.position}: {self.problem}"
+
+
+def head_problem(
+    buf: bytes | bytearray | memoryview, at: int, position: int, limit: int, min_offset: int
+) -> str | None:
+    """What is wrong with the batch head at ``buf[at:]``, which is at ``position`` of a
+    file whose records end at ``limit``; None if it passes the checks every scan makes
+    as it hops: a whole header, a ``batchLength`` that ends within the records, magic 2,
+    a ``baseOffset`` not below ``min_offset`` (the previous batch's next offset, or the
+    segment's base offset) and a ``lastOffsetDelta`` that is not negative. The CRC is
+    not among them: it needs the whole batch (:func:`batch_problem`)."""
+    remaining = limit - position
+    if len(buf) - at < BATCH_HEADER_SIZE:
+        if remaining < BATCH_HEADER_SIZE:
+            return f"{remaining} bytes remain, fewer than a batch header ({BATCH_HEADER_SIZE})"
+        return f"the file ends before the batch header ({len(buf) - at} bytes read)"
+    base_offset, length = _OFFSET_AND_LENGTH.unpack_from(buf, at)
+    if length < MIN_BATCH_LENGTH:
+        return f"batchLength {length} is below the minimum {MIN_BATCH_LENGTH}"
+    if position + LOG_OVERHEAD + length > limit:
+        return (
+            f"batchLength {length} runs past the end of the records "
+            f"({remaining - LOG_OVERHEAD} bytes follow)"
+        )
+    magic = buf[at + MAGIC_OFFSET]
+    if magic != CURRENT_MAGIC:
+        return f"magic {magic}, not {CURRENT_MAGIC}"
+    if base_offset < min_offset:
+        return f"baseOffset {base_offset} is below {min_offset}, where the batch may start"
+    delta = _LENGTH.unpack_from(buf, at + _LAST_OFFSET_DELTA)[0]
+    if delta < 0:
+        return f"lastOffsetDelta {delta} is negative"
+    return None
+
+
+def batch_problem(
+    buf: bytes | bytearray | memoryview, at: int, header: BatchHeader, max_batch_size: int
+) -> str | None:
+    """What is wrong with the whole batch at ``buf[at:]`` whose head passed
+    :func:`head_problem` (``header``); None if it is valid: at most ``max_batch_size``
+    bytes, a recordsCount that is not negative, and its CRC32C."""
+    size = header.size_in_bytes
+    if size > max_batch_size:
+        return f"the batch's {size} bytes exceed {max_batch_size}"
+    if header.records_count < 0:
+        return f"recordsCount {header.records_count} is negative"
+    if len(buf) - at < size:
+        return f"the file ends inside the batch ({len(buf) - at} of {size} bytes read)"
+    crc = compute_crc(buf, at, size)
+    if crc != header.crc:
+        return f"CRC {header.crc} stored, {crc} computed"
+    return None
 
 
 class FileRecords:
@@ -341,33 +409,56 @@ class FileRecords:
             read_size = BATCH_HEADER_SIZE if length > HEADER_WINDOW else HEADER_WINDOW
             position += LOG_OVERHEAD + length
 
-    def search_for_offset(self, target_offset: int, start_position: int) -> BatchHeader | None:
+    def search_for_offset(
+        self, target_offset: int, start_position: int, min_offset: int = 0, strict: bool = False
+    ) -> BatchHeader | None:
         """The first batch at or after ``start_position`` whose last offset >= target.
 
-        Hot path of every fetch: only baseOffset, batchLength and lastOffsetDelta are
-        unpacked per hop; the full header only for the match.
-        """
+        Hot path of every fetch: only baseOffset, batchLength, magic and lastOffsetDelta
+        are read per hop; the full header only for the match. Each head hopped over is
+        checked (:func:`head_problem`; ``min_offset``: the lowest base offset allowed
+        first, the segment's), since a wrong length would hop into the middle of other
+        batches: with ``strict`` a bad one raises :class:`CorruptRecordException` naming
+        the file and position, without it the search ends (None)."""
         fd = self.fileno()
         limit = self._size
         unpack_offset_length = _OFFSET_AND_LENGTH.unpack_from
         unpack_int = _LENGTH.unpack_from
         position = start_position
+        expected = min_offset
         window = b""
         window_start = 0
-        while limit - position >= BATCH_HEADER_SIZE:
+        while position < limit:
             at = position - window_start
             if at + BATCH_HEADER_SIZE > len(window):
                 window = os.pread(fd, min(HEADER_WINDOW, limit - position), position)
                 window_start, at = position, 0
                 if len(window) < BATCH_HEADER_SIZE:
+                    self._bad_head(window, 0, position, expected, strict)
                     return None
             base_offset, length = unpack_offset_length(window, at)
-            if length < MIN_BATCH_LENGTH or position + LOG_OVERHEAD + length > limit:
+            delta = unpack_int(window, at + _LAST_OFFSET_DELTA)[0]
+            if (
+                length < MIN_BATCH_LENGTH
+                or position + LOG_OVERHEAD + length > limit
+                or window[at + MAGIC_OFFSET] != CURRENT_MAGIC
+                or base_offset < expected
+                or delta < 0
+            ):
+                self._bad_head(window, at, position, expected, strict)
                 return None
-            if base_offset + unpack_int(window, at + _LAST_OFFSET_DELTA)[0] >= target_offset:
+            if base_offset + delta >= target_offset:
                 return _new_header(BatchHeader, position, *HEADER_STRUCT.unpack_from(window, at))
+            expected = base_offset + delta + 1
             position += LOG_OVERHEAD + length
         return None
+
+    def _bad_head(self, window: bytes, at: int, position: int, expected: int, strict: bool) -> None:
+        """A search met a bad batch head: with ``strict``, raise what is wrong."""
+        if not strict:
+            return None
+        problem = head_problem(window, at, position, self._size, expected)
+        raise CorruptRecordException(f"{self.path} position {position}: {problem}")
 
     def last_whole_batch_end(self, start: int, limit: int) -> int:
         """The largest batch boundary <= ``limit``, hopping batch lengths from ``start``."""
@@ -411,34 +502,47 @@ class FileRecords:
                     return TimestampAndOffset(timestamp, offset, leader_epoch)
         return None
 
-    def valid_batches(self, base_offset: int, max_batch_size: int) -> Iterator[BatchHeader]:
-        """Yield batches from position 0 while each is whole, CRC-valid, in offset order and
-        within ``[base_offset, base_offset + 2**31)``: the prefix that recovery keeps."""
+    def valid_batches(
+        self, base_offset: int, max_batch_size: int, verify_from: int | None = None
+    ) -> Iterator[BatchHeader | Corruption]:
+        """Yield the batches from position 0 that recovery keeps, then, if it stopped
+        before the end, a :class:`Corruption` saying where and why.
+
+        Every batch must be whole, in offset order and within ``[base_offset,
+        base_offset + 2**31)`` (:func:`head_problem`); from the first batch holding
+        ``verify_from`` on (from the start when None) its size is checked against
+        ``max_batch_size`` and its CRC too. Batches before it (flushed before a crash:
+        below the recovery point) are only hopped over, reading their headers."""
         size = self._size
         position = 0
         window = b""
         window_start = 0
         min_offset = base_offset
+        verify_at = -1 if verify_from is None else verify_from
         while position < size:
             at = position - window_start
-            if at < 0 or at + LOG_OVERHEAD > len(window):
+            if at < 0 or at + BATCH_HEADER_SIZE > len(window):
                 window = self.read(position, min(RECOVERY_WINDOW, size - position))
                 window_start, at = position, 0
-                if len(window) < LOG_OVERHEAD:
-                    return
-            batch_size = _LENGTH.unpack_from(window, at + 8)[0] + LOG_OVERHEAD
-            if not BATCH_HEADER_SIZE <= batch_size <= max_batch_size:
-                return
-            if position + batch_size > size:
-                return
-            if at + batch_size > len(window):
-                window = self.read(position, max(batch_size, min(RECOVERY_WINDOW, size - position)))
-                window_start, at = position, 0
-            if batch_error(window, at, max_batch_size, at + batch_size) is not None:
+            problem = head_problem(window, at, position, size, min_offset)
+            if problem is not None:
+                yield Corruption(self.path, position, problem)
                 return
             header = read_header(window, at)._replace(position=position)
-            if header.base_offset < min_offset or header.last_offset - base_offset > _INT32_MAX:
+            if header.last_offset - base_offset > _INT32_MAX:
+                problem = f"lastOffset {header.last_offset} does not fit the segment"
+                yield Corruption(self.path, position, problem)
                 return
+            batch_size = header.size_in_bytes
+            if header.last_offset >= verify_at:
+                if at + batch_size > len(window):
+                    length = max(batch_size, min(RECOVERY_WINDOW, size - position))
+                    window = self.read(position, length)
+                    window_start, at = position, 0
+                problem = batch_problem(window, at, header, max_batch_size)
+                if problem is not None:
+                    yield Corruption(self.path, position, problem)
+                    return
             yield header
             min_offset = header.last_offset + 1
             position += batch_size

@@ -4,9 +4,12 @@ The file work of a log is what may wait for the disk or the file system's metada
 need not be done before the log operation that causes it returns: removing the files of
 removed segments once ``file.delete.delay.ms`` has passed (unlinking a large file frees
 its page-cache pages, which can take tens of milliseconds), dropping the pages of
-removed segments (writing dirty ones back first), and creating the next segment's files
-ahead of a roll and giving them their final names (next_segment.py). Kafka deletes
-segment files on a scheduler thread too.
+removed segments (writing dirty ones back first), creating the next segment's files
+ahead of a roll and giving them their final names (next_segment.py), fsyncing the
+segments a roll leaves (``LocalLog.flush_in_background``; the recovery point moves once
+that is done) and writing recovery-point checkpoints
+(``LogManager.checkpoint_recovery_points``). Kafka deletes segment files, flushes rolled
+segments and checkpoints recovery points on a scheduler thread too.
 
 The policy is chosen by whoever owns the logs and handed to each of them: the
 :class:`~sluice.log.manager.LogManager` passes the one it is given to every log it opens

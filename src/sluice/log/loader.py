@@ -6,6 +6,12 @@ index files without a ``.log`` are dropped, a segment whose index is missing or 
 sanity check is rebuilt, and, when the previous shutdown was not clean, every segment holding
 offsets at or above the recovery point is recovered; the first one that needed truncation
 makes every later segment suspect, so those are deleted.
+
+What lies below the recovery point was flushed before the crash: it is not validated
+again (segments wholly below it are not read at all; in the segment holding it the
+batches before it are only hopped over by their headers) and never truncated, except
+where a bad header in the last segment leaves no other way to find the log end. A
+corrupt batch there is kept and reported when read (CORRUPT_MESSAGE), as Kafka does.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from sluice.log.errors import CorruptIndexException
 from sluice.log.file_records import LOG_FILE_SUFFIX, FileRecords
 from sluice.log.index import INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX
 from sluice.log.next_segment import PreparedFiles, settle_next_files
-from sluice.log.segment import LogSegment
+from sluice.log.segment import LogSegment, SegmentRecovery
 
 __all__ = [
     "CLEANED_FILE_SUFFIX",
@@ -111,8 +117,8 @@ def load_log(
     complete_interrupted_swaps(directory)  # the log cleaner's .swap files (cleaner_files.py)
     settle_next_files(directory)  # files a roll took before they had their names
     segments: list[LogSegment] = []
-    recovered: dict[int, int] = {}  # base offset -> bytes truncated
-    for base in _remove_temp_files(directory):
+    bases = _remove_temp_files(directory)
+    for i, base in enumerate(bases):
         stem = f"{base:020d}"
         indexes_exist = (directory / f"{stem}{INDEX_FILE_SUFFIX}").exists() and (
             directory / f"{stem}{TIME_INDEX_FILE_SUFFIX}"
@@ -124,11 +130,17 @@ def load_log(
             segment.sanity_check()
         except CorruptIndexException as exc:
             log.warning("%s: rebuilding indexes of segment %d: %s", directory.name, base, exc)
-            recovered[base] = segment.recover(RECOVERY_MAX_BATCH_SIZE)
+            upper = bases[i + 1] if i + 1 < len(bases) else None
+            if had_clean_shutdown or (upper is not None and upper <= recovery_point):
+                result = segment.recover(
+                    RECOVERY_MAX_BATCH_SIZE, recovery_point, keep_unverified=upper is not None
+                )
+                _report(directory, segment, result, recovery_point, None)
+            # else the recovery of the unflushed segments below rebuilds them
         segments.append(segment)
 
     if not had_clean_shutdown:
-        segments = _recover_unflushed(directory, segments, recovery_point, recovered)
+        segments = _recover_unflushed(directory, segments, recovery_point)
     if not segments:
         segments.append(open_segment(directory, max(log_start_offset, 0), config, clock))
 
@@ -152,25 +164,44 @@ def load_log(
 
 
 def _recover_unflushed(
-    directory: Path, segments: list[LogSegment], recovery_point: int, recovered: dict[int, int]
+    directory: Path, segments: list[LogSegment], recovery_point: int
 ) -> list[LogSegment]:
+    """Recover the segments holding offsets at or above ``recovery_point``; a truncation
+    deletes the segments after it (their data came later than a torn or bad write)."""
     for i, segment in enumerate(segments):
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if upper is not None and upper <= recovery_point:
             continue  # wholly flushed before the crash
-        truncated = recovered.get(segment.base_offset)
-        if truncated is None:
-            truncated = segment.recover(RECOVERY_MAX_BATCH_SIZE)
+        result = segment.recover(
+            RECOVERY_MAX_BATCH_SIZE, recovery_point, keep_unverified=upper is not None
+        )
         segment.flush()
-        if truncated:
-            log.warning(
-                "%s: corruption in segment %d: truncated %d bytes, deleting %d later segments",
-                directory.name,
-                segment.base_offset,
-                truncated,
-                len(segments) - i - 1,
-            )
+        _report(directory, segment, result, recovery_point, len(segments) - i - 1)
+        if result.truncated:
             for later in segments[i + 1 :]:
                 later.delete()
             return segments[: i + 1]
     return segments
+
+
+def _report(
+    directory: Path,
+    segment: LogSegment,
+    result: SegmentRecovery,
+    recovery_point: int,
+    later: int | None,
+) -> None:
+    """Log what a segment's recovery found: one line, with the file and position;
+    ``later``: how many later segments the truncation deletes."""
+    if result.kept:
+        log.error(
+            "%s: corrupt batch below the recovery point %d, kept as it is (reads reaching "
+            "it answer CORRUPT_MESSAGE): %s",
+            directory.name, recovery_point, result.stop,
+        )  # fmt: skip
+    elif result.truncated:
+        log.warning(
+            "%s: recovery truncated %d bytes of segment %d at %s%s",
+            directory.name, result.truncated, segment.base_offset, result.stop,
+            "" if later is None else f"; deleting {later} later segments",
+        )  # fmt: skip

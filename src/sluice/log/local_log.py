@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,22 +38,34 @@ class FlushWork:
     """The fsyncs that bring a log's recovery point to ``target``: taken on the log's
     thread (:meth:`LocalLog.flush_work`), synced anywhere, applied on the log's thread
     (:meth:`LocalLog.flushed`). ``owned``: the descriptors are duplicates this work
-    closes, so that it can run after the segments are closed or removed."""
+    closes, so that it can run after the segments are closed or removed. ``directory``:
+    also fsynced, after the files (a rolled segment's names)."""
 
-    __slots__ = ("error", "fds", "owned", "target", "truncations")
+    __slots__ = ("directory", "done", "error", "fds", "owned", "target", "truncations")
 
-    def __init__(self, target: int, fds: list[int], truncations: int, owned: bool) -> None:
+    def __init__(
+        self,
+        target: int,
+        fds: list[int],
+        truncations: int,
+        owned: bool,
+        directory: Path | None = None,
+    ) -> None:
         self.target = target
         self.fds = fds
         self.truncations = truncations
         self.owned = owned
+        self.directory = directory
         self.error: OSError | None = None
+        self.done = False  # set once sync() has run, whatever its outcome
 
     def sync(self) -> None:
         """fsync every file; the first failure is kept in ``error`` (and raised)."""
         try:
             for fd in self.fds:
                 os.fsync(fd)
+            if self.directory is not None:
+                fsync_directory(self.directory)
         except OSError as exc:
             self.error = exc
             raise
@@ -61,6 +74,7 @@ class FlushWork:
                 for fd in self.fds:
                     os.close(fd)
                 self.fds = []
+            self.done = True
 
 
 def _duplicated(fds: list[int]) -> list[int]:
@@ -79,10 +93,20 @@ def _duplicated(fds: list[int]) -> list[int]:
 class LocalLog:
     """The ordered segments of one partition directory with the log end offset and recovery
     point: appends to the active segment, rolls, reads, truncates, flushes and deletes
-    segments, knowing nothing of the log start offset or retention."""
+    segments, knowing nothing of the log start offset or retention.
+
+    A roll has the segments it leaves flushed as background file work, as Kafka's
+    ``flush-log`` job does; the recovery point moves once that is done
+    (:meth:`apply_finished_flushes`). The recovery point is written to
+    ``recovery-point-offset-checkpoint`` when its owner says
+    (:meth:`write_recovery_point_checkpoint`; a broker every
+    ``log.flush.offset.checkpoint.interval.ms``), at once when it moves back
+    (truncation), and at open and close."""
 
     __slots__ = (
+        "_background_flushes",
         "_bases",
+        "_checkpointed",
         "_clock",
         "_closed",
         "_config",
@@ -96,6 +120,7 @@ class LocalLog:
         "_pending_deletes",
         "_recovery_point",
         "_rp_checkpoint",
+        "_rp_lock",
         "_segments",
         "_spare",
         "_truncations",
@@ -142,7 +167,11 @@ class LocalLog:
         self._pending_deletes: list[tuple[int, LogSegment, int]] = []
         self._spare: tuple[FileRecords, int] | None = None  # a data file to reuse, its bound
         self._paged: LogSegment | None = None  # the removed segment whose pages are kept
+        # Flushes handed to the file work, in order, until applied on this thread.
+        self._background_flushes: list[FlushWork] = []
         self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
+        self._rp_lock = threading.RLock()  # one checkpoint write at a time, from any thread
+        self._checkpointed: int | None = None  # the recovery point the file holds
         self.write_recovery_point_checkpoint()
         # The next segment's files, made by the file work (next_segment.py) once the
         # active segment holds _next_at bytes.
@@ -308,6 +337,7 @@ class LocalLog:
         )
         self._bases.append(new_offset)
         self._next_at = self._next_threshold()
+        self.flush_in_background(new_offset)
         return segment
 
     def _new_segment(self, base_offset: int) -> tuple[LogSegment, str]:
@@ -508,6 +538,7 @@ class LocalLog:
         new_end = target if straddling is None else min(target, straddling.base_offset)
         self._log_end_offset = max(new_end, segment.base_offset)
         self._truncations += 1
+        self._background_flushes.clear()  # their work no longer counts (flushed())
         self._flush_wanted = min(self._flush_wanted, self._log_end_offset)
         self._set_recovery_point(min(self._recovery_point, self._log_end_offset))
         return self._log_end_offset
@@ -519,6 +550,7 @@ class LocalLog:
         self._bases = [new_offset]
         self._log_end_offset = new_offset
         self._truncations += 1
+        self._background_flushes.clear()
         self._flush_wanted = 0
         self._set_recovery_point(new_offset)
 
@@ -535,19 +567,45 @@ class LocalLog:
         """What :meth:`flush` would fsync (None: nothing below ``offset`` is unflushed).
         ``detached``: with duplicated descriptors, for fsyncs run on another thread while
         this one goes on (then :meth:`flushed` on this thread)."""
+        return self._work_from(self._recovery_point, offset, detached)
+
+    def _work_from(self, start: int, offset: int | None, detached: bool) -> FlushWork | None:
+        """The fsyncs of the segments holding offsets in ``[start, offset)``."""
         self.check_open()
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
-        if target <= self._recovery_point:
+        if target <= start:
             return None
         fds: list[int] = []
-        first = self.segment_index_for(self._recovery_point)
-        for i in range(first, len(self._segments)):
+        for i in range(self.segment_index_for(start), len(self._segments)):
             if self._bases[i] >= target:
                 break
             fds.extend(self._segments[i].files_to_sync())
         if detached:
             fds = _duplicated(fds)
         return FlushWork(target, fds, self._truncations, detached)
+
+    def flush_in_background(self, offset: int) -> None:
+        """Have the file work fsync the segments below ``offset`` and the directory
+        (Kafka's ``flush-log`` job at a roll: ``offset`` is the new segment's base); the
+        recovery point moves to ``offset`` once it is done (:meth:`apply_finished_flushes`;
+        with inline file work, before this returns). Segments that an earlier one still
+        in the background covers are not synced again."""
+        pending = self._background_flushes
+        start = max(self._recovery_point, pending[-1].target if pending else 0)
+        work = self._work_from(start, offset, self._file_work.in_background)
+        if work is None:
+            return
+        work.directory = self.dir
+        pending.append(work)
+        self._file_work.submit(work.sync)  # a failure is logged there, applied here
+        self.apply_finished_flushes()
+
+    def apply_finished_flushes(self) -> None:
+        """Apply the background flushes that are done, in order (:meth:`flushed`); on
+        the log's thread."""
+        pending = self._background_flushes
+        while pending and pending[0].done:
+            self.flushed(pending.pop(0))
 
     def flushed(self, work: FlushWork) -> None:
         """``work`` was synced: the recovery point moves to its target, unless the log was
@@ -559,31 +617,42 @@ class LocalLog:
             return
         self._last_flush_ms = self._clock.milliseconds()
         if work.target > self._recovery_point:
-            self._set_recovery_point(work.target)
+            self._recovery_point = work.target
 
     def _set_recovery_point(self, offset: int) -> None:
-        # Recovery works per segment, so the checkpoint only changes when the recovery
-        # point moves into another segment; this keeps flushes at one fsync per file.
-        changed = self.segment_index_for(offset) != self.segment_index_for(self._recovery_point)
+        """Move the recovery point; back (a truncation), the checkpoint is written now, so
+        that it never claims data the log no longer has as flushed."""
         moved_back = offset < self._recovery_point
         self._recovery_point = offset
-        if changed or moved_back:
+        if moved_back:
             self.write_recovery_point_checkpoint()
 
+    @property
+    def recovery_point_checkpointed(self) -> bool:
+        """Whether recovery-point-offset-checkpoint holds the recovery point."""
+        return self._checkpointed == self._recovery_point
+
     def write_recovery_point_checkpoint(self) -> None:
-        key = (self.topic, self.partition)
-        self._rp_checkpoint.write({key: self._recovery_point})
+        """Write the recovery point to recovery-point-offset-checkpoint unless it holds it
+        already; on any thread (the file work), nothing once the log is closed."""
+        with self._rp_lock:
+            offset = self._recovery_point
+            if self._closed or offset == self._checkpointed:
+                return
+            self._rp_checkpoint.write({(self.topic, self.partition): offset})
+            self._checkpointed = offset
 
     def close(self) -> None:
         """Close every segment (writing final time index entries) and the checkpoint."""
         if self._closed:
             return
         self.delete_pending_files(force=True)
-        self.write_recovery_point_checkpoint()
+        with self._rp_lock:  # a checkpoint write on the file thread ends first
+            self.write_recovery_point_checkpoint()
+            self._closed = True
         for segment in self._segments:
             segment.close()
         self._next.close()
-        self._closed = True
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""

@@ -488,10 +488,28 @@ class Log:
         """The end of the latest flush asked of ``flush_group`` (0 if none)."""
         return self._local.flush_wanted
 
+    def apply_finished_flushes(self) -> None:
+        """Move the recovery point past the rolled segments whose background flush is
+        done (LocalLog.flush_in_background)."""
+        self._local.apply_finished_flushes()
+
+    @property
+    def recovery_point_checkpointed(self) -> bool:
+        """Whether recovery-point-offset-checkpoint holds the recovery point."""
+        return self._local.recovery_point_checkpointed
+
+    def write_recovery_point_checkpoint(self) -> None:
+        """Write the recovery point to recovery-point-offset-checkpoint (an fsync; on any
+        thread, nothing once closed)."""
+        self._local.write_recovery_point_checkpoint()
+
     def flush_if_due(self) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush with data unflushed."""
         local = self._local
-        if local.is_closed or self.unflushed_messages == 0:
+        if local.is_closed:
+            return False
+        local.apply_finished_flushes()
+        if self.unflushed_messages == 0:
             return False
         if self._clock.milliseconds() - local.last_flush_time < local.config.flush_ms:
             return False

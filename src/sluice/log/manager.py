@@ -228,12 +228,22 @@ class LogManager:
         self._check_running()
         return sum(1 for log in list(self._logs.values()) if log.flush_if_due())
 
-    def flush_rolled_segments(self) -> None:
-        """fsync every inactive segment (data before each active segment) and advance the
-        recovery points, bounding what an unclean restart has to recover."""
+    def checkpoint_recovery_points(self) -> int:
+        """Kafka's ``checkpointLogRecoveryOffsets`` (a broker's
+        ``log.flush.offset.checkpoint.interval.ms``): move each log's recovery point past
+        the rolled segments flushed in the background, and have the file work write it
+        to the log's recovery-point-offset-checkpoint where that does not hold it yet.
+        Returns how many writes were handed to the file work."""
         self._check_running()
+        count = 0
         for log in list(self._logs.values()):
-            log.flush(log.active_segment.base_offset)
+            if log.is_closed:
+                continue
+            log.apply_finished_flushes()
+            if not log.recovery_point_checkpointed:
+                self.file_work.submit(log.write_recovery_point_checkpoint)
+                count += 1
+        return count
 
     # -- shutdown ------------------------------------------------------------------------
     def abandon(self) -> None:

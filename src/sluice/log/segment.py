@@ -7,11 +7,12 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log.file_records import (
     LOG_FILE_SUFFIX,
+    Corruption,
     FetchDataInfo,
     FileRecords,
     LogOffsetMetadata,
@@ -30,7 +31,7 @@ from sluice.protocol.records.batch import LOG_OVERHEAD, NO_TIMESTAMP, BatchHeade
 if TYPE_CHECKING:
     from sluice.log.next_segment import PreparedFiles
 
-__all__ = ["LogSegment", "TimestampAndOffset", "filename_prefix_from_offset"]
+__all__ = ["LogSegment", "SegmentRecovery", "TimestampAndOffset", "filename_prefix_from_offset"]
 
 _INT32_MAX = 2**31 - 1
 RECENT_APPENDS = 32
@@ -47,6 +48,16 @@ def _txn_index_name(log_name: str) -> str:
     """``<base>.log[suffix]`` -> ``<base>.txnindex[suffix]``."""
     stem, _, rest = log_name.partition(LOG_FILE_SUFFIX)
     return f"{stem}{TXN_INDEX_FILE_SUFFIX}{rest}"
+
+
+class SegmentRecovery(NamedTuple):
+    """What :meth:`LogSegment.recover` found: the bytes it cut from the end of the data
+    file, where and why its scan stopped before the end (None: every batch was good),
+    and whether the bytes from there on were kept (a bad header in flushed data)."""
+
+    truncated: int
+    stop: Corruption | None
+    kept: bool = False
 
 
 class LogSegment:
@@ -355,19 +366,25 @@ class LogSegment:
         self._recent_positions.clear()
 
     # -- reads -------------------------------------------------------------------------
-    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
+    def translate_offset(
+        self, offset: int, starting_position: int = 0, strict: bool = False
+    ) -> BatchHeader | None:
         """The first batch (at or after ``starting_position``) whose last offset >= ``offset``.
 
         The search starts at the offset index's entry or, when later, at the start of the
         latest append whose first batch begins at or below ``offset``: every batch before
-        that one ends below ``offset``, so it cannot be the answer."""
+        that one ends below ``offset``, so it cannot be the answer. A bad batch head on
+        the way (:meth:`FileRecords.search_for_offset`) raises CorruptRecordException
+        with ``strict``, and ends the search (None) without."""
         position = self._offset_index.lookup(offset).position
         recent = self._recent_offsets
         if recent and offset >= recent[0]:
             latest = self._recent_positions[bisect.bisect_right(recent, offset) - 1]
             if latest > position:
                 position = latest
-        return self._log.search_for_offset(offset, max(position, starting_position))
+        return self._log.search_for_offset(
+            offset, max(position, starting_position), self.base_offset, strict
+        )
 
     def read(
         self,
@@ -381,11 +398,13 @@ class LogSegment:
 
         Batches end before ``max_position`` and hold only offsets < ``max_offset``; with
         ``min_one_message`` the first batch is returned even if larger than ``max_size``.
-        Returns None when ``start_offset`` is beyond this segment.
+        Returns None when ``start_offset`` is beyond this segment. Raises
+        CorruptRecordException when a batch head on the way to it is bad (the batches
+        are sent as they are: their records and CRCs are not read).
         """
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self}")
-        first = self.translate_offset(start_offset)
+        first = self.translate_offset(start_offset, strict=True)
         if first is None:
             return None
         start = first.position
@@ -397,7 +416,7 @@ class LogSegment:
             if first.base_offset + first.last_offset_delta >= max_offset:
                 limit, at_boundary = start, True
             else:
-                bound = self.translate_offset(max_offset, start)
+                bound = self.translate_offset(max_offset, start, strict=True)
                 if bound is not None and bound.position <= limit:
                     limit, at_boundary = bound.position, True
         first_size = first.batch_length + LOG_OVERHEAD
@@ -446,18 +465,29 @@ class LogSegment:
             return None
         return self._log.search_for_timestamp(max_timestamp, header.position, header.base_offset)
 
-    def recover(self, max_message_size: int) -> int:
-        """Validate every batch, cut the file at the first bad one, rebuild both indexes.
+    def recover(
+        self, max_message_size: int, verify_from: int | None = None, keep_unverified: bool = False
+    ) -> SegmentRecovery:
+        """Scan the batches (:meth:`FileRecords.valid_batches`: those holding offsets from
+        ``verify_from`` on are checked whole, CRC included, those before it only by their
+        headers), cut the file at the first bad one and rebuild both indexes.
 
-        Returns the number of bytes truncated.
-        """
+        ``keep_unverified``: a bad header before ``verify_from`` (in data flushed before
+        a crash) does not cut the file: the bytes from there on stay, unindexed, and a
+        read that reaches them answers CORRUPT_MESSAGE. Not for the last segment, whose
+        end gives the log end offset."""
         self._offset_index.reset()
         self._time_index.reset()
         valid_bytes = 0
         last_index_entry = 0
         max_timestamp = NO_TIMESTAMP
         offset_of_max = self.base_offset
-        for header in self._log.valid_batches(self.base_offset, max_message_size):
+        next_offset = self.base_offset
+        stop: Corruption | None = None
+        for header in self._log.valid_batches(self.base_offset, max_message_size, verify_from):
+            if isinstance(header, Corruption):
+                stop = header
+                break
             if header.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
             if valid_bytes - last_index_entry > self._index_interval_bytes:
@@ -465,14 +495,23 @@ class LogSegment:
                 self._time_index.maybe_append(max_timestamp, offset_of_max)
                 last_index_entry = valid_bytes
             valid_bytes += header.size_in_bytes
+            next_offset = header.last_offset + 1
         self._forget_appends()
-        truncated = self._log.truncate_to(valid_bytes)
-        self.txn_index.truncate_to(self.read_next_offset())
+        kept = (
+            stop is not None
+            and keep_unverified
+            and verify_from is not None
+            and next_offset < verify_from
+        )
+        truncated = 0
+        if not kept:
+            truncated = self._log.truncate_to(valid_bytes)
+            self.txn_index.truncate_to(self.read_next_offset())
         self._time_index.maybe_append(max_timestamp, offset_of_max, skip_full_check=True)
         self._max_timestamp, self._offset_of_max_timestamp = max_timestamp, offset_of_max
         self._bytes_since_last_index_entry = valid_bytes - last_index_entry
         self._rolling_based_timestamp = None
-        return truncated
+        return SegmentRecovery(truncated, stop, kept)
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset >= ``offset``; returns bytes removed."""

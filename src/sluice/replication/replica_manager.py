@@ -11,7 +11,9 @@ from pathlib import Path
 from sluice.base import TopicPartition
 from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log import (
+    CorruptRecordException,
     FileSlice,
+    KafkaStorageException,
     Log,
     LogOffsetMetadata,
     OffsetOutOfRangeException,
@@ -33,6 +35,35 @@ from sluice.replication.partition import FetchIsolation, NotEnoughReplicasError,
 __all__ = ["FetchParams", "FetchPartitionData", "PartitionFetch", "ReplicaManager"]
 
 log = logging.getLogger(__name__)
+
+READ_ERROR_LOG_INTERVAL_MS = 60_000
+"""A partition's read errors are logged at most once per this many milliseconds: a
+consumer re-fetching a corrupt batch must not grow the log without bound."""
+
+
+class ReadErrorLog:
+    """Logs the errors of partition reads (a corrupt batch, a failed disk read) at most
+    once per partition every ``interval_ms`` (of ``clock``'s monotonic time), saying how
+    many were not logged since."""
+
+    __slots__ = ("_clock", "_interval_ms", "_last")
+
+    def __init__(self, clock: Clock, interval_ms: int = READ_ERROR_LOG_INTERVAL_MS) -> None:
+        self._clock = clock
+        self._interval_ms = interval_ms
+        self._last: dict[TopicPartition, tuple[int, int]] = {}  # logged at, not logged
+
+    def report(self, tp: TopicPartition, fetch_offset: int, error: Exception) -> bool:
+        """Log ``error`` unless ``tp`` logged one within the interval; True if logged."""
+        now = self._clock.hi_res_clock_ms()
+        last = self._last.get(tp)
+        if last is not None and now - last[0] < self._interval_ms:
+            self._last[tp] = (last[0], last[1] + 1)
+            return False
+        skipped = f" ({last[1]} more since the last report)" if last and last[1] else ""
+        log.error("reading %s at offset %d failed: %s%s", tp, fetch_offset, error, skipped)
+        self._last[tp] = (now, 0)
+        return True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,6 +138,7 @@ class ReplicaManager:
         self.on_isr_expand: Callable[[Partition, int], None] | None = None
         # False once the broker stops serving: fetches are answered without waiting.
         self._fetches_wait = True
+        self.read_errors = ReadErrorLog(clock)
 
     # -- partitions ------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -274,6 +306,26 @@ class ReplicaManager:
         except OffsetOutOfRangeException as exc:
             return FetchPartitionData(
                 ErrorCode.offset_out_of_range,
+                high_watermark=partition.high_watermark,
+                last_stable_offset=partition.last_stable_offset,
+                log_start_offset=partition.log.log_start_offset,
+                error_message=str(exc),
+            )
+        except (CorruptRecordException, KafkaStorageException, OSError) as exc:
+            # As Kafka's readFromLocalLog: a bad batch head on the way to the fetch offset
+            # is CORRUPT_MESSAGE, an offline log or a failed disk read KAFKA_STORAGE_ERROR
+            # (an offline log said so when it went offline).
+            if isinstance(exc, KafkaStorageException):
+                code = ErrorCode.kafka_storage_error
+            else:
+                self.read_errors.report(fetch.tp, fetch.fetch_offset, exc)
+                code = (
+                    ErrorCode.corrupt_message
+                    if isinstance(exc, CorruptRecordException)
+                    else ErrorCode.kafka_storage_error
+                )
+            return FetchPartitionData(
+                code,
                 high_watermark=partition.high_watermark,
                 last_stable_offset=partition.last_stable_offset,
                 log_start_offset=partition.log.log_start_offset,

@@ -479,7 +479,8 @@ class Broker:
         return str(cluster_id)
 
     async def _housekeeping(self) -> None:
-        """Retention and time-based flushes, as Kafka's log manager schedules them."""
+        """Retention, time-based flushes and recovery-point checkpoints, as Kafka's log
+        manager schedules them."""
         interval_s = self.config["log.retention.check.interval.ms"] / 1000
         flush_s = min(interval_s, 1.0)
         next_retention = time.monotonic() + interval_s
@@ -488,10 +489,15 @@ class Broker:
         next_expiry = time.monotonic() + expiry_s
         hw_s = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000
         next_hw = time.monotonic() + hw_s
+        rp_s = self.config["log.flush.offset.checkpoint.interval.ms"] / 1000
+        next_rp = time.monotonic() + rp_s
         while True:
-            await asyncio.sleep(min(flush_s, hw_s))
+            await asyncio.sleep(min(flush_s, hw_s, rp_s))
             try:
                 self.log_manager.flush_dirty_logs()
+                if time.monotonic() >= next_rp:  # written on the file thread
+                    next_rp = time.monotonic() + rp_s
+                    self.log_manager.checkpoint_recovery_points()
                 if time.monotonic() >= next_hw:
                     next_hw = time.monotonic() + hw_s
                     hws = self.replica_manager.high_watermarks_to_checkpoint()

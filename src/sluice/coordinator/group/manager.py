@@ -36,6 +36,7 @@ from sluice.coordinator.group.records import (
     read_offset_commit_value,
 )
 from sluice.protocol import ErrorCode
+from sluice.protocol.records.errors import CorruptRecordException
 
 __all__ = ["GroupLog", "GroupMetadataManager", "java_string_hash", "partition_for"]
 
@@ -352,9 +353,9 @@ class GroupMetadataManager:
         values: dict[str, GroupMetadataValue] = {}
         position, end = self.group_log.offsets(partition)
         while position < end:
-            chunk = self.group_log.read(partition, position, _READ_BYTES)
             advanced = position
             try:
+                chunk = self.group_log.read(partition, position, _READ_BYTES)
                 for entry in read_batch_entries(chunk):
                     advanced = max(advanced, entry.next_offset)
                     if entry.is_control:
@@ -369,7 +370,7 @@ class GroupMetadataManager:
                         target = offsets
                     for key, value in entry.records:
                         self._replay(key, value, entry.base_offset, target, values)
-            except RecordError:
+            except (RecordError, CorruptRecordException):  # a corrupt batch in the log too
                 log.exception("stopped loading %s at offset %d", partition, advanced)
                 break
             if advanced == position:

@@ -40,6 +40,7 @@ from sluice.coordinator.transaction.records import (
     txn_value,
 )
 from sluice.protocol import ErrorCode
+from sluice.protocol.records.errors import CorruptRecordException
 from sluice.purgatory import DelayedOperationPurgatory
 
 __all__ = [
@@ -135,9 +136,9 @@ class TransactionCoordinator(TransactionAdminSupport):
         loaded: dict[str, TransactionMetadata | None] = {}
         position, end = self.txn_log.offsets(partition)
         while position < end:
-            chunk = self.txn_log.read(partition, position, _READ_BYTES)
             advanced = position
             try:
+                chunk = self.txn_log.read(partition, position, _READ_BYTES)
                 for _base, next_offset, records in read_batches(chunk):
                     advanced = max(advanced, next_offset)
                     for key, value in records:
@@ -152,7 +153,7 @@ class TransactionCoordinator(TransactionAdminSupport):
                             log.warning(
                                 "skipping a bad %s record: %s", TRANSACTION_STATE_TOPIC_NAME, exc
                             )
-            except RecordError:
+            except (RecordError, CorruptRecordException):  # a corrupt batch in the log too
                 log.exception(
                     "stopped loading %s-%d at %d", TRANSACTION_STATE_TOPIC_NAME, partition, advanced
                 )

@@ -28,9 +28,11 @@ from sluice.log.cleaner.records import (
     empty_batch,
 )
 from sluice.log.config import LogConfig
+from sluice.log.errors import CorruptRecordException
+from sluice.log.file_records import head_problem
 from sluice.log.log import Log
 from sluice.log.segment import LogSegment
-from sluice.protocol.records.batch import BatchHeader
+from sluice.protocol.records.batch import BATCH_HEADER_SIZE, BatchHeader
 
 __all__ = [
     "DEFAULT_MAX_MAP_ENTRIES",
@@ -304,6 +306,10 @@ class CleaningPass:
                 if total >= self._slice_bytes:
                     break
             if not headers:
+                if position < records.size:  # a bad batch head: never clean past it
+                    head = records.read(position, BATCH_HEADER_SIZE)
+                    problem = head_problem(head, 0, position, records.size, segment.base_offset)
+                    raise CorruptRecordException(f"{records.path} position {position}: {problem}")
                 return
             view = memoryview(records.read(position, total))
             yield [
