@@ -22,6 +22,11 @@ What does not depend on the mode is written once, in :class:`TopicAdminBase`:
   retention would delete its records (PolicyViolation, answered POLICY_VIOLATION), each
   with a message;
 - applying config overrides to the registry and to the topic's logs here.
+
+An internal topic that is missing all the same (deleted below these checks, or lost
+with ZooKeeper's data) is created again by the next FindCoordinator that needs it, as
+on first use; its partitions' coordinators are elected as they are hosted (on a single
+node by :class:`SingleNodeTopicAdmin`, in a cluster by LeaderAndIsr), and start empty.
 """
 
 from __future__ import annotations
@@ -392,7 +397,10 @@ class TopicAdminBase(ABC):
 
 class SingleNodeTopicAdmin(TopicAdminBase):
     """A broker that is not in a cluster: the registry is the record of its topics, it
-    hosts and leads every partition, and it publishes each topic to the metadata cache."""
+    hosts and leads every partition, and it publishes each topic to the metadata cache.
+    Once the coordinators are built, hosting an internal topic's partition elects its
+    coordinator there and deleting it resigns it, as LeaderAndIsr and StopReplica do in
+    a cluster."""
 
     def __init__(
         self,
@@ -421,15 +429,40 @@ class SingleNodeTopicAdmin(TopicAdminBase):
     def _host_partitions(self, info: TopicInfo, partitions: list[int]) -> None:
         """Host the topic's ``partitions`` and publish the topic."""
         config = self.log_config_for(info.name)
+        hosted = []
         for p in partitions:
             replicas = info.assignment[p]
             if self.broker_id not in replicas:
                 continue
             log_ = self.log_manager.get_or_create_log(info.name, p, config)
-            self.replica_manager.add_partition(
-                TopicPartition(info.name, p), log_, replicas, topic_id=info.topic_id
-            )
+            tp = TopicPartition(info.name, p)
+            self.replica_manager.add_partition(tp, log_, replicas, topic_id=info.topic_id)
+            hosted.append(tp)
         self._publish_topic(info)
+        if info.name in INTERNAL_TOPICS and self.coordinators.built:
+            for tp in hosted:
+                self._coordinator_elect(tp)
+
+    def _coordinator_elect(self, tp: TopicPartition) -> None:
+        """This broker leads an internal topic's partition it just hosted, once the
+        coordinators run (``__transaction_state`` on first use, or a topic made again
+        after it went missing): its coordinator owns it and loads it now, a new log and
+        empty. At start the coordinator runtimes take the partitions instead."""
+        if tp.topic == OFFSETS_TOPIC:
+            group = self.coordinators.group
+            group.on_election(tp.partition)
+            group.load_partition(tp.partition)
+        elif tp.topic == TRANSACTION_STATE_TOPIC:
+            partition = self.replica_manager.get_partition(tp)
+            epoch = 0 if partition is None else partition.leader_epoch
+            self.coordinators.txn.on_elected(tp.partition, epoch, load=True)
+
+    def _coordinator_resign(self, tp: TopicPartition) -> None:
+        """An internal topic's partition goes: its coordinator unloads what it held."""
+        if tp.topic == OFFSETS_TOPIC:
+            self.coordinators.group.on_resignation(tp.partition)
+        elif tp.topic == TRANSACTION_STATE_TOPIC:
+            self.coordinators.txn.on_resigned(tp.partition)
 
     def _publish_topic(self, info: TopicInfo) -> None:
         """The metadata cache's view of a registry topic, this broker the leader of every
@@ -498,13 +531,14 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         return info
 
     def ensure_transaction_state(self) -> None:
-        """``__transaction_state`` is created at the first transactional request and
-        coordinated here (see :func:`txn_runtime.create_transaction_state`)."""
+        """``__transaction_state`` is created at the first transactional request (or again,
+        if it went missing) and coordinated here (see
+        :func:`txn_runtime.create_transaction_state`)."""
         if self.registry.get(TRANSACTION_STATE_TOPIC) is not None:
             return
         from sluice.server.txn_runtime import create_transaction_state
 
-        create_transaction_state(self, self.coordinators.txn, self.replica_manager)
+        create_transaction_state(self, self.coordinators.txn)
 
     def _delete_topic(self, name: str) -> None:
         info = self.registry.delete(name)
@@ -513,6 +547,8 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         gone = [TopicPartition(name, p) for p in info.assignment]
         self.metadata_cache.remove_topic(name)
         for tp in gone:
+            if name in INTERNAL_TOPICS and self.coordinators.built:
+                self._coordinator_resign(tp)
             self.replica_manager.remove_partition(tp)
             self.log_manager.delete_log(tp.topic, tp.partition)
         self.coordinators.group.handle_deleted_partitions(gone)  # their committed offsets too
