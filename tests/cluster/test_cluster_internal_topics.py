@@ -90,7 +90,7 @@ def test_internal_topics_are_protected_and_made_again(cluster: EmbeddedCluster) 
     assert len(admin.list_topics(timeout=10).topics[OFFSETS].partitions) == 3
     assert committed(bootstrap, "g", "t") == 5
 
-    # Below the protection: the deletion queued in ZooKeeper, as an older broker could.
+    # Below the protection: the deletion queued in ZooKeeper, as another tool could.
     embedded = cluster.embedded[1]
     inner = embedded.broker
     assert inner is not None

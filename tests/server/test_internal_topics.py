@@ -214,7 +214,7 @@ def test_a_missing_offsets_topic_is_made_again_and_coordinated(node: Node) -> No
     assert node.commit("g", tp, 5) == ErrorCode.none
     partitions = node.group.group_manager.num_partitions
 
-    node.admin._delete_topic(OFFSETS)  # below the protection, as an older broker could
+    node.admin._delete_topic(OFFSETS)  # below the protection, as another tool could
     assert node.group.group_manager.owned_partitions == set()  # resigned: groups unloaded
     assert node.commit("g", tp, 6) == ErrorCode.not_coordinator  # the client looks again
 
