@@ -30,6 +30,7 @@ from sluice.replication.delayed import (
     DelayedProduce,
     ProducePartitionStatus,
 )
+from sluice.replication.metadata_cache import INTERNAL_TOPICS
 from sluice.replication.partition import FetchIsolation, NotEnoughReplicasError, Partition
 
 __all__ = ["FetchParams", "FetchPartitionData", "PartitionFetch", "ReplicaManager"]
@@ -456,8 +457,14 @@ class ReplicaManager:
         offsets: dict[TopicPartition, int],
         callback: Callable[[dict[TopicPartition, tuple[int, ErrorCode]]], None],
     ) -> None:
+        """Raise the leaders' log start offsets (-1: to the high watermark) and call back
+        once every replica has, or at the timeout. An internal topic's partitions are
+        refused (INVALID_TOPIC_EXCEPTION), as in Kafka: its coordinator's records stay."""
         results: dict[TopicPartition, tuple[int, ErrorCode]] = {}
         for tp, offset in offsets.items():
+            if tp.topic in INTERNAL_TOPICS:
+                results[tp] = (-1, ErrorCode.invalid_topic_exception)
+                continue
             partition = self.partitions.get(tp)
             if partition is None:
                 results[tp] = (-1, ErrorCode.unknown_topic_or_partition)

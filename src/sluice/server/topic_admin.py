@@ -13,10 +13,20 @@ What does not depend on the mode is written once, in :class:`TopicAdminBase`:
   values), before the mode registers the topic;
 - config resolution: a topic's effective configs are the broker's defaults overlaid with
   its overrides, and its ``LogConfig`` is made from them;
-- the auto-create policy (``auto.create.topics.enable``; ``__consumer_offsets`` only by
-  the group coordinator) and internal-topic creation (replication capped by the live
-  brokers);
+- the auto-create policy (``auto.create.topics.enable``; never an internal topic: the
+  coordinators create those) and internal-topic creation (replication capped by the
+  live brokers);
+- the protection of the internal topics (``__consumer_offsets``,
+  ``__transaction_state``): deleting one or adding partitions to one is refused
+  (InvalidTopicError, answered INVALID_TOPIC_EXCEPTION), and so are configs under which
+  retention would delete its records (PolicyViolation, answered POLICY_VIOLATION), each
+  with a message;
 - applying config overrides to the registry and to the topic's logs here.
+
+An internal topic that is missing all the same (deleted below these checks, or lost
+with ZooKeeper's data) is created again by the next FindCoordinator that needs it, as
+on first use; its partitions' coordinators are elected as they are hosted (on a single
+node by :class:`SingleNodeTopicAdmin`, in a cluster by LeaderAndIsr), and start empty.
 """
 
 from __future__ import annotations
@@ -32,11 +42,13 @@ from sluice.base import TopicPartition
 from sluice.config import TOPIC_CONFIGS, BrokerConfig, topic_config_defaults
 from sluice.controller.requests import UpdateMetadataPartitionState
 from sluice.log import Log, LogConfig, LogManager
+from sluice.replication.metadata_cache import INTERNAL_TOPICS
 from sluice.server.topics import (
     InvalidReplicaAssignment,
     InvalidReplicationFactor,
     InvalidRequest,
     InvalidTopicError,
+    PolicyViolation,
     TopicInfo,
     TopicRegistry,
 )
@@ -50,6 +62,7 @@ __all__ = [
     "CoordinatorTopics",
     "SingleNodeTopicAdmin",
     "TopicAdminBase",
+    "check_internal_topic_configs",
     "check_replica_assignment",
     "check_replication_factor",
     "effective_topic_configs",
@@ -65,6 +78,16 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 _LOG_CONFIG_KEYS = frozenset(LogConfig.kafka_names())
+
+# What each internal topic holds, and the config that sets its partition count.
+_INTERNAL_CONTENTS = {
+    OFFSETS_TOPIC: "the consumer groups' committed offsets and metadata",
+    TRANSACTION_STATE_TOPIC: "the transactional ids' state",
+}
+_INTERNAL_PARTITION_COUNTS = {
+    OFFSETS_TOPIC: "offsets.topic.num.partitions",
+    TRANSACTION_STATE_TOPIC: "transaction.state.log.num.partitions",
+}
 
 
 def log_config_from(values: Mapping[str, object]) -> LogConfig:
@@ -105,6 +128,20 @@ def registered_log_configs(
         )
 
     return log_config
+
+
+def check_internal_topic_configs(name: str, config: LogConfig) -> None:
+    """Refuse (PolicyViolation) a ``LogConfig`` under which an internal topic would lose
+    records: its cleanup policy must stay ``compact`` alone, as the coordinators create
+    it, since with ``delete`` retention removes whole segments, live records and all
+    (``retention.ms`` and ``retention.bytes`` apply only then). Kafka itself accepts
+    such a change (an ``alter.config.policy.class.name`` policy would refuse it)."""
+    if name in INTERNAL_TOPICS and config.delete_enabled:
+        raise PolicyViolation(
+            f"Internal topic {name} must keep cleanup.policy=compact: with "
+            f"cleanup.policy={config.cleanup_policy}, retention would delete "
+            f"{_INTERNAL_CONTENTS[name]}."
+        )
 
 
 def check_replica_assignment(assignment: dict[int, list[int]], live: list[int]) -> None:
@@ -197,16 +234,16 @@ class TopicAdminBase(ABC):
         ``assignment`` is given, and create it (unless ``validate_only``)."""
 
     @abstractmethod
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic (KeyError if there is none)."""
+    def _delete_topic(self, name: str) -> None:
+        """Delete a topic (KeyError if there is none), internal or not."""
 
     @abstractmethod
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+    def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
         """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more)."""
 
     @abstractmethod
-    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Replace a topic's config overrides (validated first)."""
+    def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides (checked already)."""
 
     @abstractmethod
     def ensure_transaction_state(self) -> None:
@@ -223,6 +260,38 @@ class TopicAdminBase(ABC):
         self, name: str, num_partitions: int, configs: dict[str, str]
     ) -> None:
         """Make an internal topic's partition logs ahead of its creation, off the loop."""
+
+    # -- changes, internal topics protected ---------------------------------------------
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic (KeyError if there is none). An internal topic is refused
+        (InvalidTopicError): deleting it would drop what its coordinator keeps there."""
+        if name in INTERNAL_TOPICS:
+            raise InvalidTopicError(
+                f"Cannot delete internal topic {name}: it holds {_INTERNAL_CONTENTS[name]}."
+            )
+        self._delete_topic(name)
+
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more). An
+        internal topic is refused (InvalidTopicError): its partition count decides which
+        partition holds each group or transactional id."""
+        if name in INTERNAL_TOPICS:
+            raise InvalidTopicError(
+                f"Cannot add partitions to internal topic {name}: its partition count "
+                f"({_INTERNAL_PARTITION_COUNTS[name]}) decides which partition holds each "
+                f"key, and {_INTERNAL_CONTENTS[name]} would no longer be found."
+            )
+        self._add_partitions(name, total, validate_only)
+
+    def check_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Check a topic's new overrides: ConfigError or LogError for a value the log
+        refuses, PolicyViolation for an internal topic that would lose records."""
+        check_internal_topic_configs(name, topic_log_config(self.config, configs))
+
+    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides, checked first (:meth:`check_topic_configs`)."""
+        self.check_topic_configs(name, configs)
+        self._update_topic_configs(name, configs)
 
     # -- configs ---------------------------------------------------------------------
     def topic_configs(self, topic: str) -> dict[str, Any]:
@@ -266,7 +335,8 @@ class TopicAdminBase(ABC):
     ) -> TopicInfo:
         """Create a topic; raises InvalidRequest, InvalidReplicaAssignment,
         InvalidReplicationFactor, InvalidTopicError, ConfigError, LogError,
-        FileExistsError, or ValueError for a bad partition count. ``assignment``
+        PolicyViolation (an internal topic not compacted), FileExistsError, or
+        ValueError for a bad partition count. ``assignment``
         (partition -> replicas) replaces the counts, which must then be -1."""
         if assignment is not None:
             if num_partitions != -1 or replication_factor != -1:
@@ -285,7 +355,7 @@ class TopicAdminBase(ABC):
             raise ValueError("Number of partitions must be larger than 0.")
         if assignment is None:
             check_replication_factor(replication_factor, len(self.live_broker_ids()))
-        topic_log_config(self.config, configs)  # the values, before anything is written
+        self.check_topic_configs(name, configs)  # the values, before anything is written
         return self._register(
             name, num_partitions, replication_factor, configs, validate_only, assignment
         )
@@ -307,11 +377,13 @@ class TopicAdminBase(ABC):
         """Whether the topic exists (a replica here, or in the metadata cache) or is being
         created: it is created with broker defaults when auto-creation is on. A single
         node has it at once; in a cluster the controller creates its partitions, and the
-        topic is in the metadata cache once it has told this broker about them."""
+        topic is in the metadata cache once it has told this broker about them. An
+        internal topic is never made here: its coordinator creates it (at start, or at
+        the FindCoordinator that needs it) with its own partition count and configs."""
         if self.is_known(name):
             return True
-        if name == OFFSETS_TOPIC and not self.coordinators.built:
-            return False  # the group coordinator creates it, with its own partition count
+        if name in INTERNAL_TOPICS:
+            return False
         if not self.config["auto.create.topics.enable"]:
             return False
         try:
@@ -325,7 +397,10 @@ class TopicAdminBase(ABC):
 
 class SingleNodeTopicAdmin(TopicAdminBase):
     """A broker that is not in a cluster: the registry is the record of its topics, it
-    hosts and leads every partition, and it publishes each topic to the metadata cache."""
+    hosts and leads every partition, and it publishes each topic to the metadata cache.
+    Once the coordinators are built, hosting an internal topic's partition elects its
+    coordinator there and deleting it resigns it, as LeaderAndIsr and StopReplica do in
+    a cluster."""
 
     def __init__(
         self,
@@ -354,15 +429,40 @@ class SingleNodeTopicAdmin(TopicAdminBase):
     def _host_partitions(self, info: TopicInfo, partitions: list[int]) -> None:
         """Host the topic's ``partitions`` and publish the topic."""
         config = self.log_config_for(info.name)
+        hosted = []
         for p in partitions:
             replicas = info.assignment[p]
             if self.broker_id not in replicas:
                 continue
             log_ = self.log_manager.get_or_create_log(info.name, p, config)
-            self.replica_manager.add_partition(
-                TopicPartition(info.name, p), log_, replicas, topic_id=info.topic_id
-            )
+            tp = TopicPartition(info.name, p)
+            self.replica_manager.add_partition(tp, log_, replicas, topic_id=info.topic_id)
+            hosted.append(tp)
         self._publish_topic(info)
+        if info.name in INTERNAL_TOPICS and self.coordinators.built:
+            for tp in hosted:
+                self._coordinator_elect(tp)
+
+    def _coordinator_elect(self, tp: TopicPartition) -> None:
+        """This broker leads an internal topic's partition it just hosted, once the
+        coordinators run (``__transaction_state`` on first use, or a topic made again
+        after it went missing): its coordinator owns it and loads it now, a new log and
+        empty. At start the coordinator runtimes take the partitions instead."""
+        if tp.topic == OFFSETS_TOPIC:
+            group = self.coordinators.group
+            group.on_election(tp.partition)
+            group.load_partition(tp.partition)
+        elif tp.topic == TRANSACTION_STATE_TOPIC:
+            partition = self.replica_manager.get_partition(tp)
+            epoch = 0 if partition is None else partition.leader_epoch
+            self.coordinators.txn.on_elected(tp.partition, epoch, load=True)
+
+    def _coordinator_resign(self, tp: TopicPartition) -> None:
+        """An internal topic's partition goes: its coordinator unloads what it held."""
+        if tp.topic == OFFSETS_TOPIC:
+            self.coordinators.group.on_resignation(tp.partition)
+        elif tp.topic == TRANSACTION_STATE_TOPIC:
+            self.coordinators.txn.on_resigned(tp.partition)
 
     def _publish_topic(self, info: TopicInfo) -> None:
         """The metadata cache's view of a registry topic, this broker the leader of every
@@ -431,27 +531,30 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         return info
 
     def ensure_transaction_state(self) -> None:
-        """``__transaction_state`` is created at the first transactional request and
-        coordinated here (see :func:`txn_runtime.create_transaction_state`)."""
+        """``__transaction_state`` is created at the first transactional request (or again,
+        if it went missing) and coordinated here (see
+        :func:`txn_runtime.create_transaction_state`)."""
         if self.registry.get(TRANSACTION_STATE_TOPIC) is not None:
             return
         from sluice.server.txn_runtime import create_transaction_state
 
-        create_transaction_state(self, self.coordinators.txn, self.replica_manager)
+        create_transaction_state(self, self.coordinators.txn)
 
-    def delete_topic(self, name: str) -> None:
+    def _delete_topic(self, name: str) -> None:
         info = self.registry.delete(name)
         if info is None:
             raise KeyError(name)
         gone = [TopicPartition(name, p) for p in info.assignment]
         self.metadata_cache.remove_topic(name)
         for tp in gone:
+            if name in INTERNAL_TOPICS and self.coordinators.built:
+                self._coordinator_resign(tp)
             self.replica_manager.remove_partition(tp)
             self.log_manager.delete_log(tp.topic, tp.partition)
         self.coordinators.group.handle_deleted_partitions(gone)  # their committed offsets too
         log.info("deleted topic %s", name)
 
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+    def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
         info = self.registry.get(name)
         if info is None:
             raise KeyError(name)
@@ -467,6 +570,5 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         self._host_partitions(info, list(new))
         log.info("topic %s now has %d partitions", name, total)
 
-    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        topic_log_config(self.config, configs)
+    def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.apply_topic_configs(name, configs)

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidReplicationFactor",
     "InvalidRequest",
     "InvalidTopicError",
+    "PolicyViolation",
     "TopicInfo",
     "TopicRegistry",
     "validate_topic_name",
@@ -46,7 +47,12 @@ class InvalidRequest(ValueError):
 
 
 class InvalidTopicError(ValueError):
-    """A topic name Kafka would reject (INVALID_TOPIC_EXCEPTION)."""
+    """A topic name Kafka would reject, or an operation refused on an internal topic
+    (INVALID_TOPIC_EXCEPTION)."""
+
+
+class PolicyViolation(ValueError):
+    """Topic configs the broker's policy refuses (POLICY_VIOLATION)."""
 
 
 def validate_topic_name(name: str) -> None:

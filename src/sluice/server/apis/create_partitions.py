@@ -2,7 +2,9 @@
 
 New partitions are placed on this broker and start empty. Manual assignments are not
 supported yet (INVALID_REQUEST); a count that is not larger than the current one is
-INVALID_PARTITIONS; ``validate_only`` checks without changing anything.
+INVALID_PARTITIONS; an internal topic is refused (INVALID_TOPIC_EXCEPTION: its
+coordinator maps keys to partitions by the count); ``validate_only`` checks without
+changing anything.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
+from sluice.server.topics import InvalidTopicError
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -47,6 +50,8 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[Error
         ctx.topic_admin.add_partitions(name, count, validate_only)
     except KeyError:  # deleted meanwhile
         return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+    except InvalidTopicError as exc:  # an internal topic
+        return ErrorCode.invalid_topic_exception, str(exc)
     except ValueError as exc:
         return ErrorCode.invalid_partitions, str(exc)
     return ErrorCode.none, None

@@ -2,6 +2,7 @@
 
 A single node holds it until its coordinators are built: it could otherwise create
 ``__consumer_offsets`` before the group coordinator does, with another partition count.
+An internal topic created here must stay compacted (POLICY_VIOLATION otherwise).
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from sluice.log import LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
-from sluice.server.topics import InvalidReplicaAssignment, InvalidRequest, InvalidTopicError
+from sluice.server.topics import (
+    InvalidReplicaAssignment,
+    InvalidRequest,
+    InvalidTopicError,
+    PolicyViolation,
+)
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -62,6 +68,8 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, A
         result.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
     except (ConfigError, LogError) as exc:
         result.update(error_code=ErrorCode.invalid_config, error_message=str(exc))
+    except PolicyViolation as exc:
+        result.update(error_code=ErrorCode.policy_violation, error_message=str(exc))
     except ValueError as exc:
         code = (
             ErrorCode.invalid_replication_factor
