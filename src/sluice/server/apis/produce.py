@@ -100,7 +100,7 @@ def handle(ctx: RequestContext, request: Request) -> Any:
                 known, code = False, ErrorCode.invalid_topic_exception
                 message = f"Cannot append to internal topic {topic.name}"
             else:
-                known = ctx.topic_admin.maybe_auto_create(topic.name) is not None
+                known = ctx.topic_admin.maybe_auto_create(topic.name)
                 code = ErrorCode.unknown_topic_or_partition
         for p in topic.partition_data:
             tp = TopicPartition(topic.name, p.index)
