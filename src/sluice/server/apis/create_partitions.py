@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
@@ -47,6 +48,8 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[Error
         ctx.topic_admin.add_partitions(name, count, validate_only)
     except KeyError:  # deleted meanwhile
         return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+    except KafkaStorageException as exc:  # the topic registry's log dir failed
+        return ErrorCode.kafka_storage_error, str(exc)
     except ValueError as exc:
         return ErrorCode.invalid_partitions, str(exc)
     return ErrorCode.none, None
