@@ -377,6 +377,11 @@ class ClusterManager:
         for s in request.partition_states:
             tp = s.topic_partition
             partition = rm.get_partition(tp)
+            if partition is not None and partition.log.is_offline:
+                # Kafka's HostedPartition.Offline, answered before any epoch check: the
+                # controller takes the replica offline and moves its leadership.
+                errors[tp] = ErrorCode.kafka_storage_error
+                continue
             current = partition.leader_epoch if partition is not None else -1
             if partition is not None and ControllerEpochChecker.check_leader_epoch(
                 s.leader_epoch, current
@@ -389,7 +394,7 @@ class ClusterManager:
             try:
                 if partition is None:
                     partition = self._create_partition(tp, list(s.replicas), s.is_new)
-                if partition.log.is_offline:  # the controller moves its leadership
+                if partition.log.is_offline:  # a log of an offline dir
                     errors[tp] = ErrorCode.kafka_storage_error
                     continue
                 if s.leader == self.broker_id:
