@@ -318,3 +318,34 @@ def test_a_log_that_cannot_be_created_takes_its_dir_offline(
     assert dirs[0] in manager.failure_channel.offline_log_dirs
     assert manager.get_or_create_log("t", 0).dir.parent == dirs[1]
     manager.shutdown()
+
+
+def test_a_cleaning_pass_that_fails_takes_its_dir_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cleaner's own files (``.cleaned``) meet a full disk: the log's dir goes offline,
+    as Kafka's cleaner does, logged once without a traceback; the log keeps what it had."""
+    from support.cleaner import cleaner_for, key_values, kv_batch, open_log
+
+    clock = ManualClock(START_MS)
+    log = open_log(tmp_path / "t-0", clock)
+    for i in range(40):
+        log.append_as_leader(kv_batch([(b"k%d" % (i % 3), b"v%d" % i)], clock), 0)
+    log.roll()
+    before = key_values(log)
+    cleaner = cleaner_for(log, clock)
+    DiskFaults(monkeypatch, tmp_path, errno.ENOSPC, ("write", "pwrite", "pwritev")).arm()
+    with caplog.at_level(logging.DEBUG):
+        assert cleaner.step()  # starts the pass
+        while cleaner.in_progress is not None:
+            cleaner.step()
+    monkeypatch.undo()
+    assert cleaner.passes_failed == 1 and log.is_offline
+    assert not [r for r in caplog.records if r.exc_info]
+    (line,) = _error_lines(caplog)
+    assert "log cleaning of t-0" in line and "ENOSPC" in line
+    assert cleaner.cleanable_logs() == []  # offline logs are left alone
+    log.close()
+    reopened = open_log(tmp_path / "t-0", clock)
+    assert key_values(reopened) == before
+    reopened.close()

@@ -22,7 +22,7 @@ from sluice.log.checkpoint import (
 from sluice.log.cleaner.files import truncate_cleaner_checkpoint
 from sluice.log.cleaner.records import check_keys_present
 from sluice.log.config import LogConfig
-from sluice.log.errors import OffsetOutOfRangeException
+from sluice.log.errors import KafkaStorageException, OffsetOutOfRangeException
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.loader import load_log
@@ -226,6 +226,12 @@ class Log:
     def take_offline(self, error: OSError) -> None:
         """Its log directory went offline: refuse every use from now on."""
         self._local.take_offline(error)
+
+    def io_failed(self, error: OSError, what: str) -> KafkaStorageException:
+        """``what``, work on this log's files done elsewhere (the log cleaner's), failed
+        with ``error``: the log goes offline and its directory is reported, as for the
+        log's own operations; returns the exception to raise."""
+        return self._local.io_failed(error, what)
 
     @property
     def producer_state_manager(self) -> ProducerStateManager:
