@@ -1,13 +1,13 @@
 """A full log dir, with real clients: KAFKA_STORAGE_ERROR, the other dir serves, nothing
 acknowledged is lost.
 
-The broker's ``log.dirs`` are a small dir and a large one; topic ``full`` is placed in
-the small one, ``other`` in the large one. confluent-kafka produces to ``full`` (acks=all,
-no retries) until a delivery fails: from then on every produce to it, from
-confluent-kafka and kafka-python alike, fails with KAFKA_STORAGE_ERROR, and no connection
-is closed for it; ``other`` takes and serves records as before; the broker logs the
-failure once, without a traceback. Once space is back the broker is restarted, and every
-acknowledged record of ``full`` is read back.
+The broker's ``log.dirs`` are a large dir (which also holds the broker's own files) and a
+small one; topic ``full`` is placed in the small one, ``other`` in the large one.
+confluent-kafka produces to ``full`` (acks=all, no retries) until a delivery fails: from
+then on every produce to it, from confluent-kafka and kafka-python alike, fails with
+KAFKA_STORAGE_ERROR, and no connection is closed for it; ``other`` takes and serves
+records as before; the broker logs the failure once, without a traceback. Once space is
+back the broker is restarted, and every acknowledged record of ``full`` is read back.
 
 Two ways to fill the dir:
 
@@ -48,11 +48,13 @@ def _value(i: int) -> bytes:
 
 
 def _create_topics(bootstrap: str) -> None:
+    """``other`` first: its log goes to the first dir (the large one, which holds the
+    broker's own files), ``full``'s then to the second, the one with fewer logs."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(FULL, 1, 1), NewTopic(OTHER, 1, 1)]).values():
-        future.result(30)
+    for topic in (OTHER, FULL):
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
 
 
 def _fill(bootstrap: str) -> tuple[set[int], dict[str, int]]:
@@ -169,7 +171,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
 
 def test_a_full_tmpfs_log_dir(tmp_path: Path, tmpfs: Path) -> None:
     big = tmp_path / "big"
-    broker = BrokerProcess(big, **{"log.dirs": f"{tmpfs},{big}"}).start()
+    broker = BrokerProcess(big, **{"log.dirs": f"{big},{tmpfs}"}).start()
     try:
         _create_topics(broker.bootstrap)
         assert (tmpfs / f"{FULL}-0").is_dir() and (big / f"{OTHER}-0").is_dir()
@@ -195,7 +197,7 @@ def test_an_injected_full_log_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     small, big = tmp_path / "small", tmp_path / "big"
-    broker = EmbeddedBroker({"log.dirs": f"{small},{big}"}, log_dir=big).start()
+    broker = EmbeddedBroker({"log.dirs": f"{big},{small}"}, log_dir=big).start()
     try:
         _create_topics(broker.bootstrap_servers)
         assert (small / f"{FULL}-0").is_dir() and (big / f"{OTHER}-0").is_dir()

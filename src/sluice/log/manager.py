@@ -164,9 +164,6 @@ class LogManager:
             if d not in self._offline_dirs and not channel.has_offline_log_dir(d)
         ]  # fmt: skip
 
-    def is_log_dir_online(self, directory: Path) -> bool:
-        return directory in self.log_dirs and directory in self.live_log_dirs
-
     def handle_log_dir_failure(self, directory: Path) -> list[TopicPartition]:
         """Kafka's ``LogManager.handleLogDirFailure``: take ``directory`` offline (it was
         reported to the failure channel) and every log in it; returns their partitions
