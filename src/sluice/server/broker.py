@@ -214,7 +214,9 @@ class Broker:
                 self._loop.call_soon, self._run_flush, self.replica_manager.flushed
             )
         self.replica_manager.load_high_watermarks(self.log_manager.live_log_dirs)
-        self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
+        self.producer_id_manager = ProducerIdManager(
+            self.log_dir, self.broker_id, failure_channel=self.log_dir_failure_channel
+        )
         if self.config["zookeeper.connect"] or self._store_factory is not None:
             await self._start_cluster_member()
         else:
