@@ -253,14 +253,6 @@ class Log:
         Raises CorruptRecordException, RecordTooLargeException,
         RecordBatchTooLargeException, InvalidRecordException, ...
         """
-        try:
-            return self._append_as_leader(records, leader_epoch, origin)
-        except OSError as exc:
-            raise self._local.io_failed(exc, "append") from exc
-
-    def _append_as_leader(
-        self, records: bytes | bytearray | memoryview, leader_epoch: int, origin: AppendOrigin
-    ) -> LogAppendInfo:
         local = self._local
         local.check_open()
         config = local.config
@@ -283,7 +275,10 @@ class Log:
                     duplicate.last_offset, duplicate.timestamp if config.log_append_time
                     else NO_TIMESTAMP, self._log_start_offset, 0, 0, 0, leader_epoch,
                 )  # fmt: skip
-            self._append(buf, headers, info, analysis, flush_group=self.flush_group)
+            try:  # validation reads no file: only the append meets the disk
+                self._append(buf, headers, info, analysis, flush_group=self.flush_group)
+            except OSError as exc:
+                raise local.io_failed(exc, "append") from exc
         return info
 
     @_storage("append")
