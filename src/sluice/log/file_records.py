@@ -298,6 +298,10 @@ class FileRecords:
             self.trim()
         self._release()
 
+    def close_handler(self) -> None:
+        """Close the file as it is, without trimming it (its log directory is offline)."""
+        self._release()
+
     def _release(self) -> None:
         if self._direct is not None:
             self._direct.close()

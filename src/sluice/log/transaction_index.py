@@ -124,6 +124,10 @@ class TransactionIndex:
         self.flush()
         self._close_fd()
 
+    def close_handler(self) -> None:
+        """Close the file without syncing it (its log directory is offline)."""
+        self._close_fd()
+
     def rename_to(self, path: Path) -> None:
         if self.path.exists():
             os.replace(self.path, path)

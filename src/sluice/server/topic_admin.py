@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sluice.base import TopicPartition
 from sluice.config import TOPIC_CONFIGS, BrokerConfig, topic_config_defaults
 from sluice.controller.requests import UpdateMetadataPartitionState
-from sluice.log import Log, LogConfig, LogManager
+from sluice.log import KafkaStorageException, Log, LogConfig, LogManager
 from sluice.replication.metadata_cache import INTERNAL_TOPICS
 from sluice.server.topics import (
     InvalidReplicaAssignment,
@@ -390,7 +390,7 @@ class TopicAdminBase(ABC):
             self.create_topic(name, -1, -1, {})
         except FileExistsError:  # created meanwhile
             return True
-        except (InvalidTopicError, ValueError):
+        except (InvalidTopicError, ValueError, KafkaStorageException):
             return False
         return True
 
@@ -424,17 +424,23 @@ class SingleNodeTopicAdmin(TopicAdminBase):
     def host_registered_topics(self) -> None:
         """At start-up: host every partition of the registry's topics and publish them."""
         for info in self.registry.topics.values():
-            self._host_partitions(info, list(info.assignment))
+            self._host_partitions(info, list(info.assignment), is_new=False)
 
-    def _host_partitions(self, info: TopicInfo, partitions: list[int]) -> None:
-        """Host the topic's ``partitions`` and publish the topic."""
+    def _host_partitions(self, info: TopicInfo, partitions: list[int], is_new: bool) -> None:
+        """Host the topic's ``partitions`` and publish the topic. A partition whose log
+        cannot be opened or created (its log dir is offline: LogManager.get_or_create_log)
+        is not hosted; it is published without a leader."""
         config = self.log_config_for(info.name)
         hosted = []
         for p in partitions:
             replicas = info.assignment[p]
             if self.broker_id not in replicas:
                 continue
-            log_ = self.log_manager.get_or_create_log(info.name, p, config)
+            try:
+                log_ = self.log_manager.get_or_create_log(info.name, p, config, is_new)
+            except KafkaStorageException as exc:
+                log.warning("partition %s-%d is not served: %s", info.name, p, exc)
+                continue
             tp = TopicPartition(info.name, p)
             self.replica_manager.add_partition(tp, log_, replicas, topic_id=info.topic_id)
             hosted.append(tp)
@@ -494,9 +500,11 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         """Into the registry (name, existence, collisions, config keys checked there),
         then its partitions are hosted here."""
         assignment = {p: [self.broker_id] for p in range(num_partitions)}
+        if not validate_only and not (self.registry.writable and self.log_manager.live_log_dirs):
+            raise KafkaStorageException(f"cannot create topic {name}: log dirs are offline")
         info = self.registry.create(name, assignment, configs, validate_only)
         if not validate_only:
-            self._host_partitions(info, list(assignment))
+            self._host_partitions(info, list(assignment), is_new=True)
             log.info("created topic %s with %d partitions", name, num_partitions)
         return info
 
@@ -567,7 +575,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
             return
         new = {p: [self.broker_id] for p in range(info.num_partitions, total)}
         self.registry.add_partitions(name, new)
-        self._host_partitions(info, list(new))
+        self._host_partitions(info, list(new), is_new=True)
         log.info("topic %s now has %d partitions", name, total)
 
     def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:

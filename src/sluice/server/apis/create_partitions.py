@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
@@ -52,6 +53,8 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[Error
         return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
     except InvalidTopicError as exc:  # an internal topic
         return ErrorCode.invalid_topic_exception, str(exc)
+    except KafkaStorageException as exc:  # the topic registry's log dir failed
+        return ErrorCode.kafka_storage_error, str(exc)
     except ValueError as exc:
         return ErrorCode.invalid_partitions, str(exc)
     return ErrorCode.none, None

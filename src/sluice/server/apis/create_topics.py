@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import ConfigError, format_config_value
-from sluice.log import LogError
+from sluice.log import KafkaStorageException, LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
@@ -66,6 +66,8 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, A
         result.update(error_code=ErrorCode.topic_already_exists, error_message=str(exc))
     except InvalidTopicError as exc:
         result.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
+    except KafkaStorageException as exc:  # a log dir is offline
+        result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc))
     except (ConfigError, LogError) as exc:
         result.update(error_code=ErrorCode.invalid_config, error_message=str(exc))
     except PolicyViolation as exc:

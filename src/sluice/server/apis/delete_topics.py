@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
@@ -65,5 +66,7 @@ def handle(ctx: RequestContext, request: Request) -> Any:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
             except InvalidTopicError as exc:  # an internal topic
                 entry.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
+            except KafkaStorageException as exc:  # the topic registry's log dir failed
+                entry.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc))
         responses.append(entry)
     return build(request.response_type, throttle_time=0, responses=responses)
