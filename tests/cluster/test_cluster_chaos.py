@@ -1,7 +1,6 @@
-"""``sluice chaos``, short, on one chaos cluster: its proxy wiring, the clients alone, a
-run of every fault for a few seconds each (no violation may be found), and last a
-planted data loss that the checker must find. The long run is scripts/run-chaos.sh
-(docs/chaos.md)."""
+"""``sluice chaos``, short, on one chaos cluster: its proxy wiring, the clients alone, one
+injection of every fault (no violation may be found), and last a planted data loss that
+the checker must find. The long run is scripts/run-chaos.sh (docs/chaos.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from sluice.testing.chaos.run import BROKER_SETTINGS
 from support.waiting import wait_until
 from support.zookeeper import require_zookeeper
 
-SHORT = ChaosConfig(duration_s=2, hold_s=(1.0, 2.0), quiet_s=(0.5, 1.0), seed=1)
+SHORT = ChaosConfig(duration_s=1, hold_s=(1.0, 1.5), quiet_s=(0.3, 0.6), seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +130,7 @@ def test_the_checker_finds_a_wiped_partition(
 ) -> None:
     monkeypatch.setitem(FAULTS, "wipe", WipePartition)
     config = ChaosConfig(
-        faults=["wipe"], duration_s=2, hold_s=(0.5, 0.5), quiet_s=(1.5, 1.5), partitions=2
+        faults=["wipe"], duration_s=1.5, hold_s=(0.5, 0.5), quiet_s=(1.0, 1.0), partitions=2
     )  # fmt: skip
     [report] = run_chaos(config, print, chaos_cluster)
     print(format_report([report]))

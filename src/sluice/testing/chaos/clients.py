@@ -183,11 +183,11 @@ class TailReader:
             while not self._stop.is_set():
                 for msg in consumer.consume(500, 0.2):
                     partition, offset, err = msg.partition(), msg.offset(), msg.error()
-                    if partition is None or offset is None or offset < 0:
-                        self.errors += err is not None
-                        continue
                     if err is not None:
                         self.errors += 1
+                    if partition is None or offset is None or offset < 0:
+                        continue
+                    if err is not None:
                         if err.code() == _BAD_MSG:
                             self.history.record_read(self.name, partition, offset, None,
                                                      final=False)  # fmt: skip

@@ -2,7 +2,8 @@
 
 A round creates its own topic (``chaos-<fault>``: ``partitions`` partitions, three
 replicas, ``min.insync.replicas`` = 2, small segments), waits until every partition is
-led with its whole ISR, and starts the writers and a tailing reader. For ``duration_s``
+led with its whole ISR, starts the writers and a tailing reader, and waits until every
+partition has acknowledged writes. For ``duration_s``
 it then repeats: a quiet spell, inject the fault, hold it, heal it, and wait until the
 cluster is whole again (every broker and ZooKeeper up, every ISR full). Then the writers
 stop and wait for their outstanding sends, every partition is read from its start to
@@ -98,7 +99,8 @@ def run_chaos(
     with own:
         reports = _rounds(own, config, log)
     if config.keep_data:
-        log(f"data kept in {own.cluster.data_dir}")
+        mounted = " (its tmpfs disks stay mounted)" if disk_mb is not None else ""
+        log(f"data kept in {own.cluster.data_dir}{mounted}")
     return reports
 
 
@@ -113,7 +115,8 @@ def _rounds(
         reports.append(report)
         why = fault.unavailable(cluster)
         if why is not None:
-            report.skipped = why if can_mount_tmpfs() is None else f"{why}: {can_mount_tmpfs()}"
+            cannot_mount = can_mount_tmpfs()
+            report.skipped = why if cannot_mount is None else f"{why}: {cannot_mount}"
             log(f"{name}: skipped ({report.skipped})")
             continue
         try:
@@ -151,6 +154,11 @@ def _round(
         for _ in range(config.writers)
     ]  # fmt: skip
     reader = TailReader(cluster.bootstrap_servers, topic, config.partitions, history).start()
+    # Faults begin once every partition holds acknowledged data (something to corrupt).
+    _wait(
+        lambda: len({a.write.partition for a in list(history.acks)}) == config.partitions,
+        60, "acknowledgements from every partition",
+    )  # fmt: skip
     began = time.monotonic()
     injected = False
     try:
