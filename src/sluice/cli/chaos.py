@@ -102,7 +102,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=(
             "Start ZooKeeper and N broker processes on loopback, every broker-to-broker and "
             "broker-to-ZooKeeper connection through a fault-injecting proxy, and run one "
-            "round per fault: two idempotent acks=all producers write numbered values and a "
+            "round per fault: idempotent acks=all producers write numbered values and a "
             "consumer tails every partition while the fault is injected and healed over and "
             "over; then every partition is read back and the history is checked for lost "
             "acknowledged writes, duplicates, reordering within a partition, reads of data "
@@ -111,7 +111,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    chaos.add_argument("--faults", type=_faults, default=list(FAULT_NAMES), metavar="F[,F...]",
+    chaos.add_argument("--faults", type=_faults, default="all", metavar="F[,F...]",
                        help="faults to run, in order, or 'all'")  # fmt: skip
     chaos.add_argument("--duration", type=float, default=20.0, metavar="SECONDS",
                        help="how long each fault's round injects faults")  # fmt: skip
@@ -121,9 +121,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     chaos.add_argument("--writers", type=int, default=2, help="producers per round")
     chaos.add_argument("--rate", type=float, default=100.0,
                        help="values each producer sends per second")  # fmt: skip
-    chaos.add_argument("--hold", type=_range, default=(2.0, 8.0), metavar="MIN:MAX",
+    chaos.add_argument("--hold", type=_range, default="2:8", metavar="MIN:MAX",
                        help="seconds a fault is held")  # fmt: skip
-    chaos.add_argument("--quiet", type=_range, default=(1.0, 3.0), metavar="MIN:MAX",
+    chaos.add_argument("--quiet", type=_range, default="1:3", metavar="MIN:MAX",
                        help="seconds without a fault before each injection")  # fmt: skip
     chaos.add_argument("--disk-mb", type=int, default=None, metavar="MB",
                        help="size of each broker's own tmpfs for disk-full (needs root; "
