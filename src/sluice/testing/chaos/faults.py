@@ -12,7 +12,8 @@ then healed, over and over during its round.
 - ``corrupt``: kill -9 a partition's preferred replica and flip one byte inside a
   record batch of a closed segment of that partition on its disk (the active segment if
   none is closed yet); heal: start it again (leadership then comes back to it).
-- ``disk-full``: fill the filesystem of a partition's leader; heal: free it.
+- ``disk-full``: fill the filesystem of a partition's leader; heal: free it and restart
+  the broker (a failed log directory stays offline until then).
 
 The clients are never cut off: a partition separates brokers from each other or from
 ZooKeeper (through the :class:`~sluice.testing.chaos.proxy.FaultProxy`), as a network
@@ -296,8 +297,11 @@ class DiskFull(Fault):
         )
 
     def heal(self, ctx: FaultContext) -> str:
+        """Free the disk and restart the broker: a log directory that failed stays
+        offline until the broker starts again (as in Kafka, an operator's restart)."""
         (ctx.cluster.disk(self.victim) / self.FILLER).unlink(missing_ok=True)
-        return f"freed the disk of broker {self.victim}"
+        ctx.cluster.cluster.restart_broker(self.victim)
+        return f"freed the disk of broker {self.victim} and restarted it"
 
 
 FAULTS: dict[str, Callable[[], Fault]] = {

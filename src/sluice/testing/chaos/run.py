@@ -136,14 +136,27 @@ def _round(
     report: FaultReport,
     log: Callable[[str], None],
 ) -> None:
-    from sluice.client import Admin, NewTopic
+    from sluice.client import Admin, KafkaException, NewTopic
 
     topic = f"chaos-{fault.name}"
     ctx = FaultContext(cluster, topic, config.partitions, rng)
     _recover(ctx, report, log, config.recovery_timeout_s, topic=None)
-    with Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
-        topic_config = {"min.insync.replicas": "2", "segment.bytes": str(config.segment_bytes)}
-        admin.create_topics([NewTopic(topic, config.partitions, 3, config=topic_config)])
+    topic_config = {"min.insync.replicas": "2", "segment.bytes": str(config.segment_bytes)}
+    new_topic = NewTopic(topic, config.partitions, 3, config=topic_config)
+
+    def created() -> bool:
+        """Create the topic (again after a lost connection: the last fault may have left
+        the controller moving); True once ZooKeeper has it."""
+        if cluster.partition_states(topic):
+            return True
+        with (
+            contextlib.suppress(KafkaException),
+            Admin({"bootstrap.servers": cluster.bootstrap_servers}) as admin,
+        ):
+            admin.create_topics([new_topic])
+        return bool(cluster.partition_states(topic))
+
+    _wait(created, 60, f"{topic} created")
     _wait(lambda: cluster.whole(topic, config.partitions), 60, f"{topic} fully replicated")
 
     history = History()
