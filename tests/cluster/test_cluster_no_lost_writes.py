@@ -10,7 +10,7 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.testing import EmbeddedCluster
-from support.cluster import NumberedProducer, audit, read_partitions
+from support.cluster import audit, numbered_producer
 from support.waiting import wait_until
 
 TOPIC = "no-lost-writes"
@@ -36,12 +36,12 @@ def test_no_acknowledged_write_is_lost_across_kill_9(cluster3: EmbeddedCluster) 
         )
 
     wait_until(fully_replicated, 30, "every partition with a leader and 3 in-sync replicas")
-    producer = NumberedProducer(cluster3.bootstrap_servers, TOPIC, PARTITIONS, 300).start()
+    history, producer = numbered_producer(cluster3.bootstrap_servers, TOPIC, PARTITIONS, 300)
     killed: list[str] = []
     try:
         for cycle in range(CYCLES):
-            floor = producer.acked_count
-            wait_until(lambda f=floor: producer.acked_count >= f + 100, 60, "producer progress")
+            floor = history.acked_count
+            wait_until(lambda f=floor: history.acked_count >= f + 100, 60, "producer progress")
             if cycle % 3 == 2:
                 victim, why = cluster3.controller_id, "controller"
             else:
@@ -60,20 +60,20 @@ def test_no_acknowledged_write_is_lost_across_kill_9(cluster3: EmbeddedCluster) 
                 ] == [True] * PARTITIONS,
                 60, f"new leaders after killing broker {victim}",
             )  # fmt: skip
-            floor = producer.acked_count
-            wait_until(lambda f=floor: producer.acked_count >= f + 100, 60, "progress without it")
+            floor = history.acked_count
+            wait_until(lambda f=floor: history.acked_count >= f + 100, 60, "progress without it")
             cluster3.restart_broker(victim)
             wait_until(fully_replicated, 90, f"broker {victim} back in every ISR")
-        floor = producer.acked_count
-        wait_until(lambda: producer.acked_count >= floor + 100, 60, "progress at the end")
+        floor = history.acked_count
+        wait_until(lambda: history.acked_count >= floor + 100, 60, "progress at the end")
     finally:
         remaining = producer.stop()
     assert remaining == 0, f"{remaining} sends never completed"
 
-    result = audit(producer.acked, read_partitions(cluster3.bootstrap_servers, TOPIC, PARTITIONS))
+    result = audit(history, cluster3.bootstrap_servers, TOPIC, PARTITIONS)
     print(
-        f"\nno-lost-writes: killed {', '.join(killed)}; sent {producer.sent}, acknowledged "
-        f"{producer.acked_count}, failed {len(producer.failed)}, lost {result['lost']}, "
-        f"duplicated {result['duplicated']}, reordered {result['reordered']}"
+        f"\nno-lost-writes: killed {', '.join(killed)}; sent {len(history.sent)}, acknowledged "
+        f"{result.acked}, failed {len(history.failures)}, lost {result.count('lost')}, "
+        f"duplicated {result.count('duplicated')}, reordered {result.count('reordered')}"
     )
-    assert result == {"lost": 0, "duplicated": 0, "reordered": 0}
+    assert result.ok, result.anomalies[:10]

@@ -1,4 +1,5 @@
-"""The throwaway ZooKeeper harness: it answers, it serves kazoo, and it stops."""
+"""The throwaway ZooKeeper harness: it answers, it serves kazoo, it starts again after a
+crash, and it stops."""
 
 from __future__ import annotations
 
@@ -39,3 +40,23 @@ def test_a_server_starts_and_stops(zookeeper_server: ZooKeeperServer) -> None:
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
         pass
     server.stop()  # idempotent
+
+
+def test_a_killed_server_starts_again_on_its_port_and_data(
+    zookeeper_server: ZooKeeperServer,
+) -> None:
+    from sluice.metastore.zookeeper import ZooKeeperStore
+
+    with ZooKeeperServer(startup_timeout_s=60) as server:
+        port = server.port
+        with ZooKeeperStore(server.connect_string) as store:
+            store.create("/kept", b"across a crash")
+        server.kill()  # SIGKILL: no clean shutdown
+        assert not server.running
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass
+        server.start()
+        assert server.running and server.port == port
+        with ZooKeeperStore(server.connect_string) as store:
+            assert store.get("/kept")[0] == b"across a crash"
+    assert not server.running

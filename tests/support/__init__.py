@@ -18,7 +18,8 @@ tests/conftest.py (and a directory's conftest.py for what only it uses).
 - ``group_coordinator``: the sans-I/O group coordinator on a manual clock.
 - ``mock_client``: Kafka's MockClient for the producer's Sender.
 - ``wire``: raw Kafka frames over a socket or asyncio streams.
-- ``cluster``: clusters under load: numbered producers, leader views, audits.
+- ``cluster``: clusters under load: numbered producers, leader views, audits (on
+  ``sluice chaos``'s clients and checker).
 - ``controller``: an in-process cluster of controllers on one coordination tree.
 - ``bench``: importing the harness scripts in bench/.
 - ``txn_transform``: a consume-transform-produce program run as a subprocess.

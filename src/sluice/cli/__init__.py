@@ -1,5 +1,5 @@
-"""The ``sluice`` command line: the broker, a local cluster, Kafka-style tools, the demo
-and the benchmarks, one module per command.
+"""The ``sluice`` command line: the broker, a local cluster, Kafka-style tools, the demo,
+the benchmarks and the chaos check, one module per command.
 
 ``sluice broker`` builds only its own parser (``tools=False``), so a broker process
 imports none of the tools, Spark or the benchmarks.
@@ -31,6 +31,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
 
     from sluice.cli import (
         bench,
+        chaos,
         cluster,
         console_consumer,
         console_producer,
@@ -48,6 +49,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     dump_log.add_parser(sub)
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
+    chaos.add_parser(sub)
     return parser
 
 

@@ -3,7 +3,8 @@
 :class:`ZooKeeperServer` runs ``org.apache.zookeeper.server.ZooKeeperServerMain`` with
 a generated ``zoo.cfg`` on a free 127.0.0.1 port in a temporary directory (never as a
 system service), waits until it answers the ``ruok``/``srvr`` four-letter commands,
-and kills it on :meth:`~ZooKeeperServer.stop`.
+and kills it on :meth:`~ZooKeeperServer.stop`. :meth:`~ZooKeeperServer.kill` crashes it
+(SIGKILL) keeping its port and data, and :meth:`~ZooKeeperServer.start` then restarts it.
 
 Finding ZooKeeper: ``$SLUICE_ZOOKEEPER_CLASSPATH`` if set, else Debian's
 ``/usr/share/java/zookeeper.jar`` (package ``zookeeper``; the jar's manifest names its
@@ -144,7 +145,8 @@ class ZooKeeperServer:
         return None if self._proc is None else self._proc.pid
 
     def start(self) -> ZooKeeperServer:
-        """Start the server and return once it serves requests (or raise)."""
+        """Start the server and return once it serves requests (or raise); after
+        :meth:`kill`, again on the same port and data."""
         classpath = self._classpath or find_zookeeper_classpath()
         java = self._java or find_java()
         if classpath is None or java is None:
@@ -152,10 +154,12 @@ class ZooKeeperServer:
                 "ZooKeeper or Java not found: apt-get install zookeeper "
                 "(or call ensure_zookeeper_installed())"
             )
-        self._dir = Path(tempfile.mkdtemp(prefix="sluice-zk-"))
-        attempts = 1 if self._requested_port else 3
+        restart = self._dir is not None  # after kill(): the same port and data
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="sluice-zk-"))
+        attempts = 1 if self._requested_port or restart else 3
         for attempt in range(attempts):
-            self.port = self._requested_port or free_port()
+            self.port = self._requested_port or (self.port if restart else free_port())
             try:
                 self._launch(java, classpath)
                 self._await_serving()
@@ -253,6 +257,14 @@ class ZooKeeperServer:
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would, keeping its port and data directory:
+        :meth:`start` then starts it again on both."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
 

@@ -84,9 +84,13 @@ class EmbeddedCluster:
         broker_ids: list[int] | None = None,
         data_dir: str | Path | None = None,
         overrides: dict[str, Any] | None = None,
+        broker_overrides: dict[int, dict[str, Any]] | None = None,
         start_timeout_s: float = 30.0,
         zookeeper: bool = False,
     ) -> None:
+        """``overrides``: broker settings for every broker; ``broker_overrides``: settings
+        for one broker id, applied last (another ``advertised.listeners`` or
+        ``zookeeper.connect``, as a chaos run's proxies need)."""
         self.broker_ids = list(broker_ids or range(brokers))
         self.uses_zookeeper = zookeeper
         self._own_dir = data_dir is None
@@ -100,6 +104,7 @@ class EmbeddedCluster:
             "group.initial.rebalance.delay.ms": 0,
             **(overrides or {}),
         }
+        self.broker_overrides = {b: dict(v) for b, v in (broker_overrides or {}).items()}
         self.start_timeout_s = start_timeout_s
         self.zookeeper: ZooKeeperServer | None = None
         self.ports = {b: free_port() for b in self.broker_ids}
@@ -169,6 +174,7 @@ class EmbeddedCluster:
             "log.dirs": self.data_dir / f"data-{broker_id}",
             "zookeeper.connect": self.zookeeper_connect,
             **self.overrides,
+            **self.broker_overrides.get(broker_id, {}),
         }
         args = [sys.executable, "-m", "sluice", "broker"]
         for key, value in settings.items():
@@ -274,6 +280,39 @@ class EmbeddedCluster:
 
     kill_broker = kill
 
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP one broker process: it neither runs nor dies (its sockets stay open,
+        its ZooKeeper session lapses unless :meth:`resume` comes first). Processes only."""
+        self._require_processes("pause")
+        self._signal_running(broker_id, signal.SIGSTOP)
+
+    def resume(self, broker_id: int) -> None:
+        """SIGCONT a broker stopped by :meth:`pause`."""
+        self._require_processes("resume")
+        self._signal_running(broker_id, signal.SIGCONT)
+
+    def kill_zookeeper(self) -> None:
+        """SIGKILL ZooKeeper, keeping its data; :meth:`restart_zookeeper` starts it again."""
+        self._require_processes("kill_zookeeper")
+        assert self.zookeeper is not None
+        self.zookeeper.kill()
+
+    def restart_zookeeper(self) -> None:
+        """Start ZooKeeper again on its port and data after :meth:`kill_zookeeper`."""
+        self._require_processes("restart_zookeeper")
+        assert self.zookeeper is not None
+        if not self.zookeeper.running:
+            self.zookeeper.start()
+
+    def _require_processes(self, what: str) -> None:
+        if not self.uses_zookeeper:
+            raise RuntimeError(f"{what} needs brokers run as processes (zookeeper=True)")
+
+    def _signal_running(self, broker_id: int, sig: int) -> None:
+        proc = self.procs.get(broker_id)
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, sig)
+
     def stop_broker(self, broker_id: int, timeout_s: float = 60) -> None:
         """SIGTERM one broker: controlled shutdown (its leaders move away), then a clean
         stop; waits until the process has exited."""
@@ -309,6 +348,8 @@ class EmbeddedCluster:
         if proc is None or proc.poll() is not None:
             return
         os.kill(proc.pid, sig)
+        if sig == signal.SIGTERM:
+            os.kill(proc.pid, signal.SIGCONT)  # a paused broker acts on it once resumed
         try:
             proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -348,6 +389,11 @@ class EmbeddedCluster:
             "broker.id": broker_id,
             "listeners": f"PLAINTEXT://127.0.0.1:{port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            **{
+                k: v
+                for k, v in self.broker_overrides.get(broker_id, {}).items()
+                if not k.startswith("zookeeper.")
+            },
         }
         embedded = EmbeddedBroker(
             config, log_dir=self.data_dir / f"data-{broker_id}",
