@@ -97,6 +97,17 @@ def _start_supervised(*extra: str) -> tuple[subprocess.Popen[str], _Lines, dict[
     return proc, lines, {k: v.strip() for k, v in fields.items()}
 
 
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM first, so that the command stops its brokers and ZooKeeper (each in a
+    session of its own: killing the command alone would leave them running)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def _command(proc: subprocess.Popen[str], line: str) -> None:
     assert proc.stdin is not None
     proc.stdin.write(line + "\n")
@@ -128,8 +139,7 @@ def test_cluster_start_restarts_a_killed_broker_and_keeps_its_logs(
         assert f"data and logs kept in {data_dir}" in out  # a broker died on its own
         assert (data_dir / "broker-1.log").is_file()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stop(proc)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
@@ -157,6 +167,5 @@ def test_cluster_start_keeps_serving_without_a_dead_broker_and_fails_at_exit(
         assert "the cluster was not whole when stopped (brokers [0] down)" in out
         assert (data_dir / "broker-0.log").is_file()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        _stop(proc)
         shutil.rmtree(data_dir, ignore_errors=True)
