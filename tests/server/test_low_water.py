@@ -129,11 +129,10 @@ def test_the_inter_broker_reader_mark_never_exceeds_the_rest_of_the_answer(
     reader.connection_made(FakeTransport(sock))
 
     async def run() -> bytes:
-        answer = reader.expect(reuse=True)
+        answer = reader.expect()
 
         def check() -> None:
-            target = reader._target
-            rest = reader._size - reader._filled if target is not None else 0
+            rest = reader._decoder.frame_rest
             assert sock.mark == (rest if rest > MIN_LOW_WATER_BYTES else 1)
 
         feed(reader, framed([payload]), chunks, check)

@@ -59,8 +59,8 @@ SIZE_PREFIX_BYTES: Final = INT32.size
 RECEIVE_BUFFER_BYTES: Final = 1 << 16
 """The shared receive buffer; a frame larger than half of it gets a buffer of its own."""
 MAX_SPARE_BUFFERS: Final = 4
-"""Large-frame buffers a decoder keeps for reuse (pipelined produce requests hold theirs
-until answered)."""
+"""Large-frame buffers a decoder keeps for reuse by default (pipelined produce requests
+hold theirs until answered)."""
 _SPARE_GRANULE: Final = 1 << 18  # spares are sized in 256 KiB steps, to fit frames of any size
 _MIN_READ: Final = 1 << 13  # below this much room, a partial frame moves to the front
 
@@ -73,11 +73,15 @@ class FrameDecoder:
     queued in arrival order until :meth:`next_frame` takes them."""
 
     __slots__ = ("_buffer", "_end", "_error", "_filled", "_frame", "_frames", "_large",
-                 "_max_frame_size", "_queued", "_spares", "_start")  # fmt: skip
+                 "_max_frame_size", "_max_spares", "_queued", "_spares", "_start")  # fmt: skip
 
     def __init__(
-        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, buffer_bytes: int = RECEIVE_BUFFER_BYTES
+        self,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        buffer_bytes: int = RECEIVE_BUFFER_BYTES,
+        spare_buffers: int = MAX_SPARE_BUFFERS,
     ) -> None:
+        """``spare_buffers``: how many large-frame buffers are kept for reuse."""
         if max_frame_size < 0:
             raise ValueError("max_frame_size must not be negative")
         if buffer_bytes < 2 * _MIN_READ:
@@ -90,6 +94,7 @@ class FrameDecoder:
         self._frame: memoryview | None = None  # a large frame being received in place
         self._filled = 0
         self._spares: list[bytearray] = []  # large frames' buffers, to reuse
+        self._max_spares = spare_buffers
         self._frames: deque[Frame] = deque()
         self._queued = 0
         self._error: FrameSizeError | None = None
@@ -266,7 +271,7 @@ class FrameDecoder:
                 continue
             return memoryview(spare)[:size]
         fresh = bytearray(-(-size // _SPARE_GRANULE) * _SPARE_GRANULE)
-        if len(spares) >= MAX_SPARE_BUFFERS:
+        if len(spares) >= self._max_spares:
             spares.pop(0)
         spares.append(fresh)
         return memoryview(fresh)[:size]
