@@ -141,7 +141,9 @@ class KafkaServer(Generic[Ctx]):
             self._server.close()
 
     async def drain_and_close(self, timeout_s: float) -> None:
-        """Wait (bounded) for requests in flight to be answered, then close connections."""
+        """Wait (bounded) for requests in flight to be answered, then close connections and
+        wait (bounded again) until they are gone."""
+        loop = asyncio.get_running_loop()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout_s)
         except TimeoutError:
@@ -151,10 +153,11 @@ class KafkaServer(Generic[Ctx]):
             self._reaper.cancel()
         for connection in list(self._connections):
             connection.close()
+        deadline = loop.time() + timeout_s
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
         try:  # closed transports report their connections lost
-            await asyncio.wait_for(self._no_connections.wait(), timeout_s)
+            await asyncio.wait_for(self._no_connections.wait(), max(deadline - loop.time(), 0))
         except TimeoutError:
             log.warning("%d connections still open after closing", len(self._connections))
         if self._server is not None:
