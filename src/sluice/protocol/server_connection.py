@@ -42,8 +42,9 @@ tested without sockets and the shell only carries bytes and decisions:
   to cancel.
 
 Each deferred answer carries a handle of the shell's choosing (its future), typed by
-the ``H`` parameter. Nothing here allocates per request beyond the decoded request, its
-encoded answer and, for a deferred answer, one :class:`PendingAnswer`.
+the ``H`` parameter. Per request nothing is allocated here beyond the frame, the decoded
+request and its encoded answer (whose list of segments becomes the output as it is),
+except one :class:`PendingAnswer` for an answer that has to wait for its turn.
 """
 
 from __future__ import annotations
