@@ -245,3 +245,24 @@ def test_the_batch_header_layout_is_written_once() -> None:
         if isinstance(node, ast.Constant) and node.value in _HEADER_LAYOUTS
     )
     assert set(found) == {"sluice.protocol.records.batch"}
+
+
+def test_the_server_connection_is_sans_io_all_the_way_down() -> None:
+    """The broker's connection state machine, and everything it imports from Sluice,
+    touch neither the shell nor networking; it holds the one frame parser."""
+    modules = {module: (path, tree) for module, path, tree in _modules()}
+    seen: set[str] = set()
+    todo = ["sluice.protocol.server_connection"]
+    found = []
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in modules:
+            continue
+        seen.add(module)
+        for name in _imports(module, *modules[module]):
+            if _within(name, SHELL) or _within(name, NETWORKING):
+                found.append(f"{module} imports {name}")
+            todo.append(name)
+    assert "sluice.protocol.frames" in seen
+    assert found == []
+    assert _definitions("FrameDecoder") == ["sluice.protocol.frames"]

@@ -222,15 +222,15 @@ def test_a_broker_connection_sets_its_socket_when_it_connects() -> None:
 def accepted_algorithms(embedded: sluice.EmbeddedBroker) -> list[str]:
     """The congestion control of every open connection the broker's listeners hold now.
 
-    A connection its client has just closed stays listed until its task runs again,
-    with its socket already closed (reading that one would raise EBADF): skipped."""
+    A connection being closed stays listed until the loop reports it lost, with its
+    socket perhaps closed already (reading that one would raise EBADF): skipped."""
 
     def read() -> list[str]:
         return [
-            algorithm_of(conn.writer.get_extra_info("socket"))
+            algorithm_of(conn.transport.get_extra_info("socket"))
             for server in embedded.broker.servers
             for conn in list(server._connections)
-            if not conn.writer.transport.is_closing()
+            if conn.transport is not None and not conn.transport.is_closing()
         ]
 
     result: list[str] = embedded.call(read)

@@ -1,20 +1,25 @@
-"""KafkaConnectionProtocol: frames out of arbitrary receive chunks, buffers reused only when
-no frame refers to them, bad size prefixes close, back-pressure pauses reading."""
+"""KafkaConnectionProtocol, the shell around a ServerConnection, on a fake transport: it
+hands requests to handlers from the read callback, writes answers as they are released,
+applies the back-pressure decisions, never handles a request inside another's call
+stack, and closes on bad frames, handler errors and failed answers."""
 
 from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Callable
 from typing import Any
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from kio.schema.metadata.v12.request import MetadataRequest
 
-from sluice.protocol import FrameDecoder
-from sluice.server.connection import (
-    MAX_QUEUED_BYTES,
-    RECEIVE_BUFFER_BYTES,
-    KafkaConnectionProtocol,
+from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
+from sluice.server.answer import Answer
+from sluice.server.messages import build
+from sluice.server.network import ClientIdentity, KafkaConnectionProtocol, KafkaServer
+from support.wire import produce_request
+
+METADATA = MetadataRequest(
+    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
 )
 
 
@@ -22,142 +27,215 @@ class FakeTransport(asyncio.Transport):
     def __init__(self) -> None:
         super().__init__()
         self.closed = False
-        self.paused = False
-        self.written: list[bytes] = []
+        self.reading_paused = False
+        self.written = bytearray()
 
     def close(self) -> None:
         self.closed = True
 
+    def abort(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
     def pause_reading(self) -> None:
-        self.paused = True
+        self.reading_paused = True
 
     def resume_reading(self) -> None:
-        self.paused = False
+        self.reading_paused = False
 
     def write(self, data: Any) -> None:
-        self.written.append(bytes(data))
+        self.written += data
+
+    def writelines(self, data: Any) -> None:
+        for segment in data:
+            self.written += segment
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def correlation_ids(self) -> list[int]:
+        ids, pos = [], 0
+        while pos < len(self.written):
+            size, cid = struct.unpack_from(">ii", self.written, pos)
+            ids.append(cid)
+            pos += 4 + size
+        return ids
 
 
-def _connected(max_frame: int = 1 << 20) -> tuple[KafkaConnectionProtocol, FakeTransport]:
-    accepted: list[KafkaConnectionProtocol] = []
-    protocol = KafkaConnectionProtocol(max_frame, accepted.append)
+def metadata(_ctx: Any, request: Request) -> Any:
+    return build(request.response_type, throttle_time=0, brokers=[], cluster_id=None,
+                 controller_id=-1, topics=[])  # fmt: skip
+
+
+def connected(
+    handlers: dict[int, Callable[[Any, Request], Any]],
+) -> tuple[KafkaConnectionProtocol[ClientIdentity], FakeTransport, KafkaServer[ClientIdentity]]:
+    versions = DEFAULT_VERSIONS.restrict(handlers)
+    server = KafkaServer("127.0.0.1", 0, handlers, versions, 1 << 23, 0, ClientIdentity())
+    protocol = KafkaConnectionProtocol(server)
     transport = FakeTransport()
     protocol.connection_made(transport)
-    assert accepted == [protocol]
-    return protocol, transport
+    assert server.connection_count == 1 and protocol.host == "/127.0.0.1"
+    return protocol, transport, server
 
 
-def _receive(protocol: KafkaConnectionProtocol, data: bytes, chunks: list[int]) -> None:
+def receive(protocol: KafkaConnectionProtocol[Any], data: bytes) -> None:
     """What the event loop does: recv_into the offered buffer, then report the count."""
     pos = 0
-    sizes = iter(chunks)
     while pos < len(data):
         buf = protocol.get_buffer(-1)
-        assert len(buf) > 0
-        want = next(sizes, len(data))
-        take = min(len(buf), want, len(data) - pos)
+        take = min(len(buf), len(data) - pos)
         buf[:take] = data[pos : pos + take]
         del buf
         protocol.buffer_updated(take)
         pos += take
 
 
-def _drain(protocol: KafkaConnectionProtocol) -> list[bytes]:
-    async def take_all() -> list[bytes]:
-        protocol.eof_received()
-        frames = []
-        while (frame := await protocol.next_frame()) is not None:
-            frames.append(bytes(frame))
-        return frames
-
-    return asyncio.run(take_all())
-
-
-def _framed(payloads: list[bytes]) -> bytes:
-    return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    sizes=st.lists(
-        st.one_of(st.integers(0, 300), st.integers(RECEIVE_BUFFER_BYTES // 2 - 10, 200_000)),
-        min_size=1,
-        max_size=12,
-    ),
-    chunks=st.lists(st.integers(1, 150_000), max_size=40),
-)
-def test_frames_match_the_reference_decoder_for_any_chunking(
-    sizes: list[int], chunks: list[int]
-) -> None:
-    payloads = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
-    data = _framed(payloads)
-    protocol, _ = _connected()
-    _receive(protocol, data, chunks)
-    assert _drain(protocol) == payloads
-    assert [bytes(f) for f in FrameDecoder(1 << 20).feed(data)] == payloads
-
-
-def test_large_frames_land_in_place_and_the_buffer_is_reused_only_when_released() -> None:
-    protocol, _ = _connected()
-    size = RECEIVE_BUFFER_BYTES * 2
-    first, second, third = b"a" * size, b"b" * size, b"c" * size
-
+def test_requests_are_handled_in_the_read_callback_and_answered_at_once() -> None:
     async def scenario() -> None:
-        _receive(protocol, _framed([first]), [])
-        frame1 = await protocol.next_frame()
-        assert isinstance(frame1, memoryview) and frame1.readonly and frame1 == first
-        _receive(protocol, _framed([second]), [])
-        frame2 = await protocol.next_frame()
-        assert frame2 == second and frame1 == first  # frame1 alive: not overwritten
-        assert isinstance(frame2, memoryview) and frame2.obj is not frame1.obj
-        backings = (frame1.obj, frame2.obj)
-        del frame1, frame2
-        _receive(protocol, _framed([third]), [])
-        frame3 = await protocol.next_frame()
-        assert isinstance(frame3, memoryview) and frame3 == third
-        assert any(frame3.obj is b for b in backings)  # released, so reused
+        protocol, transport, server = connected({ApiKey.METADATA: metadata})
+        receive(protocol, encode_request(1, METADATA) + encode_request(2, METADATA))
+        assert transport.correlation_ids() == [1, 2]
+        assert protocol.conn.idle and server._idle.is_set()
 
     asyncio.run(scenario())
 
 
-def test_a_negative_or_oversized_prefix_closes_after_the_good_frames() -> None:
-    for bad in (struct.pack(">i", -1), struct.pack(">i", 1001)):
-        protocol, transport = _connected(max_frame=1000)
-        _receive(protocol, _framed([b"ok"]) + bad + b"xxxx", [])
+def test_an_answer_set_in_another_call_stack_is_written_there_and_the_next_request_waits() -> None:
+    async def scenario() -> None:
+        parked: list[tuple[Request, Answer]] = []
+
+        def park(_ctx: Any, request: Request) -> Answer:
+            answer = Answer(loop=asyncio.get_running_loop())
+            parked.append((request, answer))
+            return answer
+
+        protocol, transport, server = connected({ApiKey.METADATA: park})
+        receive(protocol, encode_request(1, METADATA) + encode_request(2, METADATA))
+        assert len(parked) == 1 and not server._idle.is_set()
+        request, answer = parked[0]
+        answer.set_result(metadata(None, request))
+        assert transport.correlation_ids() == [1]  # written inside set_result...
+        assert len(parked) == 1  # ...but request 2 is not handled from in there
+        await asyncio.sleep(0)
+        assert len(parked) == 2
+        parked[1][1].set_result(metadata(None, parked[1][0]))
+        assert transport.correlation_ids() == [1, 2]
+        assert server._idle.is_set()
+
+    asyncio.run(scenario())
+
+
+def test_pipelined_produce_answers_are_written_in_order_as_the_oldest_completes() -> None:
+    async def scenario() -> None:
+        parked: list[tuple[Request, Answer]] = []
+
+        def park(_ctx: Any, request: Request) -> Answer:
+            answer = Answer(loop=asyncio.get_running_loop())
+            parked.append((request, answer))
+            return answer
+
+        def produced(request: Request) -> Any:
+            return build(request.response_type, responses=[], throttle_time=0)
+
+        protocol, transport, _ = connected({ApiKey.PRODUCE: park})
+        receive(protocol, b"".join(encode_request(c, produce_request(-1)) for c in (1, 2, 3)))
+        assert len(parked) == 3  # read and appended while the first waits
+        for index in (2, 1):
+            parked[index][1].set_result(produced(parked[index][0]))
+        assert transport.written == b""
+        parked[0][1].set_result(produced(parked[0][0]))
+        assert transport.correlation_ids() == [1, 2, 3]
+
+    asyncio.run(scenario())
+
+
+def test_a_coroutine_answer_is_written_when_it_completes() -> None:
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def slow(_ctx: Any, request: Request) -> Any:
+            await release.wait()
+            return metadata(None, request)
+
+        protocol, transport, _ = connected({ApiKey.METADATA: slow})
+        receive(protocol, encode_request(1, METADATA) + encode_request(2, METADATA))
+        await asyncio.sleep(0)
+        assert transport.written == b""
+        release.set()
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert transport.correlation_ids() == [1, 2]
+
+    asyncio.run(scenario())
+
+
+def test_a_bad_size_prefix_closes_the_connection() -> None:
+    async def scenario() -> None:
+        protocol, transport, _ = connected({ApiKey.METADATA: metadata})
+        receive(protocol, struct.pack(">i", -5) + b"rest")
+        assert transport.closed and protocol.conn.closed
+
+    asyncio.run(scenario())
+
+
+def test_a_handler_error_or_a_failed_answer_closes_the_connection() -> None:
+    async def scenario() -> None:
+        def fails(_ctx: Any, _request: Request) -> Any:
+            raise RuntimeError("boom")
+
+        protocol, transport, _ = connected({ApiKey.METADATA: fails})
+        receive(protocol, encode_request(1, METADATA))
         assert transport.closed
-        assert _drain(protocol) == []  # nothing from a broken stream takes effect
 
+        answers: list[Answer] = []
 
-def test_reading_pauses_when_frames_pile_up_and_resumes_when_taken() -> None:
-    protocol, transport = _connected(max_frame=1 << 23)
-    big = b"z" * (MAX_QUEUED_BYTES // 3)
+        def park(_ctx: Any, _request: Request) -> Answer:
+            answers.append(Answer(loop=asyncio.get_running_loop()))
+            return answers[-1]
 
-    async def scenario() -> None:
-        for _ in range(4):
-            _receive(protocol, _framed([big]), [])
-        assert transport.paused
-        taken = 0
-        while transport.paused:
-            assert await protocol.next_frame() == big
-            taken += 1
-        assert taken >= 1
+        protocol, transport, server = connected({ApiKey.PRODUCE: park})
+        receive(protocol, b"".join(encode_request(c, produce_request(-1)) for c in (1, 2)))
+        answers[0].set_exception(RuntimeError("append failed"))
+        assert transport.closed and transport.written == b""
+        assert answers[1].cancelled()  # the rest are dropped
+        assert server._idle.is_set()
 
     asyncio.run(scenario())
 
 
-def test_connection_lost_ends_the_frames_and_fails_drain() -> None:
-    protocol, _ = _connected()
-    assert protocol.writer is not None
-    protocol.pause_writing()
-
+def test_reading_pauses_while_writing_is_paused_and_frames_pile_up() -> None:
     async def scenario() -> None:
-        drain = asyncio.ensure_future(protocol.writer.drain())  # type: ignore[union-attr]
+        protocol, transport, _ = connected({ApiKey.METADATA: metadata})
+        protocol.pause_writing()  # the client does not read its answers
+        requests = encode_request(1, METADATA) * 1000
+        while not transport.reading_paused:
+            receive(protocol, requests)
+        assert transport.written == b""
+        protocol.resume_writing()
+        assert not transport.reading_paused and protocol.conn.idle
+
+    asyncio.run(scenario())
+
+
+def test_connection_lost_cancels_the_answers_awaited_and_fails_drain() -> None:
+    async def scenario() -> None:
+        answers: list[Answer] = []
+
+        def park(_ctx: Any, _request: Request) -> Answer:
+            answers.append(Answer(loop=asyncio.get_running_loop()))
+            return answers[-1]
+
+        protocol, _, server = connected({ApiKey.METADATA: park})
+        receive(protocol, encode_request(1, METADATA))
+        protocol.pause_writing()
+        drain = asyncio.ensure_future(protocol.drain())
         await asyncio.sleep(0)
         protocol.connection_lost(None)
-        assert await protocol.next_frame() is None
+        assert answers[0].cancelled()
+        assert server.connection_count == 0 and server._idle.is_set()
         try:
             await drain
         except ConnectionResetError:

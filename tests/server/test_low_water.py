@@ -14,9 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sluice.server.connection import RECEIVE_BUFFER_BYTES, KafkaConnectionProtocol
+from sluice.protocol import DEFAULT_VERSIONS
+from sluice.protocol.frames import RECEIVE_BUFFER_BYTES
 from sluice.server.inter_broker import _ResponseReader
 from sluice.server.low_water import MIN_LOW_WATER_BYTES, ReceiveLowWater
+from sluice.server.network import ClientIdentity, KafkaConnectionProtocol, KafkaServer
 from support.waiting import wait_until_async
 
 LARGE = RECEIVE_BUFFER_BYTES // 2 + MIN_LOW_WATER_BYTES + 1
@@ -49,6 +51,23 @@ class FakeTransport(asyncio.Transport):
 
     def close(self) -> None:
         pass
+
+
+def holding(sock: FakeSocket) -> KafkaConnectionProtocol[ClientIdentity]:
+    """A connection whose frames stay queued (its peer is not reading answers), so what
+    it received can be looked at."""
+    server = KafkaServer("127.0.0.1", 0, {}, DEFAULT_VERSIONS, 1 << 22, 0, ClientIdentity())
+    protocol = KafkaConnectionProtocol(server)
+    protocol.connection_made(FakeTransport(sock))
+    protocol.pause_writing()
+    return protocol
+
+
+def queued(protocol: KafkaConnectionProtocol[ClientIdentity]) -> list[bytes]:
+    frames = []
+    while (frame := protocol.conn._decoder.next_frame()) is not None:
+        frames.append(bytes(frame))
+    return frames
 
 
 def framed(payloads: list[bytes]) -> bytes:
@@ -84,12 +103,10 @@ def test_the_server_side_mark_never_exceeds_the_rest_of_the_frame(
     frames: list[bytes], chunks: list[int]
 ) -> None:
     sock = FakeSocket()
-    protocol = KafkaConnectionProtocol(1 << 22, lambda _p: None)
-    protocol.connection_made(FakeTransport(sock))
+    protocol = holding(sock)
 
     def check() -> None:
-        frame = protocol._frame
-        rest = len(frame) - protocol._filled if frame is not None else 0
+        rest = protocol.conn.receive_rest
         assert sock.mark <= max(rest, 1)
         if rest <= MIN_LOW_WATER_BYTES:
             assert sock.mark == 1
@@ -98,8 +115,7 @@ def test_the_server_side_mark_never_exceeds_the_rest_of_the_frame(
 
     feed(protocol, framed(frames), chunks, check)
     assert sock.mark == 1
-    got = [bytes(protocol._frames.popleft()) for _ in range(len(protocol._frames))]
-    assert got == frames
+    assert queued(protocol) == frames
 
 
 @linux_only
@@ -113,11 +129,10 @@ def test_the_inter_broker_reader_mark_never_exceeds_the_rest_of_the_answer(
     reader.connection_made(FakeTransport(sock))
 
     async def run() -> bytes:
-        answer = reader.expect(reuse=True)
+        answer = reader.expect()
 
         def check() -> None:
-            target = reader._target
-            rest = reader._size - reader._filled if target is not None else 0
+            rest = reader._decoder.frame_rest
             assert sock.mark == (rest if rest > MIN_LOW_WATER_BYTES else 1)
 
         feed(reader, framed([payload]), chunks, check)
@@ -130,11 +145,10 @@ def test_the_inter_broker_reader_mark_never_exceeds_the_rest_of_the_answer(
 @linux_only
 def test_a_refused_option_leaves_the_socket_waking_per_segment() -> None:
     sock = FakeSocket(refuse=True)
-    protocol = KafkaConnectionProtocol(1 << 22, lambda _p: None)
-    protocol.connection_made(FakeTransport(sock))
+    protocol = holding(sock)
     feed(protocol, framed([b"L" * LARGE, b"L" * LARGE]), [1000], lambda: None)
     assert sock.calls == 1  # tried once, then never again
-    assert [len(protocol._frames.popleft()) for _ in range(2)] == [LARGE, LARGE]
+    assert [len(frame) for frame in queued(protocol)] == [LARGE, LARGE]
 
 
 def test_without_a_socket_nothing_is_set() -> None:
@@ -143,50 +157,68 @@ def test_without_a_socket_nothing_is_set() -> None:
     assert low.mark == 1
 
 
-async def _serve_one() -> tuple[asyncio.Server, list[KafkaConnectionProtocol]]:
-    accepted: list[KafkaConnectionProtocol] = []
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(
-        lambda: KafkaConnectionProtocol(1 << 24, accepted.append), "127.0.0.1", 0
-    )
-    return server, accepted
+RAW_KEY = 1000  # an API key the server hands to a raw handler: frames arrive undecoded
 
 
-def _kernel_mark(protocol: KafkaConnectionProtocol) -> int:
+def raw_frame(body: bytes) -> bytes:
+    """A request frame (without its size prefix) of RAW_KEY, correlation id 1."""
+    return struct.pack(">hhih", RAW_KEY, 0, 1, 0) + body
+
+
+async def _serve_one() -> tuple[KafkaServer[ClientIdentity], list[bytes]]:
+    received: list[bytes] = []
+
+    def record(frame: bytes) -> bytes:
+        received.append(frame)
+        return b""  # no answer bytes
+
+    server = KafkaServer("127.0.0.1", 0, {}, DEFAULT_VERSIONS, 1 << 24, 0, ClientIdentity(),
+                         raw_handlers={RAW_KEY: record})  # fmt: skip
+    await server.start()
+    return server, received
+
+
+def _the_connection(server: KafkaServer[ClientIdentity]) -> KafkaConnectionProtocol[ClientIdentity]:
+    (connection,) = server._connections
+    return connection
+
+
+def _kernel_mark(protocol: KafkaConnectionProtocol[ClientIdentity]) -> int:
     assert protocol.transport is not None
     sock = protocol.transport.get_extra_info("socket")
     return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
 
 
+def _receiving_a_frame(server: KafkaServer[ClientIdentity]) -> bool:
+    return server.connection_count == 1 and _the_connection(server).conn.receive_rest > 0
+
+
 @linux_only
 @pytest.mark.integration  # a loopback connection
 def test_on_loopback_a_large_frame_and_the_small_one_behind_it_arrive() -> None:
-    big = bytes(range(256)) * (1 << 12)  # 1 MiB
-    wire = framed([big, b"after"])
+    big = raw_frame(bytes(range(256)) * (1 << 12))  # 1 MiB
+    after = raw_frame(b"after")
+    wire = framed([big, after])
     head = 4 + 100_000
 
     async def run() -> None:
-        server, accepted = await _serve_one()
-        port = server.sockets[0].getsockname()[1]
-        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        server, received = await _serve_one()
+        _reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         writer.write(wire[:head])
         await writer.drain()
-        await wait_until_async(
-            lambda: accepted and accepted[0]._frame is not None, 10, "a frame being read"
-        )
-        protocol = accepted[0]
-        assert protocol._filled < head - 4  # the bytes sent so far are not all taken:
-        assert _kernel_mark(protocol) == len(big) - protocol._filled  # it waits for the rest
+        await wait_until_async(lambda: _receiving_a_frame(server), 10, "a frame being read")
+        protocol = _the_connection(server)
+        rest = protocol.conn.receive_rest
+        assert len(big) - rest < head - 4  # the bytes sent so far are not all taken:
+        assert _kernel_mark(protocol) == rest  # it waits for the rest
         writer.write(wire[head:])
         await writer.drain()
-        first = await asyncio.wait_for(protocol.next_frame(), 10)
-        second = await asyncio.wait_for(protocol.next_frame(), 10)
-        assert first is not None and bytes(first) == big
-        assert second == b"after"
+        await wait_until_async(lambda: len(received) == 2, 10, "both frames handled")
+        assert received == [big, after]
         assert _kernel_mark(protocol) == 1
         writer.close()
-        server.close()
-        await server.wait_closed()
+        await server.stop_accepting()
+        await server.drain_and_close(5)
 
     asyncio.run(run())
 
@@ -195,18 +227,16 @@ def test_on_loopback_a_large_frame_and_the_small_one_behind_it_arrive() -> None:
 @pytest.mark.integration  # a loopback connection
 def test_on_loopback_a_peer_closing_mid_frame_ends_the_connection() -> None:
     async def run() -> None:
-        server, accepted = await _serve_one()
-        port = server.sockets[0].getsockname()[1]
-        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(struct.pack(">i", 1 << 20) + b"x" * 200_000)
+        server, received = await _serve_one()
+        _reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(struct.pack(">i", 1 << 20) + raw_frame(b"x" * 200_000))
         await writer.drain()
-        await wait_until_async(
-            lambda: accepted and accepted[0]._frame is not None, 10, "a frame being read"
-        )
-        assert _kernel_mark(accepted[0]) > 1
+        await wait_until_async(lambda: _receiving_a_frame(server), 10, "a frame being read")
+        assert _kernel_mark(_the_connection(server)) > 1
         writer.close()  # the rest never comes: the end of stream still wakes the loop
-        assert await asyncio.wait_for(accepted[0].next_frame(), 10) is None
-        server.close()
-        await server.wait_closed()
+        await wait_until_async(lambda: server.connection_count == 0, 10, "the connection lost")
+        assert received == []
+        await server.stop_accepting()
+        await server.drain_and_close(5)
 
     asyncio.run(run())

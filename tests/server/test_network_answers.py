@@ -1,7 +1,8 @@
 """Answers written when they are set: a parked answer (an :class:`Answer`) goes to the
-socket inside ``set_result``, without waiting for its task to be woken; pipelined
-Produce answers still go out in request order; an answer with a file region is left to
-the task (``sendfile``), which reuses the segments already encoded."""
+socket inside ``set_result``, without a turn of the event loop; pipelined Produce
+answers still go out in request order, each completed one released with the oldest; an
+answer with a file region is sent by a task (``sendfile``), with the segments encoded
+when it was set."""
 
 from __future__ import annotations
 
@@ -16,12 +17,11 @@ from typing import Any
 import pytest
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from sluice.protocol import ApiKey, Request, encode_request
-from sluice.server import network
+from sluice.protocol import ApiKey, Request, encode_request, server_connection
 from sluice.server.answer import Answer
 from sluice.server.apis import registry
 from sluice.server.messages import build
-from sluice.server.network import ClientIdentity, KafkaServer
+from sluice.server.network import ClientIdentity, KafkaConnectionProtocol, KafkaServer
 from support.wire import produce_request
 from support.wire import read_correlation_id as read_response
 
@@ -58,34 +58,48 @@ class Parked:
         await asyncio.wait_for(arrived(), 5)
 
 
+Serving = tuple[asyncio.StreamReader, asyncio.StreamWriter, KafkaServer[ClientIdentity]]
+
+
 @asynccontextmanager
-async def serving(
-    handlers: dict[int, Callable[[Any, Request], Any]],
-) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    versions = registry().versions.restrict(handlers)
-    server = KafkaServer("127.0.0.1", 0, handlers, versions, 1 << 20, 0, ClientIdentity())
+async def serving(handlers: dict[int, Callable[[Any, Request], Any]]) -> AsyncIterator[Serving]:
+    server = KafkaServer(
+        "127.0.0.1",
+        0,
+        handlers,
+        registry().versions.restrict(handlers),
+        1 << 20,
+        0,
+        ClientIdentity(),
+    )
     await server.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:
-        yield reader, writer
+        yield reader, writer, server
     finally:
         writer.close()
         await server.stop_accepting()
         await server.drain_and_close(5)
 
 
+def the_connection(server: KafkaServer[ClientIdentity]) -> KafkaConnectionProtocol[ClientIdentity]:
+    (connection,) = server._connections
+    return connection
+
+
 def test_a_parked_answer_is_written_inside_set_result() -> None:
     async def scenario() -> None:
         parked = Parked()
-        async with serving({ApiKey.METADATA: parked.handler}) as (reader, writer):
+        async with serving({ApiKey.METADATA: parked.handler}) as (reader, writer, server):
             writer.write(encode_request(7, METADATA))
             await parked.wait_for(1)
             request, answer = parked.answers[0]
+            connection = the_connection(server)
+            assert connection.conn.in_flight == 1
             answer.set_result(_metadata_response(request))
-            assert answer.written  # before any turn of the loop
+            assert connection.conn.idle  # written before any turn of the loop
             assert await asyncio.wait_for(read_response(reader), 5) == 7
-            # The task, woken afterwards, does not write it again: the next answer read
-            # is the next request's.
+            # Nothing writes it again: the next answer read is the next request's.
             writer.write(encode_request(8, METADATA))
             await parked.wait_for(2)
             request, answer = parked.answers[1]
@@ -102,24 +116,26 @@ def test_pipelined_produce_answers_set_out_of_order_go_out_in_order() -> None:
             ApiKey.PRODUCE: parked.handler,
             ApiKey.METADATA: lambda _ctx, request: _metadata_response(request),
         }
-        async with serving(handlers) as (reader, writer):
+        async with serving(handlers) as (reader, writer, server):
             for cid in (1, 2, 3):
                 writer.write(encode_request(cid, produce_request(-1)))
             writer.write(encode_request(4, METADATA))  # waits for every produce answer
             await parked.wait_for(3)
+            conn = the_connection(server).conn
             (r1, a1), (r2, a2), (r3, a3) = parked.answers
+            owed = [conn.in_flight]
             a2.set_result(_produce_response(r2))
-            assert not a2.written  # 1 is still ahead of it
+            owed.append(conn.in_flight)  # 1 is still ahead of it
             a1.set_result(_produce_response(r1))
-            assert a1.written  # the oldest: written at once
-            await asyncio.sleep(0)  # the flusher writes 2, then waits for 3
+            owed.append(conn.in_flight)  # the oldest: written at once, and 2 with it
             a3.set_result(_produce_response(r3))
+            owed.append(conn.in_flight)
             order = [await asyncio.wait_for(read_response(reader), 5) for _ in range(4)]
-            return order, [a1.written, a2.written, a3.written]
+            return order, owed
 
-    order, written = asyncio.run(scenario())
+    order, owed = asyncio.run(scenario())
     assert order == [1, 2, 3, 4]
-    assert written[:2] == [True, False]
+    assert owed == [3, 3, 1, 0]
 
 
 class _Region:
@@ -145,7 +161,7 @@ def test_an_answer_with_a_file_region_is_sent_by_its_task(
     path.write_bytes(b"\xff" * 100 + data)
     fd = os.open(path, os.O_RDONLY)
     encoded: list[int] = []
-    plain = network.encode_response_segments
+    plain = server_connection.encode_response_segments
 
     def encode(correlation_id: int, response: Any) -> list[Any]:
         if response != "records":
@@ -153,16 +169,16 @@ def test_an_answer_with_a_file_region_is_sent_by_its_task(
         encoded.append(correlation_id)
         return [struct.pack(">ii", 4 + len(data), correlation_id), _Region(fd, 100, len(data))]
 
-    monkeypatch.setattr(network, "encode_response_segments", encode)
+    monkeypatch.setattr(server_connection, "encode_response_segments", encode)
 
     async def scenario() -> bytes:
         parked = Parked()
-        async with serving({ApiKey.METADATA: parked.handler}) as (reader, writer):
+        async with serving({ApiKey.METADATA: parked.handler}) as (reader, writer, server):
             writer.write(encode_request(9, METADATA))
             await parked.wait_for(1)
             answer = parked.answers[0][1]
             answer.set_result("records")
-            assert not answer.written and answer.encoded is not None
+            assert the_connection(server).conn.sending  # handed to the task
             (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))
             return await asyncio.wait_for(reader.readexactly(size), 5)
 
@@ -171,4 +187,4 @@ def test_an_answer_with_a_file_region_is_sent_by_its_task(
     finally:
         os.close(fd)
     assert body == struct.pack(">i", 9) + data
-    assert encoded == [9]  # the task sent the segments encoded when the answer was set
+    assert encoded == [9]  # encoded once, when the answer was set

@@ -1,17 +1,17 @@
 """Sans-I/O Kafka wire protocol adapter, built on kio's generated message types.
 
-Typical use by the network layer::
+The broker's network layer drives one
+:class:`~sluice.protocol.server_connection.ServerConnection` per client: bytes in,
+decoded requests out, answers in, encoded bytes out in request order::
 
-    decoder = FrameDecoder(max_frame_size)
-    for frame in decoder.feed(chunk):          # FrameSizeError: close
-        try:
-            request = decode_request(frame, versions)
-        except UnsupportedApiVersionsError as exc:
-            write(exc.response)                 # ApiVersions v0 fallback, keep going
-            continue
-        # ProtocolError (unknown key, unsupported version, malformed): close
-        response = handle(request)              # a kio response dataclass
-        writelines(encode_response_segments(request.header.correlation_id, response))
+    conn = ServerConnection(versions, max_frame_size)
+    buf = conn.get_buffer(-1); n = sock.recv_into(buf)
+    conn.buffer_updated(n)                      # FrameSizeError: close
+    while (request := conn.next_request()) is not None:   # ProtocolError: close
+        conn.respond(handle(request))           # or conn.defer(...), conn.answer(...)
+    writelines(conn.data_to_send() or [])
+
+A client splits what it receives with :class:`FrameDecoder` and decodes each frame.
 
 See ``docs/protocol.md`` for the evaluation of kio and the version table.
 """

@@ -36,7 +36,7 @@ from sluice.controller.requests import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from sluice.protocol import ErrorCode, encode_request
+from sluice.protocol import ErrorCode, FrameDecoder, FrameSizeError, encode_request
 from sluice.protocol.apis import InterBrokerApiKey
 from sluice.server.congestion import set_on_loopback
 from sluice.server.low_water import ReceiveLowWater
@@ -362,38 +362,34 @@ def raw_request_frame(api_key: int, correlation_id: int, body: bytes, client_id:
     return struct.pack(">i", len(payload)) + payload
 
 
-RESPONSE_SCRATCH_BYTES = 64 * 1024
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+RESPONSE_SPARE_BUFFERS = 2
+"""Large answers' buffers kept: enough for one answer to arrive while the one before it
+is still referenced."""
 
 
 class _ResponseReader(asyncio.BufferedProtocol):
     """Receives the size-prefixed answers of one connection with one request in flight,
-    straight from the socket into buffers: small frames through one 64 KiB scratch buffer
-    (then copied out once), large ones into a buffer of their own, or into one buffer
-    reused from frame to frame when the request said so (the replica fetcher's). While a
-    large one arrives the socket wakes the loop once for its rest (:class:`ReceiveLowWater`)."""
+    straight from the socket into the buffers of a :class:`~sluice.protocol.FrameDecoder`:
+    small frames through its receive buffer (then copied out once), large ones into a
+    buffer of their own, reused for a later answer once nothing refers to the earlier
+    one (the replica fetcher's answers take turns in two). While a large one arrives the
+    socket wakes the loop once for its rest (:class:`ReceiveLowWater`)."""
 
     def __init__(self) -> None:
-        self._scratch = bytearray(RESPONSE_SCRATCH_BYTES)
-        self._scratch_view = memoryview(self._scratch)
-        self._have = 0  # bytes in the scratch buffer
-        self._large: bytearray | None = None  # the reusable buffer
-        self._target: memoryview | None = None  # the large frame being filled
-        self._size = self._filled = 0
-        self._reuse = False
+        self._decoder = FrameDecoder(MAX_RESPONSE_BYTES, spare_buffers=RESPONSE_SPARE_BUFFERS)
         self._waiter: asyncio.Future[bytes | memoryview] | None = None
         self._error: BaseException | None = None
         self.transport: asyncio.Transport | None = None
         self.low_water = ReceiveLowWater()  # bound to the socket once connected
 
-    def expect(self, reuse: bool) -> asyncio.Future[bytes | memoryview]:
-        """The future of the next frame; with ``reuse`` a large frame is a view into the
-        reused buffer, valid until the next request."""
+    def expect(self) -> asyncio.Future[bytes | memoryview]:
+        """The future of the next frame."""
         waiter = asyncio.get_running_loop().create_future()
         if self._error is not None:
             waiter.set_exception(self._error)
             return waiter
-        self._waiter, self._reuse = waiter, reuse
+        self._waiter = waiter
         return waiter
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -405,43 +401,23 @@ class _ResponseReader(asyncio.BufferedProtocol):
         self._fail(exc or ConnectionResetError("connection closed by the broker"))
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._target is not None:
-            return self._target[self._filled :]
-        return self._scratch_view[self._have :]
+        return self._decoder.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._target is not None:
-            self._filled += nbytes
-            self.low_water.expect(self._size - self._filled)
-            if self._filled == self._size:
-                frame, self._target = self._target, None
-                self._deliver(frame)
+        decoder = self._decoder
+        try:
+            decoder.buffer_updated(nbytes)
+        except FrameSizeError as exc:
+            self._fail(ConnectionError(f"response frame size {exc.size} out of range"))
             return
-        self._have += nbytes
-        if self._have < 4:
+        self.low_water.expect(decoder.frame_rest)
+        frame = decoder.next_frame()
+        if frame is None:
             return
-        size = int.from_bytes(self._scratch_view[:4], "big", signed=True)
-        if not 0 <= size <= MAX_RESPONSE_BYTES:
-            self._fail(ConnectionError(f"response frame size {size} out of range"))
+        if decoder.buffered or decoder.first_frame() is not None:
+            self._fail(ConnectionError("bytes received beyond the awaited response"))
             return
-        end = 4 + size
-        if end <= len(self._scratch):
-            if self._have > end:
-                self._fail(ConnectionError("bytes received beyond the awaited response"))
-            elif self._have == end:
-                self._have = 0
-                self._deliver(bytes(self._scratch_view[4:end]))
-            return
-        large = self._large
-        if not (self._reuse and large is not None and len(large) >= size):
-            large = bytearray(size)
-            if self._reuse:
-                self._large = large
-        got = self._have - 4
-        target = memoryview(large)[:size]
-        target[:got] = self._scratch_view[4 : self._have]
-        self._have, self._target, self._size, self._filled = 0, target, size, got
-        self.low_water.expect(size - got)
+        self._deliver(frame)
 
     def _deliver(self, frame: bytes | memoryview) -> None:
         waiter, self._waiter = self._waiter, None
@@ -484,12 +460,12 @@ class BrokerConnection:
         self._reader = reader
         return reader
 
-    async def roundtrip(self, frame: bytes, reuse: bool = False) -> bytes | memoryview:
-        """Send one framed request, return its response frame (without the size prefix).
-        With ``reuse`` a large answer is a view into a buffer the next request reuses."""
+    async def roundtrip(self, frame: bytes) -> bytes | memoryview:
+        """Send one framed request, return its response frame (without the size prefix):
+        a large one is a read-only view of a buffer reused once the view is released."""
         reader = await self._connect()
         try:
-            waiter = reader.expect(reuse)
+            waiter = reader.expect()
             assert reader.transport is not None
             reader.transport.write(frame)
             return await waiter
@@ -498,7 +474,7 @@ class BrokerConnection:
             raise
 
     async def _roundtrip(self, frame: bytes) -> bytes:
-        reply = await self.roundtrip(frame)  # a frame of its own: reuse was not asked
+        reply = await self.roundtrip(frame)
         return reply if isinstance(reply, bytes) else bytes(reply)
 
     async def send(self, body: Any) -> Any:

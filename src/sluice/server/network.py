@@ -1,48 +1,51 @@
-"""The asyncio network layer: size-prefixed frames in, responses out, in request order.
+"""The asyncio network shell: sockets and handlers around each connection's state machine.
 
-Thin on purpose: :mod:`sluice.server.connection` receives the frames (without copying
-them), this module decodes header and body through ``sluice.protocol``, calls the API's
-handler with the connection's context (who the client is; for the broker, its
-``RequestContext``) and writes the encoded response.
-Responses go out in request order. Like Kafka it handles one request per connection
-at a time, with one exception: Produce requests are pipelined. Each is appended when
-it arrives, and while one waits for its acknowledgement (acks=all: the high watermark)
-the next is read and appended, up to ``MAX_PIPELINED_PRODUCES`` waiting; their answers
-are written in order. A Produce answered at once with no answer ahead of it (acks=1,
-or acks=all on a single node) is written straight away, without a task. An answer that
-waits (a parked Fetch, an acks=all Produce; :class:`~sluice.server.answer.Answer`) is
-written inside whatever sets it, when it is its turn and holds no file region, not a
-loop turn later by its task. Any other request first waits until every earlier answer
-is written. Oversized or malformed frames, unknown APIs and unsupported versions close
-that connection; the broker keeps serving.
+Everything about a connection that is not I/O — framing, which request may be handled
+when, Produce pipelining, answers in request order, back-pressure — is its sans-I/O
+:class:`~sluice.protocol.server_connection.ServerConnection`. This module only carries
+bytes and decisions between it, the socket and the handlers:
+
+* :class:`KafkaServer` accepts clients on one listener, keeps the handler table and the
+  broker's context, closes idle connections and drains or drops them all at shutdown.
+* :class:`KafkaConnectionProtocol` is one connection, an ``asyncio.BufferedProtocol``:
+  the event loop reads straight into the buffers the ServerConnection offers (a large
+  frame into one of its own, with the socket's receive low-water mark raised meanwhile,
+  :mod:`sluice.server.low_water`), and reading pauses and resumes as it decides. Each
+  request it hands out goes to the API's handler with the connection's context (who the
+  client is; for the broker, its ``RequestContext``), right in the read callback.
+
+An answer given at once is written at once. An answer that waits (a parked Fetch, an
+acks=all Produce) is handed to the ServerConnection when it completes, and whatever that
+releases is written there and then: for an :class:`~sluice.server.answer.Answer`, inside
+the call that completes it, in another request's call stack (see
+:mod:`sluice.server.answer`); for any other awaitable, in its done callback. The next
+request is never handled from inside another's call stack: it waits for the event loop.
+Answers holding file regions go out with ``sendfile`` (:mod:`sluice.server.sendfile`)
+from a task, nothing else meanwhile; while the transport's write buffer is over its
+high-water mark no further request is handled. Oversized or malformed frames, unknown
+APIs, unsupported versions and handler errors close that connection; the broker keeps
+serving.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import functools
 import inspect
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeAlias, TypeVar
 
-from sluice.protocol import (
-    ProtocolError,
-    Request,
-    UnsupportedApiVersionsError,
-    VersionTable,
-    decode_request,
-    encode_response_segments,
-)
+from sluice.protocol import FrameSizeError, ProtocolError, Request, VersionTable
+from sluice.protocol.server_connection import PendingAnswer, RawRequest, ServerConnection
 from sluice.server.answer import Answer
 from sluice.server.congestion import set_on_loopback
-from sluice.server.connection import KafkaConnectionProtocol, ResponseWriter
-from sluice.server.sendfile import holds_file_region, write_segments
+from sluice.server.low_water import ReceiveLowWater
+from sluice.server.sendfile import write_segments
 
-__all__ = ["ClientContext", "ClientIdentity", "Handler", "KafkaServer"]
+__all__ = ["ClientContext", "ClientIdentity", "Handler", "KafkaConnectionProtocol", "KafkaServer"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,11 @@ Handler = Callable[[Ctx, Request], Any]
 """Maps a context and a decoded request to a kio response dataclass, an awaitable of one,
 or None for no response."""
 
+RawHandler = Callable[[bytes], Any]
+"""Maps a whole request frame to a framed response (bytes, or an awaitable of them)."""
+
+_Pending: TypeAlias = "PendingAnswer[asyncio.Future[Any]]"
+
 
 @dataclass(frozen=True, slots=True)
 class ClientIdentity:
@@ -73,27 +81,6 @@ class ClientIdentity:
 
     def for_client(self, client_id: str | None, client_host: str) -> ClientIdentity:
         return ClientIdentity(client_id, client_host)
-
-
-MAX_PIPELINED_PRODUCES = 32
-_PRODUCE = 0
-
-
-class _Connection(Generic[Ctx]):
-    __slots__ = ("context", "failed", "flusher", "host", "last_active", "peer", "pending",
-                 "writer")  # fmt: skip
-
-    def __init__(self, writer: ResponseWriter, peer: str, host: str) -> None:
-        self.writer = writer
-        self.peer = peer
-        self.host = host  # as Kafka shows a client's address: /127.0.0.1
-        self.context: Ctx | None = None  # for the client id of its latest request
-        self.last_active = time.monotonic()
-        # Produce answers not written yet, oldest first, and the task writing them.
-        # (correlation id, answer): not the request, whose frame buffer is then reusable.
-        self.pending: collections.deque[tuple[int, asyncio.Future[Any]]] = collections.deque()
-        self.flusher: asyncio.Task[None] | None = None
-        self.failed = False
 
 
 class KafkaServer(Generic[Ctx]):
@@ -109,24 +96,27 @@ class KafkaServer(Generic[Ctx]):
         max_request_size: int,
         idle_timeout_ms: int,
         context: Ctx,
-        raw_handlers: dict[int, Any] | None = None,
+        raw_handlers: dict[int, RawHandler] | None = None,
         loopback_congestion: str = "",
     ) -> None:
         self.host = host
-        self._context = context
-        self._loopback_congestion = loopback_congestion  # sluice.server.congestion
+        self.port = port
+        self.handlers = handlers  # read per request: may be updated in place
+        self.versions = versions
+        self.context = context
         # API key -> fn(frame) -> framed response bytes, for APIs kio has no schema for
         # (the controller's inter-broker requests); cluster mode only.
-        self._raw_handlers = raw_handlers or {}
-        self.port = port
-        self._handlers = handlers
-        self._versions = versions
-        self._max_request_size = max_request_size
+        self.raw_handlers = raw_handlers or {}
+        self.raw_api_keys = frozenset(self.raw_handlers)
+        self.max_request_size = max_request_size
+        self._loopback_congestion = loopback_congestion  # sluice.server.congestion
         self._idle_timeout_s = idle_timeout_ms / 1000 if idle_timeout_ms > 0 else None
         self._server: asyncio.Server | None = None
-        self._connections: set[_Connection[Ctx]] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._busy = 0
+        self._connections: set[KafkaConnectionProtocol[Ctx]] = set()
+        self._no_connections = asyncio.Event()
+        self._no_connections.set()
+        self._tasks: set[asyncio.Task[None]] = set()  # answers being sent with sendfile
+        self._busy = 0  # connections owing an answer
         self._idle = asyncio.Event()
         self._idle.set()
         self._reaper: asyncio.Task[None] | None = None
@@ -134,13 +124,9 @@ class KafkaServer(Generic[Ctx]):
         self.last_active_at = float("-inf")
 
     async def start(self) -> None:
-        max_frame = self._max_request_size
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnectionProtocol(max_frame, self._accept),
-            self.host,
-            self.port,
-            reuse_address=True,
+            lambda: KafkaConnectionProtocol(self), self.host, self.port, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if self._idle_timeout_s is not None:
@@ -155,17 +141,25 @@ class KafkaServer(Generic[Ctx]):
             self._server.close()
 
     async def drain_and_close(self, timeout_s: float) -> None:
-        """Wait (bounded) for requests in flight to be answered, then close connections."""
+        """Wait (bounded) for requests in flight to be answered, then close connections and
+        wait (bounded again) until they are gone."""
+        loop = asyncio.get_running_loop()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout_s)
         except TimeoutError:
-            log.warning("closing with %d requests still in flight", self._busy)
+            owed = sum(c.conn.in_flight for c in self._connections)
+            log.warning("closing with %d requests still in flight", owed)
         if self._reaper is not None:
             self._reaper.cancel()
-        for conn in list(self._connections):
-            conn.writer.close()
-        if self._tasks:  # closed transports end their read loops; wait for them
+        for connection in list(self._connections):
+            connection.close()
+        deadline = loop.time() + timeout_s
+        if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        try:  # closed transports report their connections lost
+            await asyncio.wait_for(self._no_connections.wait(), max(deadline - loop.time(), 0))
+        except TimeoutError:
+            log.warning("%d connections still open after closing", len(self._connections))
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -175,10 +169,8 @@ class KafkaServer(Generic[Ctx]):
             self._server.close()
         if self._reaper is not None:
             self._reaper.cancel()
-        for conn in list(self._connections):
-            conn.writer.transport.abort()
-            if conn.flusher is not None:
-                conn.flusher.cancel()
+        for connection in list(self._connections):
+            connection.abort()
         for task in list(self._tasks):
             task.cancel()
 
@@ -188,190 +180,291 @@ class KafkaServer(Generic[Ctx]):
         while True:
             await asyncio.sleep(period)
             cutoff = time.monotonic() - self._idle_timeout_s
-            for conn in list(self._connections):
-                if conn.last_active < cutoff:
-                    log.info("closing idle connection from %s", conn.peer)
-                    conn.writer.close()
+            for connection in list(self._connections):
+                if connection.last_active < cutoff:
+                    log.info("closing idle connection from %s", connection.peer)
+                    connection.close()
 
-    def _accept(self, protocol: KafkaConnectionProtocol) -> None:
-        """A client connected: serve its frames in a task of its own."""
+    # -- called by the connections ----------------------------------------------------
+    def _accepted(self, connection: KafkaConnectionProtocol[Ctx]) -> None:
         self.last_active_at = time.monotonic()
         if self._loopback_congestion:
-            set_on_loopback(protocol.transport, self._loopback_congestion)
-        task = asyncio.ensure_future(self._serve(protocol))
+            set_on_loopback(connection.transport, self._loopback_congestion)
+        self._connections.add(connection)
+        self._no_connections.clear()
+
+    def _lost(self, connection: KafkaConnectionProtocol[Ctx]) -> None:
+        self._connections.discard(connection)
+        if not self._connections:
+            self._no_connections.set()
+
+    def _busy_changed(self, busy: bool) -> None:
+        self._busy += 1 if busy else -1
+        if self._busy:
+            self._idle.clear()
+        else:
+            self._idle.set()
+
+    def _sending(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, protocol: KafkaConnectionProtocol) -> None:
-        writer = protocol.writer
-        assert writer is not None
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        conn: _Connection[Ctx] = _Connection(writer, peer, f"/{peername[0]}" if peername else "")
-        self._connections.add(conn)
-        try:
-            while True:
-                frame = await protocol.next_frame()
-                if frame is None:
-                    return
-                conn.last_active = self.last_active_at = time.monotonic()
-                if not await self._handle_frame(frame, conn):
-                    return
-                del frame  # lets the connection reuse the frame's buffer
-        except ConnectionError:
-            return
-        finally:
-            self._connections.discard(conn)
-            writer.close()
 
-    async def _write_pending(self, conn: _Connection[Ctx]) -> None:
-        """Write pipelined Produce answers in request order as they complete."""
-        while conn.pending:
-            correlation_id, answer = conn.pending[0]
+class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
+    """One client connection: drives its :class:`ServerConnection` from the event loop's
+    callbacks, calls the handlers and writes what it hands out. It is also the writer
+    :func:`~sluice.server.sendfile.write_segments` sends through (``transport``,
+    ``writelines``, ``drain``)."""
+
+    __slots__ = ("_busy", "_closed", "_dispatch_soon", "_drain_waiters", "_reading_paused",
+                 "_write_paused", "conn", "context", "host", "last_active", "low_water", "peer",
+                 "server", "transport")  # fmt: skip
+
+    def __init__(self, server: KafkaServer[Ctx]) -> None:
+        self.server = server
+        self.conn: ServerConnection[asyncio.Future[Any]] = ServerConnection(
+            server.versions, server.max_request_size, raw_api_keys=server.raw_api_keys
+        )
+        self.transport: asyncio.Transport | None = None
+        self.low_water = ReceiveLowWater()  # bound to the socket once connected
+        self.peer = "?"
+        self.host = ""  # as Kafka shows a client's address: /127.0.0.1
+        self.context: Ctx | None = None  # for the client id of its latest request
+        self.last_active = time.monotonic()
+        self._reading_paused = False  # as applied to the transport
+        self._write_paused = False
+        self._closed = False
+        self._busy = False  # as last reported to the server
+        self._dispatch_soon = False  # a _dispatch is scheduled on the loop
+        self._drain_waiters: list[asyncio.Future[None]] = []
+
+    # -- asyncio callbacks ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.low_water = ReceiveLowWater(transport)
+        peername = transport.get_extra_info("peername")
+        if peername:
+            self.peer = f"{peername[0]}:{peername[1]}"
+            self.host = f"/{peername[0]}"
+        self.server._accepted(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._shut()
+        self._wake_drain(ConnectionResetError("connection lost"))
+        self.server._lost(self)
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes; connection_lost follows
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drain(None)
+        if self.conn.has_frames:
+            self._dispatch()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        conn = self.conn
+        try:
+            conn.buffer_updated(nbytes)
+        except FrameSizeError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        self.low_water.expect(conn.receive_rest)
+        if conn.reading_paused and not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        if conn.has_frames:
+            self._dispatch()
+
+    # -- the writer write_segments uses ---------------------------------------------------
+    def writelines(self, data: Any) -> None:
+        assert self.transport is not None
+        self.transport.writelines(data)
+
+    async def drain(self) -> None:
+        if self._closed:
+            raise ConnectionResetError("connection lost")
+        if not self._write_paused:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+
+    # -- closing -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connection once what is written is sent; drop the answers awaited."""
+        self._shut()
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Drop the connection at once."""
+        self._shut()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _shut(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for handle in self.conn.close():
+            handle.cancel()
+        self._note_busy()
+
+    # -- requests ------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        """Handle every request the connection hands out now, writing what it releases."""
+        self._dispatch_soon = False
+        conn = self.conn
+        server = self.server
+        while not self._write_paused:
             try:
-                await _send(conn, correlation_id, answer, await answer)
-            except Exception as exc:
-                if not isinstance(exc, ConnectionError):
-                    log.exception("error answering a produce request from %s", conn.peer)
-                conn.failed = True
-                conn.writer.close()
-                for _, later in conn.pending:
-                    later.cancel()
-                self._done(len(conn.pending))
-                conn.pending.clear()
-                return
-            conn.pending.popleft()
-            self._done(1)
-            conn.last_active = time.monotonic()
-
-    def _done(self, count: int) -> None:
-        self._busy -= count
-        if self._busy == 0:
-            self._idle.set()
-
-    async def _written(self, conn: _Connection[Ctx]) -> bool:
-        """Wait until every pipelined answer is written; False if the connection failed."""
-        flusher = conn.flusher
-        if flusher is not None and not flusher.done():
-            await asyncio.shield(flusher)
-        return not conn.failed
-
-    def _pipeline(self, conn: _Connection[Ctx], request: Request, answer: Any) -> None:
-        self._busy += 1  # until its answer is written
-        correlation_id = request.header.correlation_id
-        if type(answer) is Answer and not answer.done():
-            answer.write_when_set(functools.partial(self._write_head, conn, correlation_id))
-        conn.pending.append((correlation_id, asyncio.ensure_future(answer)))
-        if conn.flusher is None or conn.flusher.done():
-            conn.flusher = asyncio.ensure_future(self._write_pending(conn))
-
-    def _write_head(
-        self, conn: _Connection[Ctx], correlation_id: int, answer: Answer, result: Any
-    ) -> None:
-        """A pipelined Produce answer was set: written now if it is the oldest unwritten
-        one (the flusher then only takes it off the queue)."""
-        if conn.pending and conn.pending[0][1] is answer:
-            self._write_now(conn, correlation_id, answer, result)
-
-    def _write_now(
-        self, conn: _Connection[Ctx], correlation_id: int, answer: Answer, result: Any
-    ) -> None:
-        """Write ``answer`` from inside whatever set it, if it can go without waiting: the
-        connection is open and the answer holds no file region (those are sent by the
-        task, with ``sendfile``). Its segments are kept for the task otherwise."""
-        if result is None or conn.failed or conn.writer.transport.is_closing():
-            return
-        try:
-            segments = encode_response_segments(correlation_id, result)
-        except Exception:  # the task encodes it again, and reports and closes
-            return
-        if holds_file_region(segments):
-            answer.encoded = segments
-            return
-        conn.writer.writelines(segments)
-        answer.written = True
-
-    async def _handle_frame(self, frame: memoryview | bytes, conn: _Connection[Ctx]) -> bool:
-        """Answer one request; False closes the connection."""
-        self._busy += 1
-        self._idle.clear()
-        try:
-            is_produce = len(frame) >= 2 and frame[0] == 0 and frame[1] == _PRODUCE
-            if not is_produce and not await self._written(conn):
-                return False
-            if self._raw_handlers and len(frame) >= 10:
-                raw = self._raw_handlers.get(int.from_bytes(frame[0:2], "big", signed=True))
-                if raw is not None:
-                    try:
-                        reply = raw(bytes(frame))
-                        if inspect.isawaitable(reply):
-                            reply = await reply
-                    except Exception:
-                        log.exception("error handling an inter-broker request from %s", conn.peer)
-                        return False
-                    conn.writer.write(reply)
-                    await conn.writer.drain()
-                    conn.last_active = time.monotonic()
-                    return True
-            try:
-                request = decode_request(frame, self._versions)
-            except UnsupportedApiVersionsError as exc:
-                conn.writer.write(exc.response)
-                return True
+                request = conn.next_request()
             except ProtocolError as exc:
-                log.info("closing connection from %s: %s", conn.peer, exc)
-                return False
-            handler = self._handlers.get(request.api_key)
-            if handler is None:  # advertised versions come from the handler table
-                log.info("closing connection from %s: no handler for %s", conn.peer, request)
-                return False
-            context = conn.context
-            client_id = request.header.client_id
-            if context is None or context.client_id != client_id:
-                context = conn.context = self._context.for_client(client_id, conn.host)
-            try:
-                response = handler(context, request)
-                answer = response
-                if type(response) is Answer and response.done() and not conn.pending:
-                    # Answered already (a Produce at acks=1, or acks=all with nobody to
-                    # wait for; a Fetch with data) and nothing ahead of it: written below,
-                    # with no task for a Produce and no turn of the loop.
-                    response = response.result()
-                elif inspect.isawaitable(response):
-                    if is_produce:  # appended already; answer in order, read on
-                        self._pipeline(conn, request, response)
-                        if len(conn.pending) >= MAX_PIPELINED_PRODUCES:
-                            return await self._written(conn)
-                        return not conn.failed
-                    if type(response) is Answer:  # nothing is ahead of it: see _written
-                        response.write_when_set(
-                            functools.partial(self._write_now, conn, request.header.correlation_id)
-                        )
-                    response = await response
-            except Exception:
-                log.exception(
-                    "error handling api key %d v%d from %s; closing the connection",
-                    request.api_key, request.api_version, conn.peer,
-                )  # fmt: skip
-                return False
-            if not await self._written(conn):  # an immediate produce answer waits its turn
-                return False
-            await _send(conn, request.header.correlation_id, answer, response)
-            conn.last_active = time.monotonic()
-            return True
-        finally:
-            self._done(1)
+                log.info("closing connection from %s: %s", self.peer, exc)
+                self.close()
+                return
+            if request is None:
+                break
+            self.last_active = server.last_active_at = time.monotonic()
+            if isinstance(request, RawRequest):
+                self._handle_raw(request)
+            else:
+                self._handle(request)
+        self._flush()  # an answer the connection gave itself (ApiVersions fallback)
+        if self._reading_paused and not conn.reading_paused and self.transport is not None:
+            self._reading_paused = False
+            self.transport.resume_reading()
+        self._note_busy()
 
+    def _handle(self, request: Request) -> None:
+        server = self.server
+        handler = server.handlers.get(request.header.api_key)
+        if handler is None:  # advertised versions come from the handler table
+            log.info("closing connection from %s: no handler for %s", self.peer, request)
+            self.close()
+            return
+        context = self.context
+        client_id = request.header.client_id
+        if context is None or context.client_id != client_id:
+            context = self.context = server.context.for_client(client_id, self.host)
+        conn = self.conn
+        try:
+            response = handler(context, request)
+            if type(response) is Answer:
+                if response.done():  # answered already: a Produce at acks=1, a Fetch with data
+                    conn.respond(response.result())
+                else:
+                    pending = conn.defer(response)
+                    response.when_done(functools.partial(self._answer_done, pending))
+            elif response is None or not inspect.isawaitable(response):
+                conn.respond(response)
+            else:
+                future = asyncio.ensure_future(response)
+                pending = conn.defer(future)
+                future.add_done_callback(functools.partial(self._future_done, pending, False))
+        except (Exception, asyncio.CancelledError):
+            log.exception(
+                "error handling api key %d v%d from %s; closing the connection",
+                request.api_key, request.api_version, self.peer,
+            )  # fmt: skip
+            self.close()
+            return
+        self._flush()
 
-async def _send(conn: _Connection[Any], correlation_id: int, answer: Any, response: Any) -> None:
-    """Write ``response`` (None: no answer) unless its :class:`Answer` was written when
-    set; then only wait for the socket to drain. Segments an Answer kept are reused."""
-    if type(answer) is Answer:
-        if answer.written:
-            await conn.writer.drain()
+    def _handle_raw(self, request: RawRequest) -> None:
+        conn = self.conn
+        try:
+            reply = self.server.raw_handlers[request.api_key](request.frame)
+            if inspect.isawaitable(reply):
+                future = asyncio.ensure_future(reply)
+                pending = conn.defer(future)
+                future.add_done_callback(functools.partial(self._future_done, pending, True))
+            else:
+                conn.respond_framed(reply)
+        except Exception:
+            log.exception("error handling an inter-broker request from %s", self.peer)
+            self.close()
             return
-        if answer.encoded is not None:
-            await write_segments(conn.writer, answer.encoded)
+        self._flush()
+
+    # -- answers -------------------------------------------------------------------------
+    def _answer_done(self, pending: _Pending, answer: Answer) -> None:
+        """An :class:`Answer` was set, inside whatever set it: write what it releases; the
+        next request waits for the loop."""
+        self._settle(pending, answer, False)
+        if not self._dispatch_soon and self.conn.has_frames:
+            self._dispatch_soon = True
+            answer.get_loop().call_soon(self._dispatch)
+
+    def _future_done(self, pending: _Pending, framed: bool, future: asyncio.Future[Any]) -> None:
+        self._settle(pending, future, framed)
+        if self.conn.has_frames:
+            self._dispatch()
+
+    def _settle(self, pending: _Pending, future: asyncio.Future[Any], framed: bool) -> None:
+        conn = self.conn
+        if conn.closed:
             return
-    if response is not None:
-        await write_segments(conn.writer, encode_response_segments(correlation_id, response))
+        try:
+            if framed:
+                conn.answer_framed(pending, future.result())
+            else:
+                conn.answer(pending, future.result())
+            self._flush()
+        except asyncio.CancelledError:
+            log.info("closing connection from %s: an answer was cancelled", self.peer)
+            self.close()
+        except Exception:
+            log.exception("error answering a request from %s; closing the connection", self.peer)
+            self.close()
+        self.last_active = time.monotonic()
+        self._note_busy()
+
+    def _flush(self) -> None:
+        """Write what the connection hands out: at once, or with sendfile from a task."""
+        conn = self.conn
+        out = conn.data_to_send()
+        if out is None:
+            return
+        if conn.sending:
+            self.server._sending(asyncio.ensure_future(self._send_file(out)))
+        else:
+            assert self.transport is not None
+            self.transport.writelines(out)
+
+    async def _send_file(self, segments: list[Any]) -> None:
+        try:
+            await write_segments(self, segments)
+        except Exception as exc:
+            if not isinstance(exc, ConnectionError):
+                log.exception("error sending an answer to %s; closing the connection", self.peer)
+            self.close()
+            return
+        self.conn.send_complete()
+        self._flush()
+        self._dispatch()
+
+    def _note_busy(self) -> None:
+        busy = not self.conn.idle
+        if busy is not self._busy:
+            self._busy = busy
+            self.server._busy_changed(busy)
+
+    def _wake_drain(self, error: BaseException | None) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)

@@ -8,8 +8,9 @@ that loop; it only sleeps after an error (``replica.fetch.backoff.ms``-style 100
 while truncation waits for the leader.
 
 Requests and responses go through the hand-written Fetch v11 envelope
-(:mod:`sluice.server.replica_fetch_wire`) and one receive buffer reused from fetch to
-fetch, so a replicated batch is copied once from the socket and once to the file.
+(:mod:`sluice.server.replica_fetch_wire`) and a receive buffer reused from fetch to
+fetch (the answer is released before the next one arrives), so a replicated batch is
+copied once from the socket and once to the file.
 Each Fetch asks for up to ``replica.fetch.max.bytes`` per partition (8 MiB by default,
 several producer batches per round trip) and ``replica.fetch.response.max.bytes`` in all,
 and lists last the partitions the previous answer served (:func:`move_to_back`). A
@@ -39,6 +40,7 @@ from sluice.server.replica_fetch_wire import (
 )
 
 if TYPE_CHECKING:
+    from sluice.replication.replica_manager import ReplicaManager
     from sluice.server.cluster import ClusterManager
 
 __all__ = [
@@ -181,9 +183,9 @@ class ReplicaFetcher:
                     if any(p.needs_truncation for p in self.partitions.values()):
                         await asyncio.sleep(FETCH_BACKOFF_S)
                         continue
-                # The answer's records are views into the reused receive buffer: they
-                # are appended below, before the next request reuses it.
-                frame = await self.conn.roundtrip(self._request(), reuse=True)
+                # The answer's records are views into the connection's receive buffer
+                # for large answers, which takes the next answer once they are released.
+                frame = await self.conn.roundtrip(self._request())
                 _correlation_id, _error, fetched = decode_fetch_response(frame)
                 failures = 0
             except asyncio.CancelledError:
@@ -195,22 +197,29 @@ class ReplicaFetcher:
                 self.conn.close()
                 await asyncio.sleep(0.2)
                 continue
-            backoff = False
-            served: list[TopicPartition] = []
-            for pd in fetched:
-                tp = TopicPartition(pd.topic, pd.partition_index)
-                partition = self.partitions.get(tp)
-                if partition is None or partition.is_leader:
-                    continue
-                if not await self._apply(tp, partition, pd):
-                    backoff = True
-                    continue
-                if pd.records is not None and len(pd.records):
-                    served.append(tp)
-                rm.wake(tp, True)
-            move_to_back(self.partitions, served)
+            backoff = not await self._apply_all(rm, fetched)
+            del frame, fetched  # released before the next answer arrives: its buffer is free
             if backoff:
                 await asyncio.sleep(FETCH_BACKOFF_S)
+
+    async def _apply_all(self, rm: ReplicaManager, fetched: list[FetchedPartition]) -> bool:
+        """Apply every partition of an answer this follower still follows; False if one
+        could not be applied (back off before the next fetch)."""
+        applied = True
+        served: list[TopicPartition] = []
+        for pd in fetched:
+            tp = TopicPartition(pd.topic, pd.partition_index)
+            partition = self.partitions.get(tp)
+            if partition is None or partition.is_leader:
+                continue
+            if not await self._apply(tp, partition, pd):
+                applied = False
+                continue
+            if pd.records is not None and len(pd.records):
+                served.append(tp)
+            rm.wake(tp, True)
+        move_to_back(self.partitions, served)
+        return applied
 
     async def _apply(self, tp: TopicPartition, partition: Partition, pd: FetchedPartition) -> bool:
         """Apply one partition of an answer (:func:`apply_fetched_partition`), in steps of

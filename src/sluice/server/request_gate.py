@@ -26,10 +26,10 @@ class RequestGate(Generic[Ctx]):
     directly. Keys may be opened in several steps (the broker serves ApiVersions, Metadata,
     Produce and Fetch before its coordinators exist). Event-loop thread only.
 
-    Opening some keys before others cannot reorder one connection's requests: the server
-    reads a connection's next request only once its earlier non-Produce request is
+    Opening some keys before others cannot reorder one connection's requests: a
+    connection hands out its next request only once its earlier non-Produce request is
     answered, and holds back any non-Produce request until every earlier Produce answer
-    is written (see :mod:`sluice.server.network`)."""
+    is written (see :mod:`sluice.protocol.server_connection`)."""
 
     __slots__ = ("_held", "handlers")
 
