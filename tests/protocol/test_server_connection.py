@@ -15,7 +15,6 @@ from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from sluice.protocol import (
-    DEFAULT_VERSIONS,
     FrameDecoder,
     FrameTooLargeError,
     MalformedRequestError,
@@ -30,7 +29,10 @@ from sluice.protocol.server_connection import (
     RawRequest,
     ServerConnection,
 )
+from sluice.server.apis import registry
 from support.wire import produce_request
+
+VERSIONS = registry().versions  # what the broker serves
 
 METADATA = MetadataRequest(
     topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
@@ -141,7 +143,7 @@ def test_the_rest_of_a_large_frame_is_offered_whole() -> None:
 def test_a_negative_or_oversized_prefix_closes_after_the_good_frames() -> None:
     for bad, error in ((struct.pack(">i", -1), NegativeFrameSizeError),
                        (struct.pack(">i", 1001), FrameTooLargeError)):  # fmt: skip
-        conn: ServerConnection[object] = ServerConnection(DEFAULT_VERSIONS, 1000)
+        conn: ServerConnection[object] = ServerConnection(VERSIONS, 1000)
         with pytest.raises(error):
             receive(conn, framed([encode_request(1, METADATA)[4:]]) + bad + b"xxxx", [])
         assert conn.closed
@@ -157,7 +159,7 @@ def test_a_size_equal_to_the_limit_is_accepted() -> None:
 
 
 def test_reading_pauses_when_frames_pile_up_and_resumes_at_half() -> None:
-    conn: ServerConnection[object] = ServerConnection(DEFAULT_VERSIONS, 1 << 23)
+    conn: ServerConnection[object] = ServerConnection(VERSIONS, 1 << 23)
     request = encode_request(1, produce_request(1))
     size = len(request) - 4
     count = MAX_QUEUED_BYTES // size + 1
@@ -181,7 +183,7 @@ def test_reading_pauses_when_frames_pile_up_and_resumes_at_half() -> None:
 
 
 def connection_with(*requests: Any) -> ServerConnection[str]:
-    conn: ServerConnection[str] = ServerConnection(DEFAULT_VERSIONS, 1 << 20)
+    conn: ServerConnection[str] = ServerConnection(VERSIONS, 1 << 20)
     receive(conn, b"".join(encode_request(cid, body) for cid, body in requests), [7])
     return conn
 
@@ -244,7 +246,7 @@ def test_produce_is_pipelined_and_anything_else_waits_for_every_earlier_answer()
 
 def test_pipelining_stops_at_the_limit_and_goes_on_as_answers_are_written() -> None:
     limit = 3
-    conn: ServerConnection[int] = ServerConnection(DEFAULT_VERSIONS, 1 << 20, max_pipelined=limit)
+    conn: ServerConnection[int] = ServerConnection(VERSIONS, 1 << 20, max_pipelined=limit)
     receive(conn, b"".join(encode_request(c, produce_request(-1)) for c in range(6)), [])
     waiting = []
     while conn.next_request() is not None:
@@ -278,7 +280,7 @@ def test_close_returns_the_handles_still_awaited_and_ignores_later_answers() -> 
 
 
 def test_a_malformed_request_raises_and_closes() -> None:
-    conn: ServerConnection[object] = ServerConnection(DEFAULT_VERSIONS, 1 << 20)
+    conn: ServerConnection[object] = ServerConnection(VERSIONS, 1 << 20)
     receive(conn, framed([b"\x00\x03\x00\x0c\x00\x00\x00\x01\x00"]), [])  # header cut short
     with pytest.raises(MalformedRequestError):
         conn.next_request()
@@ -303,7 +305,7 @@ def test_an_apiversions_request_too_new_is_answered_by_the_connection() -> None:
 def test_raw_frames_come_out_undecoded() -> None:
     raw = struct.pack(">hhih", 4, 5, 77, 0) + b"controller"
     conn: ServerConnection[object] = ServerConnection(
-        DEFAULT_VERSIONS, 1 << 20, raw_api_keys=frozenset({4})
+        VERSIONS, 1 << 20, raw_api_keys=frozenset({4})
     )
     receive(conn, framed([raw]) + encode_request(78, METADATA), [])
     request = conn.next_request()
@@ -381,7 +383,7 @@ def test_answers_go_out_in_request_order_whatever_order_they_complete_in(
         encode_request(cid, produce_request(-1) if kind.startswith("produce") else METADATA)
         for cid, kind in enumerate(kinds)
     )
-    conn: ServerConnection[int] = ServerConnection(DEFAULT_VERSIONS, 1 << 20, max_pipelined=limit)
+    conn: ServerConnection[int] = ServerConnection(VERSIONS, 1 << 20, max_pipelined=limit)
     cuts = data.draw(st.lists(st.integers(1, 200), max_size=60), label="chunks")
     receive(conn, wire, cuts)
     waiting: dict[int, Any] = {}

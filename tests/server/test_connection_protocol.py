@@ -12,11 +12,14 @@ from typing import Any
 
 from kio.schema.metadata.v12.request import MetadataRequest
 
-from sluice.protocol import DEFAULT_VERSIONS, ApiKey, Request, encode_request
+from sluice.protocol import ApiKey, Request, encode_request
 from sluice.server.answer import Answer
+from sluice.server.apis import registry
 from sluice.server.messages import build
 from sluice.server.network import ClientIdentity, KafkaConnectionProtocol, KafkaServer
 from support.wire import produce_request
+
+VERSIONS = registry().versions  # what the broker serves
 
 METADATA = MetadataRequest(
     topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
@@ -72,7 +75,7 @@ def metadata(_ctx: Any, request: Request) -> Any:
 def connected(
     handlers: dict[int, Callable[[Any, Request], Any]],
 ) -> tuple[KafkaConnectionProtocol[ClientIdentity], FakeTransport, KafkaServer[ClientIdentity]]:
-    versions = DEFAULT_VERSIONS.restrict(handlers)
+    versions = VERSIONS.restrict(handlers)
     server = KafkaServer("127.0.0.1", 0, handlers, versions, 1 << 23, 0, ClientIdentity())
     protocol = KafkaConnectionProtocol(server)
     transport = FakeTransport()

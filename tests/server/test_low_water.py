@@ -14,12 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sluice.protocol import DEFAULT_VERSIONS
 from sluice.protocol.frames import RECEIVE_BUFFER_BYTES
+from sluice.server.apis import registry
 from sluice.server.inter_broker import _ResponseReader
 from sluice.server.low_water import MIN_LOW_WATER_BYTES, ReceiveLowWater
 from sluice.server.network import ClientIdentity, KafkaConnectionProtocol, KafkaServer
 from support.waiting import wait_until_async
+
+VERSIONS = registry().versions  # what the broker serves
 
 LARGE = RECEIVE_BUFFER_BYTES // 2 + MIN_LOW_WATER_BYTES + 1
 """A frame this size gets a buffer of its own and a raised mark."""
@@ -56,7 +58,7 @@ class FakeTransport(asyncio.Transport):
 def holding(sock: FakeSocket) -> KafkaConnectionProtocol[ClientIdentity]:
     """A connection whose frames stay queued (its peer is not reading answers), so what
     it received can be looked at."""
-    server = KafkaServer("127.0.0.1", 0, {}, DEFAULT_VERSIONS, 1 << 22, 0, ClientIdentity())
+    server = KafkaServer("127.0.0.1", 0, {}, VERSIONS, 1 << 22, 0, ClientIdentity())
     protocol = KafkaConnectionProtocol(server)
     protocol.connection_made(FakeTransport(sock))
     protocol.pause_writing()
@@ -172,7 +174,7 @@ async def _serve_one() -> tuple[KafkaServer[ClientIdentity], list[bytes]]:
         received.append(frame)
         return b""  # no answer bytes
 
-    server = KafkaServer("127.0.0.1", 0, {}, DEFAULT_VERSIONS, 1 << 24, 0, ClientIdentity(),
+    server = KafkaServer("127.0.0.1", 0, {}, VERSIONS, 1 << 24, 0, ClientIdentity(),
                          raw_handlers={RAW_KEY: record})  # fmt: skip
     await server.start()
     return server, received
