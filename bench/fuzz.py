@@ -3,20 +3,27 @@ mutations of them, sent over real sockets to an embedded broker.
 
 For each (API, version) the broker accepts (``sluice.server.apis.registry()``) it builds
 plausible valid requests from kio's dataclasses (topics and groups that exist, small
-partition numbers, valid record batches for Produce), encodes them, then mutates the
-bytes knowing where every field lies (:func:`layout`): non-nullable arrays, strings and
-bytes sent as null, lengths that lie, extreme integers, strings of 250 to 40,000
-characters, invalid UTF-8, flipped bytes, truncated and extended bodies, unknown tagged
-fields, header damage. Each request is followed on its connection by an ApiVersions v0
-probe, which tells whether the request was answered, went unanswered (acks=0) or closed
-the connection. The broker's log is captured (INFO and above) and every record that
-carries a traceback is counted and classified by exception type and innermost frame.
-At the end a client produces and consumes a record, to show the broker still serves.
+partition numbers, valid record batches for Produce), encodes them, and mutates the
+bytes knowing where every field lies (:func:`layout`). First a sweep (:func:`sweep`):
+every integer field of a valid request set to each of its extreme values, every
+non-nullable array, string and bytes field sent as null, every string at the longest
+its encoding allows, one field at a time. Then random rounds (:func:`cases`): lengths
+that lie, extreme integers, strings of 250 to 40,000 characters, invalid UTF-8,
+arrays repeated into thousands, flipped bytes, truncated and extended bodies, unknown
+or damaged tagged fields, damaged headers. Each request is followed on its connection
+by an ApiVersions v0 probe, which tells whether it was answered, went unanswered
+(acks=0) or closed the connection. The broker's log is captured (INFO and above): lines
+are counted by level and source, and every record carrying a traceback is classified
+by exception type and innermost frame. At the end Sluice's own producer and consumer
+check that the broker still serves.
 
-    python bench/fuzz.py                          # 10 minutes, seed 1
-    python bench/fuzz.py --seconds 60 --seed 7 --json report.json
+    python bench/fuzz.py                          # the sweep, then random rounds: 10 minutes
+    python bench/fuzz.py --seconds 60 --seed 7 --json report.json --verbose
 
-``tests/server/test_fuzz_requests.py`` runs a bounded, deterministic version of it.
+It exits non-zero if any traceback was logged or the broker no longer serves. A
+mutation may ask for a great deal (10,000 partitions, say): run it under a memory limit
+(``ulimit -v 6000000``) on a shared machine. ``tests/server/test_fuzz_requests.py`` runs
+a bounded version (the sweep and 4,000 random requests, under a minute).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import collections
 import dataclasses
 import datetime
 import io
+import itertools
 import json
 import logging
 import random
@@ -35,7 +43,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,8 +180,9 @@ class Generator:
     """Builds plausible valid kio request dataclasses: existing topics and groups, small
     partitions and counts, valid record batches."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, min_items: int = 0) -> None:
         self.rng = rng
+        self.min_items = min_items  # per array, down to the third level
 
     def request(self, api_key: int, version: int) -> Any:
         return self.entity(request_type(api_key, version), depth=0)
@@ -190,9 +199,9 @@ class Generator:
         kind = classify_field(field)
         rng = self.rng
         if kind.is_array:
-            if _array_is_nullable(field) and rng.random() < 0.2:
+            if _array_is_nullable(field) and not self.min_items and rng.random() < 0.2:
                 return None
-            count = rng.choice((0, 1, 1, 1, 2, 3)) if depth < 3 else 0
+            count = max(rng.choice((0, 1, 1, 1, 2, 3)), self.min_items) if depth < 3 else 0
             return tuple(self.value(field, kind, depth) for _ in range(count))
         if is_optional(field) and rng.random() < 0.15:
             return None
@@ -509,17 +518,21 @@ class LogCapture(logging.Handler):
         self.levels: collections.Counter[str] = collections.Counter()
         self.tracebacks: collections.Counter[str] = collections.Counter()
         self.samples: dict[str, str] = {}
+        self.sources: collections.Counter[str] = collections.Counter()  # by format string
         self.last = ""
 
     def emit(self, record: logging.LogRecord) -> None:
         self.levels[record.levelname] += 1
+        self.sources[f"{record.levelname} {record.name}: {str(record.msg)[:60]}"] += 1
         message = self.last = record.getMessage()
         exc_info = record.exc_info
         if exc_info is None and "exception was never retrieved" not in message:
             return
         kind = _traceback_kind(exc_info, message)
         self.tracebacks[kind] += 1
-        self.samples.setdefault(kind, message[:300])
+        if kind not in self.samples:
+            frames = "" if exc_info is None else "".join(traceback.format_tb(exc_info[2])[-3:])
+            self.samples[kind] = f"{message[:300]}\n{frames}"
 
     @property
     def lines(self) -> int:
@@ -549,6 +562,7 @@ class Report:
     seconds: float = 0.0
     log_lines: int = 0
     log_levels: dict[str, int] = dataclasses.field(default_factory=dict)
+    log_sources: dict[str, int] = dataclasses.field(default_factory=dict)
     tracebacks: dict[str, int] = dataclasses.field(default_factory=dict)
     samples: dict[str, str] = dataclasses.field(default_factory=dict)
     serves_after: bool = False
@@ -557,16 +571,20 @@ class Report:
     def traceback_count(self) -> int:
         return sum(self.tracebacks.values())
 
-    def summary(self) -> str:
+    def summary(self, verbose: bool = False) -> str:
         lines = [
             f"{self.requests} requests on {self.connections} connections in {self.seconds:.0f} s: "
             + ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items())),
             f"log lines (INFO and above): {self.log_lines} "
             + str(dict(sorted(self.log_levels.items()))),
+            *(f"  {count:6d}  {source}" for source, count in self.log_sources.items()),
             f"tracebacks: {self.traceback_count} of {len(self.tracebacks)} kinds",
         ]
         for kind, count in sorted(self.tracebacks.items(), key=lambda kv: -kv[1]):
             lines.append(f"  {count:6d}  {kind}")
+        if self.samples and verbose:
+            lines.append("first of each kind:")
+            lines.extend(f"  {sample}" for sample in self.samples.values())
         lines.append(f"valid requests that closed the connection: {len(self.closed_on_valid)}")
         lines.extend(f"  {label}" for label in self.closed_on_valid[:20])
         lines.append(f"broker still serves a producer and a consumer: {self.serves_after}")
@@ -613,6 +631,35 @@ def cases(seed: int, mutations_per_version: int) -> Iterator[tuple[str, bool, by
                 spans = layout(request_type(api_key, version), body)
                 label, mutated = _mutate(rng, body, spans)
                 yield f"{name} {label}", False, _frame(header + mutated)
+
+
+def sweep(seed: int) -> Iterator[tuple[str, bool, bytes]]:
+    """(label, is valid, framed request): for every served API version, one valid request,
+    then every integer field of it set to each extreme value, and every non-nullable
+    array, string and bytes field sent as null, and every string at the longest its
+    encoding allows, one field at a time. Finite; deterministic for a seed."""
+    rng = random.Random(seed)
+    generator = Generator(rng, min_items=1)
+    for api_key, version in served_versions():
+        name = f"{ApiKey(api_key).name}v{version}"
+        header = encode_request_header(api_key, version, 1, "fuzz")
+        body = encode_body(generator.request(api_key, version))
+        yield f"{name} valid", True, _frame(header + body)
+        for span in layout(request_type(api_key, version), body):
+            for label, mutated in _sweep_span(span, body):
+                yield f"{name} sweep-{label}", False, _frame(header + mutated)
+
+
+def _sweep_span(span: Span, body: bytes) -> Iterator[tuple[str, bytes]]:
+    head, tail = body[: span.start], body[span.end :]
+    if span.kind == "int":
+        for value in _extremes(span.width, span.nullable):
+            yield "int", head + _int_bytes(span.width, span.nullable, value) + tail
+    if span.kind in ("array", "string", "bytes") and not span.nullable:
+        yield "null", head + _length_prefix(span, -1) + tail
+    if span.kind == "string":
+        data = b"n" * (40_000 if span.compact else 2**15 - 1)
+        yield "string", head + _length_prefix(span, len(data)) + data + tail
 
 
 def _mutate(rng: random.Random, body: bytes, spans: list[Span]) -> tuple[str, bytes]:
@@ -666,21 +713,21 @@ def serves_clients(bootstrap: str) -> bool:
 def run(
     bootstrap: str,
     capture: LogCapture,
+    requests: Iterable[tuple[str, bool, bytes]],
     *,
-    seed: int = 1,
     seconds: float = 600,
     max_requests: int | None = None,
-    mutations_per_version: int = 6,
     timeout_s: float = 2.0,
 ) -> Report:
-    """Fuzz the broker at ``bootstrap`` (whose log goes to ``capture``) until ``seconds``
-    pass or ``max_requests`` are sent."""
+    """Send ``requests`` (from :func:`sweep`, :func:`cases` or both) to the broker at
+    ``bootstrap``, whose log goes to ``capture``, until they end, ``seconds`` pass or
+    ``max_requests`` are sent; then check that it still serves clients."""
     host, port = bootstrap.rsplit(":", 1)
     target = Target(host, int(port), timeout_s)
     report = Report()
     start = time.monotonic()
     try:
-        for label, valid, frame in cases(seed, mutations_per_version):
+        for label, valid, frame in requests:
             if time.monotonic() - start > seconds:
                 break
             if max_requests is not None and report.requests >= max_requests:
@@ -699,6 +746,7 @@ def run(
     report.serves_after = serves_clients(bootstrap)
     report.log_lines = capture.lines
     report.log_levels = dict(capture.levels)
+    report.log_sources = dict(capture.sources.most_common(12))
     report.tracebacks = dict(capture.tracebacks)
     report.samples = dict(capture.samples)
     return report
@@ -711,6 +759,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=None, help="stop after this many")
     parser.add_argument("--mutations", type=int, default=6, help="per valid request")
     parser.add_argument("--json", type=Path, default=None, help="write the report here")
+    parser.add_argument("--verbose", action="store_true", help="show a traceback of each kind")
     args = parser.parse_args(argv)
 
     from sluice.testing import EmbeddedBroker
@@ -722,11 +771,13 @@ def main(argv: list[str] | None = None) -> int:
     with EmbeddedBroker() as broker:
         prepare(broker.bootstrap_servers)
         capture.levels.clear()
+        capture.sources.clear()
+        requests = itertools.chain(sweep(args.seed), cases(args.seed, args.mutations))
         report = run(
-            broker.bootstrap_servers, capture, seed=args.seed, seconds=args.seconds,
-            max_requests=args.requests, mutations_per_version=args.mutations,
+            broker.bootstrap_servers, capture, requests, seconds=args.seconds,
+            max_requests=args.requests,
         )  # fmt: skip
-    print(report.summary())
+    print(report.summary(args.verbose))
     if args.json is not None:
         args.json.write_text(json.dumps(report.as_json(), indent=2, default=str))
     return 1 if report.traceback_count or not report.serves_after else 0
