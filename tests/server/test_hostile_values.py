@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema
 
+from sluice.base.rate_limited_log import RateLimitedLog
 from sluice.protocol import ApiKey, ErrorCode, Request, encode_request, encode_request_header
 from sluice.protocol.responses import decode_response
 from sluice.server import network
@@ -72,8 +73,14 @@ def test_a_topic_asked_for_by_id_before_v12_is_an_invalid_request(client: RawCli
 def test_any_other_negative_timestamp_finds_the_earliest_record(
     client: RawClient, timestamp: int
 ) -> None:
-    body = request(ApiKey.LIST_OFFSETS, 1, replica_id=-1, topics=[
-        {"name": "hostile", "partitions": [{"partition_index": 0, "timestamp": timestamp}]}])
+    body = request(
+        ApiKey.LIST_OFFSETS,
+        1,
+        replica_id=-1,
+        topics=[
+            {"name": "hostile", "partitions": [{"partition_index": 0, "timestamp": timestamp}]}
+        ],
+    )
     answer: Any = client.request(body)  # fmt: skip
     partition = answer.topics[0].partitions[0]
     assert (partition.error_code, partition.offset) == (ErrorCode.none, -1)  # nothing yet
@@ -84,10 +91,23 @@ def test_any_other_negative_timestamp_finds_the_earliest_record(
 def test_negative_fetch_sizes_are_invalid_requests(
     client: RawClient, max_bytes: int, partition_max_bytes: int
 ) -> None:
-    body = request(ApiKey.FETCH, 4, replica_id=-1, max_wait=0, min_bytes=0,
-                   max_bytes=max_bytes, isolation_level=0, topics=[
-        {"topic": "hostile", "partitions": [
-            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": partition_max_bytes}]}])
+    body = request(
+        ApiKey.FETCH,
+        4,
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=0,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        topics=[
+            {
+                "topic": "hostile",
+                "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": partition_max_bytes}
+                ],
+            }
+        ],
+    )
     answer: Any = client.request(body)  # fmt: skip
     assert answer.responses[0].partitions[0].error_code == ErrorCode.invalid_request
     still_serves(client)
@@ -140,6 +160,16 @@ def test_ids_too_long_to_store_are_refused(client: RawClient) -> None:
     still_serves(client)
 
 
+def test_an_empty_transactional_id_is_an_invalid_request(client: RawClient) -> None:
+    body = request(ApiKey.ADD_PARTITIONS_TO_TXN, 0, v3_and_below_transactional_id="",
+                   v3_and_below_producer_id=1, v3_and_below_producer_epoch=0,
+                   v3_and_below_topics=[{"name": "hostile", "partitions": [0]}])  # fmt: skip
+    answer: Any = client.request(body)
+    result = answer.results_by_topic_v3_and_below[0].results_by_partition[0]
+    assert result.partition_error_code == ErrorCode.invalid_request
+    still_serves(client)
+
+
 def test_a_member_id_fits_however_long_the_client_id(broker: EmbeddedBroker) -> None:
     join = request(ApiKey.JOIN_GROUP, 0, group_id="hostile-group", session_timeout=10_000,
                    member_id="", protocol_type="consumer",
@@ -163,8 +193,14 @@ def _recv(sock: socket.socket, size: int) -> bytes:
     return data
 
 
+@pytest.fixture
+def fresh_client_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The network layer's limiter with no history from earlier tests."""
+    monkeypatch.setattr(network, "client_log", RateLimitedLog(network.log))
+
+
 def test_unparseable_requests_close_their_connection_and_log_one_line(
-    broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture
+    broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture, fresh_client_log: None
 ) -> None:
     # DeleteRecords v2 with its non-nullable topics array null (compact 0), 200 times.
     body = encode_request_header(ApiKey.DELETE_RECORDS, 2, 1, "hostile") + b"\x00" + b"\x00" * 5
@@ -176,7 +212,7 @@ def test_unparseable_requests_close_their_connection_and_log_one_line(
             raw.close()
     rejects = [r for r in caplog.records if "rejected request" in r.getMessage()]
     assert sum(r.levelno == logging.DEBUG for r in rejects) == 200
-    assert sum(r.levelno >= logging.INFO for r in rejects) <= 1
+    assert sum(r.levelno >= logging.INFO for r in rejects) == 1
     assert "non-nullable field topics was serialized as null" in rejects[0].getMessage()
     fresh = RawClient(broker.bootstrap_servers)
     still_serves(fresh)
@@ -184,7 +220,7 @@ def test_unparseable_requests_close_their_connection_and_log_one_line(
 
 
 def test_a_response_that_cannot_be_encoded_closes_only_its_connection(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, fresh_client_log: None
 ) -> None:
     def unencodable(_ctx: Any, request: Request) -> Any:
         return build(request.response_type, throttle_time=0, brokers=[], cluster_id=None,
@@ -215,7 +251,7 @@ def test_a_response_that_cannot_be_encoded_closes_only_its_connection(
         gc.collect()  # an unretrieved task exception would be reported now
     assert closed == b""
     assert struct.unpack(">ii", answered)[1] == 2
-    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    lines = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(lines) == 1 and lines[0].name == network.__name__, lines
     assert "String is too long" in lines[0].getMessage()
     assert "never retrieved" not in caplog.text

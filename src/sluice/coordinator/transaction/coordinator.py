@@ -306,6 +306,8 @@ class TransactionCoordinator(TransactionAdminSupport):
     def _validate_producer(
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        if not transactional_id:  # as Kafka: an empty id is an invalid request
+            return ErrorCode.invalid_request, None
         error = self._check_owner(transactional_id)
         if error is not None:
             return error, None
