@@ -6,16 +6,16 @@ plausible valid requests from kio's dataclasses (topics and groups that exist, s
 partition numbers, valid record batches for Produce), encodes them, and mutates the
 bytes knowing where every field lies (:func:`layout`). First a sweep (:func:`sweep`):
 every integer field of a valid request set to each of its extreme values, every
-non-nullable array, string and bytes field sent as null, every string at the longest
-its encoding allows, one field at a time. Then random rounds (:func:`cases`): lengths
-that lie, extreme integers, strings of 250 to 40,000 characters, invalid UTF-8,
-arrays repeated into thousands, flipped bytes, truncated and extended bodies, unknown
-or damaged tagged fields, damaged headers. Each request is followed on its connection
-by an ApiVersions v0 probe, which tells whether it was answered, went unanswered
-(acks=0) or closed the connection. The broker's log is captured (INFO and above): lines
-are counted by level and source, and every record carrying a traceback is classified
-by exception type and innermost frame. At the end Sluice's own producer and consumer
-check that the broker still serves.
+non-nullable array, string and bytes field sent as null, every string empty and at the
+longest its encoding allows, one field at a time. Then random rounds (:func:`cases`):
+lengths that lie, extreme integers, strings of 250 to 40,000 characters, invalid UTF-8,
+arrays repeated into thousands, flipped bytes, truncated and extended bodies, unknown or
+damaged tagged fields, damaged headers. Each request is followed on its connection by an
+ApiVersions v0 probe, which tells whether it was answered, went unanswered (acks=0) or
+closed the connection. The broker's log is captured (INFO and above): lines are counted
+by level and source, and every record carrying a traceback is classified by exception
+type and innermost frame. At the end Sluice's own producer and consumer check that the
+broker still serves.
 
     python bench/fuzz.py                          # the sweep, then random rounds: 10 minutes
     python bench/fuzz.py --seconds 60 --seed 7 --json report.json --verbose
@@ -635,8 +635,8 @@ def cases(seed: int, mutations_per_version: int) -> Iterator[tuple[str, bool, by
 
 def sweep(seed: int) -> Iterator[tuple[str, bool, bytes]]:
     """(label, is valid, framed request): for every served API version, one valid request,
-    then every integer field of it set to each extreme value, and every non-nullable
-    array, string and bytes field sent as null, and every string at the longest its
+    then every integer field of it set to each extreme value, every non-nullable array,
+    string and bytes field sent as null, and every string empty and at the longest its
     encoding allows, one field at a time. Finite; deterministic for a seed."""
     rng = random.Random(seed)
     generator = Generator(rng, min_items=1)
@@ -660,6 +660,7 @@ def _sweep_span(span: Span, body: bytes) -> Iterator[tuple[str, bytes]]:
     if span.kind == "string":
         data = b"n" * (40_000 if span.compact else 2**15 - 1)
         yield "string", head + _length_prefix(span, len(data)) + data + tail
+        yield "empty", head + _length_prefix(span, 0) + tail
 
 
 def _mutate(rng: random.Random, body: bytes, spans: list[Span]) -> tuple[str, bytes]:

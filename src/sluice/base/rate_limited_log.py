@@ -6,9 +6,9 @@ connections past a limit or tripping a bug must not be able to grow it without b
 looking into one client) and, per *kind* of event, at most one line per interval at
 the level given (WARNING by default) that counts what happened since the last one::
 
-    malformed request from 127.0.0.1:53712: non-nullable field topics was serialized
+    rejected request from 127.0.0.1:53712: non-nullable field topics was serialized
     as null (further ones are counted: at most one line per 10 s)
-    malformed request: 37 from 4 clients in the last 10.2 s; latest from
+    rejected request: 37 from 4 clients in the last 10.2 s; latest from
     127.0.0.1:53790: request body truncated
 
 The first event of a kind (and the first after a quiet interval) is written at once, so
@@ -76,7 +76,7 @@ class RateLimitedLog:
         exc_info: _ExcInfo = None,
         level: int | None = None,
     ) -> None:
-        """One event of ``kind`` (a fixed phrase such as "malformed request") caused by
+        """One event of ``kind`` (a fixed phrase such as "rejected request") caused by
         ``client`` (an address), with ``detail`` (shortened to 200 characters);
         ``level``, given with a kind's first event, overrides the default for its lines."""
         text = _shorten(str(detail))
