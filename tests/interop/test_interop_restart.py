@@ -88,7 +88,7 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
     # The broker closes the silent connection on its own (recv sees EOF before the timeout).
     assert idle.is_closed_by_broker()
     idle.close()
-    assert "closing idle connection" in broker.log_tail(5)
+    assert "closed an idle connection" in broker.log_tail(5)
     assert broker.stop() == 0
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import random
 import struct
+import typing
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -198,3 +200,110 @@ def test_check_request_cuts_unknown_tags_into_a_copy() -> None:
     buf, end = check_request(request_type(0, 9), extra, 11)
     assert buf == data + b"trailing"
     assert end == len(data)
+
+
+# -- null where the schema allows none; durations kio cannot hold ---------------------------
+
+
+def _array_paths(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths (field names and item indexes) of every array field inside an entity."""
+    found = []
+    for f in dataclasses.fields(value):
+        item = getattr(value, f.name)
+        if isinstance(item, tuple):
+            found.append((*path, f.name))
+            for i, element in enumerate(item):
+                if dataclasses.is_dataclass(element):
+                    found.extend(_array_paths(element, (*path, f.name, i)))
+        elif dataclasses.is_dataclass(item):
+            found.extend(_array_paths(item, (*path, f.name)))
+    return found
+
+
+def _with_null(value: Any, path: tuple[Any, ...]) -> tuple[Any, dataclasses.Field[Any]]:
+    """``value`` with the array at ``path`` set to None, and that array's field."""
+    name = path[0]
+    field = next(f for f in dataclasses.fields(value) if f.name == name)
+    if len(path) == 1:
+        return dataclasses.replace(value, **{name: None}), field
+    inner = getattr(value, name)
+    if isinstance(inner, tuple):
+        element, field = _with_null(inner[path[1]], path[2:])
+        items = (*inner[: path[1]], element, *inner[path[1] + 1 :])
+        return dataclasses.replace(value, **{name: items}), field
+    nested, field = _with_null(inner, path[1:])
+    return dataclasses.replace(value, **{name: nested}), field
+
+
+SERVED_SCHEMAS = sorted(
+    (key, version)
+    for key, spec in SERVED.items()
+    for version in range(spec.min_version, spec.max_version + 1)
+)
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(st.data())
+def test_null_arrays_decode_only_where_the_schema_allows_null(data: st.DataObject) -> None:
+    api_key, version = data.draw(st.sampled_from(SERVED_SCHEMAS))
+    body = data.draw(st.from_type(request_type(api_key, version)))
+    paths = _array_paths(body)
+    if not paths:
+        return
+    nulled, field = _with_null(body, data.draw(st.sampled_from(paths)))
+    frame = encode_request(1, nulled)[4:]  # kio writes None as length -1 (compact: 0)
+    if type(None) in typing.get_args(field.type):
+        assert decode_request(frame, SERVED).body == nulled
+    else:
+        with pytest.raises(MalformedRequestError, match=f"non-nullable field {field.name} "):
+            decode_request(frame, SERVED)
+
+
+@pytest.mark.parametrize(
+    ("field_name", "api", "version"),
+    [("topics", "create_topics", 2), ("topics", "delete_records", 2), ("partitions", "fetch", 4)],
+)
+def test_a_null_non_nullable_array_is_malformed(field_name: str, api: str, version: int) -> None:
+    header = encode_request_header(api_key_of(api), version, 1, "c")
+    compact = version >= 2 and api == "delete_records"
+    null = b"\x00" if compact else b"\xff\xff\xff\xff"
+    if api == "fetch":  # replica_id, max_wait, min_bytes, max_bytes, isolation, one topic
+        body = struct.pack(">iiiib", -1, 0, 1, 100, 0) + struct.pack(">i", 1) + b"\x00\x01t" + null
+    elif api == "create_topics":
+        body = null + struct.pack(">ib", 1000, 0)
+    else:
+        body = null + struct.pack(">i", 1000) + b"\x00"
+    with pytest.raises(MalformedRequestError, match=f"non-nullable field {field_name} "):
+        decode_request(header + body, SERVED)
+
+
+def api_key_of(api: str) -> int:
+    return {"create_topics": 19, "delete_records": 21, "fetch": 1}[api]
+
+
+@pytest.mark.parametrize(
+    ("wire", "decoded"),
+    [
+        (-1, -1),
+        (2**40, 2**40),
+        ((2**63 - 1) // 1000, (2**63 - 1) // 1000),
+        (2**63 - 1, (2**63 - 1) // 1000),
+        (-(2**63), -((2**63 - 1) // 1000)),
+    ],
+)
+def test_an_int64_duration_beyond_what_kio_holds_is_clamped(wire: int, decoded: int) -> None:
+    m = schema("offset_commit", 2, "request")
+    partition = m.OffsetCommitRequestPartition(
+        partition_index=i32(0), committed_offset=i64(5), committed_metadata=""
+    )
+    body = m.OffsetCommitRequest(
+        group_id="g", generation_id_or_member_epoch=i32(-1), member_id="",
+        retention_time=timedelta(0),
+        topics=(m.OffsetCommitRequestTopic(name="t", partitions=(partition,)),),
+    )  # fmt: skip
+    frame = bytearray(encode_request(1, body)[4:])
+    at = frame.index(b"\x00" * 8, 8 + 2 + 6 + 2 + 1 + 4 + 2)  # retention_time, after the ids
+    frame[at : at + 8] = struct.pack(">q", wire)
+    request = decode_request(bytes(frame), SERVED)
+    assert request.body.retention_time == timedelta(milliseconds=decoded)  # type: ignore[attr-defined]
+    assert request.body.topics == body.topics  # type: ignore[attr-defined]

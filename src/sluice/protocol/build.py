@@ -6,6 +6,11 @@ dicts/lists for nested entities;
 ``build`` keeps the fields that exist in the requested version, converts
 milliseconds to the ``timedelta`` kio uses for duration fields, and fills
 defaults. ``field`` reads a request field that older versions lack.
+
+An ``error_message`` (or ``batch_index_error_message``) longer than
+:data:`MAX_ERROR_MESSAGE` characters is cut short: a message may quote what a client sent
+(a topic name, a config value, up to 32,767 bytes in a legacy string, more in a compact
+one), and the response must still encode, its strings within their length prefix.
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["build", "field", "ms"]
+__all__ = ["MAX_ERROR_MESSAGE", "build", "field", "ms"]
 
 _MISSING = object()
+
+MAX_ERROR_MESSAGE = 1024
+"""Characters kept of an error message in a response (4 KiB of UTF-8 at most)."""
 
 
 _Plan = tuple[tuple[str, str, type | None, bool], ...]
@@ -87,6 +95,8 @@ def build(cls: type[Any], **values: Any) -> Any:
                 value = () if nested is not None else _zero(kafka_type)
             else:
                 continue
+        if type(value) is str and len(value) > MAX_ERROR_MESSAGE and name.endswith("message"):
+            value = f"{value[: MAX_ERROR_MESSAGE - 30]}... ({len(value)} characters)"
         kwargs[name] = _convert(kafka_type, nested, value)
     return cls(**kwargs)
 

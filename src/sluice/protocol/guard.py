@@ -10,18 +10,23 @@ an array whose length exceeds the bytes remaining; this module does the same.
 :func:`check_request` walks the body the way kio will (the same field classification,
 from ``kio.serial._introspect``, that the native reader uses), without building
 objects, and verifies that every length fits in the remaining bytes. It also
-handles the second kio gap: kio raises on a tagged field it does not know, where
-Kafka ignores unknown tags (clients built against newer specs may send some). Such
-fields are cut out of a copy of the buffer, which is then handed to kio. kio ignores
-the size prefix of a known tagged field and parses the value by its schema, so
-sizes enclosing a cut need no rewriting.
+rejects a non-nullable array sent as null (length -1), which kio would hand on as None
+and Kafka's generated parsers refuse ("non-nullable field ... was serialized as null");
+kio itself refuses null non-nullable strings and bytes. And it handles two more kio
+gaps, on a copy of the buffer that is then handed to kio. kio raises on a tagged field
+it does not know, where Kafka ignores unknown tags (clients built against newer specs
+may send some): such fields are cut out. kio ignores the size prefix of a known tagged
+field and parses the value by its schema, so sizes enclosing a cut need no rewriting.
+And kio cannot read an int64 duration (OffsetCommit v2-4's ``retention_time``) beyond
+about ±292,000 years, which Kafka takes as it is: such a value is clamped to that.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import Field, fields
-from typing import Any, Final, TypeAlias
+from types import NoneType, UnionType
+from typing import Any, Final, TypeAlias, get_args, get_origin
 
 from kio.serial._introspect import (
     EntityField,
@@ -34,7 +39,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from ._wire import INT16, INT32, BytesLike
+from ._wire import INT16, INT32, INT64, BytesLike
 from .errors import MalformedRequestError
 from .records.varint import encode_uvarint, read_uvarint
 
@@ -53,6 +58,7 @@ _FIXED: Final[dict[str, int]] = {
     "uuid": 16,
 }  # fmt: skip
 _VARIABLE: Final = frozenset({"string", "bytes", "records"})
+_MAX_TIMEDELTA_MS: Final = (2**63 - 1) // 1000  # kio reads a duration in int64 microseconds
 
 
 def _truncated() -> MalformedRequestError:
@@ -67,6 +73,16 @@ def _fixed(size: int) -> Skip:
         return pos
 
     return skip
+
+
+def _timedelta_i64(buf: BytesLike, pos: int, end: int, edits: list[Edit]) -> int:
+    if end - pos < 8:
+        raise _truncated()
+    (ms,) = INT64.unpack_from(buf, pos)
+    if not -_MAX_TIMEDELTA_MS <= ms <= _MAX_TIMEDELTA_MS:
+        clamped = max(-_MAX_TIMEDELTA_MS, min(ms, _MAX_TIMEDELTA_MS))
+        edits.append((pos, pos + 8, INT64.pack(clamped)))
+    return pos + 8
 
 
 def _compact_bytes(buf: BytesLike, pos: int, end: int, edits: list[Edit]) -> int:
@@ -98,7 +114,7 @@ def _legacy_bytes(buf: BytesLike, pos: int, end: int, edits: list[Edit]) -> int:
     return pos
 
 
-def _array(item: Skip, item_min: int, compact: bool) -> Skip:
+def _array(item: Skip, item_min: int, compact: bool, nullable: bool, name: str) -> Skip:
     item_min = max(item_min, 1)  # even an empty item counts, as in Kafka's check
 
     def skip(buf: BytesLike, pos: int, end: int, edits: list[Edit]) -> int:
@@ -112,6 +128,8 @@ def _array(item: Skip, item_min: int, compact: bool) -> Skip:
             pos += 4
             if count < -1:
                 raise MalformedRequestError(f"negative array length {count}")
+        if count < 0 and not nullable:  # kio would read None, as Kafka's parsers refuse
+            raise MalformedRequestError(f"non-nullable field {name} was serialized as null")
         if count * item_min > end - pos:
             raise MalformedRequestError(
                 f"array of {count} items cannot fit in the {end - pos} bytes remaining"
@@ -206,7 +224,9 @@ def _field_plan(field: Field[Any], flexible: bool, tagged: bool) -> tuple[Skip, 
     fixed = 0
     if isinstance(kind, PrimitiveField | PrimitiveTupleField):
         kafka_type = get_schema_field_type(field)
-        if kafka_type in _FIXED:
+        if kafka_type == "timedelta_i64":  # walked on its own: it may need clamping
+            item, item_min = _timedelta_i64, 8
+        elif kafka_type in _FIXED:
             fixed = _FIXED[kafka_type]
             item, item_min = _fixed(fixed), fixed
         elif kafka_type not in _VARIABLE:
@@ -228,8 +248,15 @@ def _field_plan(field: Field[Any], flexible: bool, tagged: bool) -> tuple[Skip, 
     else:  # pragma: no cover - classify_field is exhaustive
         raise TypeError(f"unclassifiable field {field.name}")
     if kind.is_array:
-        return _array(item, item_min, compact=flexible), (1 if flexible else 4), 0
+        skip = _array(item, item_min, flexible, _nullable_array(field), field.name)
+        return skip, (1 if flexible else 4), 0
     return item, item_min, fixed
+
+
+def _nullable_array(field: Field[Any]) -> bool:
+    """Whether an array field may be null: kio types it ``tuple[...] | None``
+    (``tuple[str | None, ...]`` is a non-nullable array of nullable strings)."""
+    return get_origin(field.type) is UnionType and NoneType in get_args(field.type)
 
 
 _PLANS: dict[type[Any], _EntityPlan] = {}
@@ -245,7 +272,8 @@ def _plan(entity_type: type[Any]) -> _EntityPlan:
 def walk(entity_type: type[Any], buf: BytesLike, offset: int) -> tuple[int, list[Edit]]:
     """Walk an encoded ``entity_type`` at ``offset``; return its end and the edits.
 
-    :raises MalformedRequestError: on any length that overruns the buffer.
+    :raises MalformedRequestError: on any length that overruns the buffer, or a
+        non-nullable array sent as null.
     """
     edits: list[Edit] = []
     return _plan(entity_type).skip(buf, offset, len(buf), edits), edits
@@ -254,10 +282,12 @@ def walk(entity_type: type[Any], buf: BytesLike, offset: int) -> tuple[int, list
 def check_request(entity_type: type[Any], buf: BytesLike, offset: int) -> tuple[BytesLike, int]:
     """Check a request body before kio parses it; return the buffer to parse and its end.
 
-    The buffer is ``buf`` itself unless unknown tagged fields had to be cut out, in
-    which case it is a new ``bytes`` with the same layout up to ``offset``.
+    The buffer is ``buf`` itself unless unknown tagged fields had to be cut out or a
+    duration clamped, in which case it is a new ``bytes`` with the same layout up to
+    ``offset``.
 
-    :raises MalformedRequestError: on any length that overruns the buffer.
+    :raises MalformedRequestError: on any length that overruns the buffer, or a
+        non-nullable array sent as null.
     """
     end, edits = walk(entity_type, buf, offset)
     if not edits:

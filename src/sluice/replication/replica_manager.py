@@ -359,6 +359,8 @@ class ReplicaManager:
                 else ErrorCode.unknown_leader_epoch
             )
             return FetchPartitionData(code)
+        if max_bytes < 0:  # a negative max_bytes or partition_max_bytes in the request
+            return FetchPartitionData(ErrorCode.invalid_request)
         try:
             info = partition.read_records(fetch.fetch_offset, max_bytes, params.isolation, min_one)
         except OffsetOutOfRangeException as exc:

@@ -23,8 +23,10 @@ request is never handled from inside another's call stack: it waits for the even
 Answers holding file regions go out with ``sendfile`` (:mod:`sluice.server.sendfile`)
 from a task, nothing else meanwhile; while the transport's write buffer is over its
 high-water mark no further request is handled. Oversized or malformed frames, unknown
-APIs, unsupported versions and handler errors close that connection; the broker keeps
-serving.
+APIs, unsupported versions, handler errors and responses that cannot be encoded close
+that connection; the broker keeps serving. What clients cause is logged through
+:data:`client_log` (each event at DEBUG, one line per kind per 10 s with counts), never a
+line per request.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, Self, TypeAlias, TypeVar
 
+from sluice.base.rate_limited_log import RateLimitedLog
 from sluice.protocol import FrameSizeError, ProtocolError, Request, VersionTable
 from sluice.protocol.server_connection import PendingAnswer, RawRequest, ServerConnection
 from sluice.server.answer import Answer
@@ -48,6 +51,8 @@ from sluice.server.sendfile import write_segments
 __all__ = ["ClientContext", "ClientIdentity", "Handler", "KafkaConnectionProtocol", "KafkaServer"]
 
 log = logging.getLogger(__name__)
+client_log = RateLimitedLog(log)
+"""What clients cause: each event at DEBUG, per kind one line per 10 s with counts."""
 
 
 class ClientContext(Protocol):
@@ -162,6 +167,7 @@ class KafkaServer(Generic[Ctx]):
             log.warning("%d connections still open after closing", len(self._connections))
         if self._server is not None:
             await self._server.wait_closed()
+        client_log.flush()  # the counts not written yet
 
     def abort(self) -> None:
         """Drop everything at once, as a killed process would: no answers in flight."""
@@ -182,7 +188,10 @@ class KafkaServer(Generic[Ctx]):
             cutoff = time.monotonic() - self._idle_timeout_s
             for connection in list(self._connections):
                 if connection.last_active < cutoff:
-                    log.info("closing idle connection from %s", connection.peer)
+                    idle = f"idle for over {self._idle_timeout_s:g} s"
+                    client_log.event(
+                        "closed an idle connection", connection.peer, idle, level=logging.INFO
+                    )
                     connection.close()
 
     # -- called by the connections ----------------------------------------------------
@@ -274,7 +283,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         try:
             conn.buffer_updated(nbytes)
         except FrameSizeError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
+            client_log.event("rejected frame", self.peer, exc)
             self.close()
             return
         self.low_water.expect(conn.receive_rest)
@@ -328,8 +337,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         while not self._write_paused:
             try:
                 request = conn.next_request()
-            except ProtocolError as exc:
-                log.info("closing connection from %s: %s", self.peer, exc)
+            except ProtocolError as exc:  # Kafka closes the connection too
+                client_log.event("rejected request", self.peer, exc)
                 self.close()
                 return
             if request is None:
@@ -349,7 +358,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         server = self.server
         handler = server.handlers.get(request.header.api_key)
         if handler is None:  # advertised versions come from the handler table
-            log.info("closing connection from %s: no handler for %s", self.peer, request)
+            client_log.event("rejected request", self.peer, f"no handler: {request.header}")
             self.close()
             return
         context = self.context
@@ -371,11 +380,10 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
                 future = asyncio.ensure_future(response)
                 pending = conn.defer(future)
                 future.add_done_callback(functools.partial(self._future_done, pending, False))
-        except (Exception, asyncio.CancelledError):
-            log.exception(
-                "error handling api key %d v%d from %s; closing the connection",
-                request.api_key, request.api_version, self.peer,
-            )  # fmt: skip
+        except (Exception, asyncio.CancelledError) as exc:  # or a response that cannot be encoded
+            what = f"api key {request.api_key} v{request.api_version}: {exc!r}"
+            client_log.event("error handling a request", self.peer, what, exc_info=exc,
+                             level=logging.ERROR)  # fmt: skip
             self.close()
             return
         self._flush()
@@ -390,8 +398,9 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
                 future.add_done_callback(functools.partial(self._future_done, pending, True))
             else:
                 conn.respond_framed(reply)
-        except Exception:
-            log.exception("error handling an inter-broker request from %s", self.peer)
+        except Exception as exc:
+            client_log.event("error handling an inter-broker request", self.peer, repr(exc),
+                             exc_info=exc, level=logging.ERROR)  # fmt: skip
             self.close()
             return
         self._flush()
@@ -421,10 +430,12 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
                 conn.answer(pending, future.result())
             self._flush()
         except asyncio.CancelledError:
-            log.info("closing connection from %s: an answer was cancelled", self.peer)
+            client_log.event("answer cancelled", self.peer, "closing the connection",
+                             level=logging.INFO)  # fmt: skip
             self.close()
-        except Exception:
-            log.exception("error answering a request from %s; closing the connection", self.peer)
+        except Exception as exc:  # a response that cannot be encoded, say
+            client_log.event("error answering a request", self.peer, repr(exc), exc_info=exc,
+                             level=logging.ERROR)  # fmt: skip
             self.close()
         self.last_active = time.monotonic()
         self._note_busy()
@@ -446,7 +457,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             await write_segments(self, segments)
         except Exception as exc:
             if not isinstance(exc, ConnectionError):
-                log.exception("error sending an answer to %s; closing the connection", self.peer)
+                client_log.event("error sending an answer", self.peer, repr(exc), exc_info=exc,
+                                 level=logging.ERROR)  # fmt: skip
             self.close()
             return
         self.conn.send_complete()

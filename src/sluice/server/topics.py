@@ -23,6 +23,8 @@ from sluice.log.log_dir_failure_channel import LogDirFailureChannel, describe_os
 from sluice.replication.metadata_cache import INTERNAL_TOPICS
 
 __all__ = [
+    "EXCESSIVE_BATCH_MESSAGE",
+    "MAX_PARTITIONS_PER_REQUEST",
     "InvalidReplicaAssignment",
     "InvalidReplicationFactor",
     "InvalidRequest",
@@ -35,6 +37,12 @@ __all__ = [
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
+
+MAX_PARTITIONS_PER_REQUEST = 10_000
+"""Partitions one CreateTopics or CreatePartitions request may create, as Kafka's
+controller bounds the records of one operation (``MAX_RECORDS_PER_USER_OP``); beyond it
+every topic of the request is answered POLICY_VIOLATION with Kafka's message."""
+EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
 
 
 class InvalidReplicationFactor(ValueError):

@@ -38,6 +38,7 @@ from sluice.coordinator.group.member import (
 )
 from sluice.coordinator.group.metadata import GroupMetadata, GroupState
 from sluice.coordinator.group.offsets import CONSUMER_PROTOCOL_TYPE, OffsetAndMetadata
+from sluice.coordinator.group.records import MAX_STRING_BYTES
 from sluice.protocol import ErrorCode
 from sluice.purgatory import DelayedOperation, DelayedOperationPurgatory
 
@@ -399,8 +400,11 @@ class GroupCoordinator:
     # -- validation ------------------------------------------------------------------------
     def validate_group_status(self, group_id: str | None, allow_empty: bool) -> ErrorCode | None:
         """INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS or
-        NOT_COORDINATOR when this coordinator cannot serve the group now, else None."""
+        NOT_COORDINATOR when this coordinator cannot serve the group now, else None. A group
+        id too long for the keys of ``__consumer_offsets`` (an int16 string) is invalid."""
         if group_id is None or (not group_id and not allow_empty):
+            return ErrorCode.invalid_group_id
+        if len(group_id) > MAX_STRING_BYTES // 4 and len(group_id.encode()) > MAX_STRING_BYTES:
             return ErrorCode.invalid_group_id
         if not self.is_active:
             return ErrorCode.coordinator_not_available

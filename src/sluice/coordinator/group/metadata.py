@@ -29,6 +29,9 @@ __all__ = ["GroupMetadata", "GroupState"]
 
 log = logging.getLogger(__name__)
 
+MAX_MEMBER_ID_PREFIX = 1024
+"""Characters of the client or instance id a generated member id starts with."""
+
 
 class GroupState(enum.Enum):
     """The classic group states, with Kafka's names on the wire."""
@@ -113,8 +116,11 @@ class GroupMetadata(GroupOffsets):
         return self.leader_id or ""
 
     def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
+        """As Kafka's: the instance or client id, a dash and a UUID; of the id, at most
+        :data:`MAX_MEMBER_ID_PREFIX` characters, so that the member id fits in a string of
+        the group's record and of every response version however long the id was."""
         prefix = group_instance_id if group_instance_id is not None else client_id
-        return f"{prefix}-{uuid.uuid4()}"
+        return f"{prefix[:MAX_MEMBER_ID_PREFIX]}-{uuid.uuid4()}"
 
     def add(self, member: MemberMetadata, callback: JoinCallback | None = None) -> None:
         if member.group_instance_id is not None:

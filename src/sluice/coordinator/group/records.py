@@ -22,6 +22,7 @@ from sluice.protocol.records.errors import CorruptRecordException
 from sluice.protocol.records.reader import CONTROL_TYPE_COMMIT, batch_records, control_type
 
 __all__ = [
+    "MAX_STRING_BYTES",
     "BatchEntry",
     "GroupMetadataKey",
     "GroupMetadataValue",
@@ -89,6 +90,10 @@ class GroupMetadataValue:
 
 
 # -- classic encoding ----------------------------------------------------------------------
+MAX_STRING_BYTES = 2**15 - 1
+"""The longest string a record holds (int16 length): group ids and member ids must fit."""
+
+
 class _Writer:
     __slots__ = ("buf",)
 

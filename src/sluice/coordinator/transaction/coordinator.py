@@ -34,6 +34,7 @@ from sluice.coordinator.transaction.metadata import (
     TransactionState,
 )
 from sluice.coordinator.transaction.records import (
+    MAX_TRANSACTIONAL_ID_BYTES,
     read_txn_key,
     read_txn_value,
     txn_key,
@@ -238,6 +239,9 @@ class TransactionCoordinator(TransactionAdminSupport):
         if not 0 < txn_timeout_ms <= self.config.transaction_max_timeout_ms:
             callback(ErrorCode.invalid_transaction_timeout, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
             return
+        if len(transactional_id.encode()) > MAX_TRANSACTIONAL_ID_BYTES:  # cannot be stored
+            callback(ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+            return
         error = self._check_owner(transactional_id)
         if error is not None:
             callback(error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
@@ -302,6 +306,8 @@ class TransactionCoordinator(TransactionAdminSupport):
     def _validate_producer(
         self, transactional_id: str, producer_id: int, producer_epoch: int
     ) -> tuple[ErrorCode, TransactionMetadata | None]:
+        if not transactional_id:  # as Kafka: an empty id is an invalid request
+            return ErrorCode.invalid_request, None
         error = self._check_owner(transactional_id)
         if error is not None:
             return error, None

@@ -13,12 +13,17 @@ from sluice.protocol.records.builder import build_batch
 from sluice.protocol.records.reader import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT
 
 __all__ = [
+    "MAX_TRANSACTIONAL_ID_BYTES",
     "build_marker_batch",
     "read_txn_key",
     "read_txn_value",
     "txn_key",
     "txn_value",
 ]
+
+
+MAX_TRANSACTIONAL_ID_BYTES = 2**15 - 1
+"""The longest transactional id a record key holds (an int16-length string)."""
 
 
 def _string(out: bytearray, value: str) -> None:

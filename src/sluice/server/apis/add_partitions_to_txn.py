@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
-from sluice.server.messages import build, field
+from sluice.server.messages import build
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -48,10 +48,10 @@ def handle(ctx: RequestContext, request: Request) -> Any:
 
     body = API.body(request)
     ctx.topic_admin.ensure_transaction_state()
-    txn_id = field(body, "v3_and_below_transactional_id") or field(body, "transactional_id")
-    producer_id = int(field(body, "v3_and_below_producer_id", field(body, "producer_id", -1)))
-    epoch = int(field(body, "v3_and_below_producer_epoch", field(body, "producer_epoch", -1)))
-    topics = field(body, "v3_and_below_topics", None) or field(body, "topics", ())
+    txn_id = body.v3_and_below_transactional_id  # "": INVALID_REQUEST, as Kafka
+    producer_id = int(body.v3_and_below_producer_id)
+    epoch = int(body.v3_and_below_producer_epoch)
+    topics = body.v3_and_below_topics
     partitions = [TopicPartition(t.name, int(p)) for t in topics for p in t.partitions]
     missing = [tp for tp in partitions if not ctx.metadata_cache.contains_partition(tp)]
     if missing:

@@ -4,7 +4,9 @@ New partitions are placed on this broker and start empty. Manual assignments are
 supported yet (INVALID_REQUEST); a count that is not larger than the current one is
 INVALID_PARTITIONS; an internal topic is refused (INVALID_TOPIC_EXCEPTION: its
 coordinator maps keys to partitions by the count); ``validate_only`` checks without
-changing anything.
+changing anything. A request that would add more than ``MAX_PARTITIONS_PER_REQUEST``
+(10,000) partitions in all is refused whole, each topic answered POLICY_VIOLATION, as
+Kafka's controller refuses it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
-from sluice.server.topics import InvalidTopicError
+from sluice.server.topics import (
+    EXCESSIVE_BATCH_MESSAGE,
+    MAX_PARTITIONS_PER_REQUEST,
+    InvalidTopicError,
+)
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -60,11 +66,20 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[Error
     return ErrorCode.none, None
 
 
+def _new_partitions(ctx: RequestContext, topic: Any) -> int:
+    current = ctx.metadata_cache.num_partitions(topic.name)
+    return 0 if current is None else max(int(topic.count) - current, 0)
+
+
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
     validate_only = bool(field(body, "validate_only", False))
     occurrences = Counter(t.name for t in body.topics)
     results = []
+    if sum(_new_partitions(ctx, t) for t in body.topics) > MAX_PARTITIONS_PER_REQUEST:
+        results = [{"name": t.name, "error_code": ErrorCode.policy_violation,
+                    "error_message": EXCESSIVE_BATCH_MESSAGE} for t in body.topics]  # fmt: skip
+        return build(request.response_type, throttle_time=0, results=results)
     for topic in body.topics:
         if occurrences[topic.name] > 1:
             code: ErrorCode = ErrorCode.invalid_request

@@ -1,5 +1,9 @@
 """CreateTopics (19): create topics with partitions, replication and config overrides.
 
+A request that would create more than ``MAX_PARTITIONS_PER_REQUEST`` (10,000) partitions
+in all is refused whole, each topic answered POLICY_VIOLATION, as Kafka's controller
+refuses an operation of more records than that.
+
 A single node holds it until its coordinators are built: it could otherwise create
 ``__consumer_offsets`` before the group coordinator does, with another partition count.
 An internal topic created here must stay compacted (POLICY_VIOLATION otherwise).
@@ -15,6 +19,8 @@ from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
 from sluice.server.topics import (
+    EXCESSIVE_BATCH_MESSAGE,
+    MAX_PARTITIONS_PER_REQUEST,
     InvalidReplicaAssignment,
     InvalidRequest,
     InvalidTopicError,
@@ -93,11 +99,24 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, A
     return result
 
 
+def _partitions(ctx: RequestContext, topic: Any) -> int:
+    """The partitions ``topic`` asks for (the broker's default for -1)."""
+    if topic.assignments:
+        return len(topic.assignments)
+    if topic.num_partitions == -1:
+        return int(ctx.config["num.partitions"])
+    return max(int(topic.num_partitions), 0)
+
+
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
     validate_only = bool(field(body, "validate_only", False))
     seen: set[str] = set()
-    results = []
+    results: list[dict[str, Any]] = []
+    if sum(_partitions(ctx, topic) for topic in body.topics) > MAX_PARTITIONS_PER_REQUEST:
+        results = [{"name": t.name, "error_code": ErrorCode.policy_violation,
+                    "error_message": EXCESSIVE_BATCH_MESSAGE} for t in body.topics]  # fmt: skip
+        return build(request.response_type, throttle_time=0, topics=results)
     for topic in body.topics:
         if topic.name in seen:
             results.append({"name": topic.name, "error_code": ErrorCode.invalid_request,

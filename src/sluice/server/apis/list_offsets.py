@@ -2,7 +2,8 @@
 
 Versions 1-7: v8-v11 add the tiered-storage timestamps (-4, -5, -6) and asynchronous
 reads. The minimum stays at 1: librdkafka before 2.11.1 enables offsets by time only if
-the range holds v1.
+the range holds v1. Any other negative timestamp is a time like the others, as in Kafka:
+the first record at or after it (the earliest record).
 """
 
 from __future__ import annotations
@@ -10,7 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, KafkaStorageException
+from sluice.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    KafkaStorageException,
+)
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
@@ -39,6 +46,10 @@ if TYPE_CHECKING:
     )
 
 API: ApiSpec[Body] = ApiSpec(ApiKey.LIST_OFFSETS, 1, 7, needs_coordinators=False)
+
+_SPECIAL = frozenset(
+    {LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP}
+)
 
 
 def _lookup(
@@ -71,6 +82,8 @@ def _lookup(
             "offset": partition.log.log_start_offset,
             "leader_epoch": partition.leader_epoch,
         }
+    if timestamp < 0 and timestamp not in _SPECIAL:  # a time: the first record at or after it
+        timestamp = 0
     try:
         found = partition.log.fetch_offset_by_timestamp(timestamp)
     except KafkaStorageException:  # an I/O error took its log dir offline

@@ -5,7 +5,9 @@ topic that does not exist is created when the request and ``auto.create.topics.e
 allow it: a single node answers with it at once, a cluster with LEADER_NOT_AVAILABLE
 until the controller has told this broker about its partitions.
 
-Versions 0-12: v13 adds a top-level error code.
+Versions 0-12: v13 adds a top-level error code. Before v12 a topic asked for by id
+(v10-11 have the field, not the support) gets INVALID_REQUEST for every topic, as Kafka
+answers.
 """
 
 from __future__ import annotations
@@ -116,6 +118,12 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     allow_create = bool(field(body, "allow_auto_topic_creation", True))
     if all_topics:
         topics = [e for n in cache.topic_names() if (e := _topic_entry(cache, n)) is not None]
+    elif request.api_version < 12 and any(
+        field(item, "name") is None or field(item, "topic_id") is not None for item in requested
+    ):  # topic ids came with v12, and names cannot be null before: Kafka answers the whole
+        # request INVALID_REQUEST, a null name as ""
+        topics = [_error_entry(field(item, "name") or "", ErrorCode.invalid_request)
+                  for item in requested]  # fmt: skip
     else:
         topics = [_requested_entry(ctx, item, allow_create) for item in requested]
     brokers = [
