@@ -19,7 +19,12 @@ from sluice.testing.chaos.run import BROKER_SETTINGS
 from support.waiting import wait_until
 from support.zookeeper import require_zookeeper
 
-SHORT = ChaosConfig(duration_s=1, hold_s=(1.0, 1.5), quiet_s=(0.3, 0.6), seed=1)
+# Segments larger than a round writes: the corrupt fault then flips a byte of the active
+# segment, above every recovery point, where recovery finds it (docs/chaos.md: a flip
+# below a recovery point is the known limit the long run reports).
+SHORT = ChaosConfig(
+    duration_s=1, hold_s=(1.0, 1.5), quiet_s=(0.3, 0.6), seed=1, segment_bytes=64 << 20
+)
 
 
 @pytest.fixture(scope="module")
@@ -100,13 +105,6 @@ def test_a_short_run_of_every_fault_finds_no_violation(chaos_cluster: ChaosClust
     print("\n".join(lines) + "\n" + report)
     assert [r.fault for r in reports] == list(FAULTS)
     for r in reports:
-        if r.fault == "corrupt" and r.verdict == "VIOLATION":
-            # The known limit (docs/chaos.md): a byte flipped below a replica's recovery
-            # point is not read by recovery and is served once that replica leads, so
-            # the write in that batch is lost to clients. Nothing else may show.
-            assert r.result is not None, report
-            assert {a.kind for a in r.result.anomalies} <= {"lost", "vanished", "bad read"}, report
-            continue
         assert r.verdict in ("ok", "skipped"), report
         if r.verdict == "ok":
             assert r.injected >= 1 and r.result is not None and r.result.acked > 0, report
