@@ -61,7 +61,7 @@ def test_a_dead_broker_is_reported_and_restarted_after_the_backoff() -> None:
     sup.poll(now=10.0 + RESTART_BACKOFF_S)
     assert cluster.started == [1]
     assert "broker 1 started (restart 1 of 3), pid 101" in out.getvalue()
-    assert sup.whole() and sup.any_failed  # whole again, but the failure is remembered
+    assert sup.down() == [] and sup.any_failed  # whole again, but the failure is remembered
 
 
 def test_restarts_stop_at_the_limit_and_never_means_never() -> None:
@@ -75,7 +75,7 @@ def test_restarts_stop_at_the_limit_and_never_means_never() -> None:
         now += 10
     assert cluster.started == [2]
     assert "restarted 1 times already (--max-restarts 1)" in out.getvalue()
-    assert not sup.whole()
+    assert sup.down() == [2]
 
     cluster = FakeCluster()
     sup, out = supervisor(cluster, policy="never")
@@ -114,7 +114,7 @@ def test_commands_kill_stop_and_start_brokers_without_counting_as_failures() -> 
     assert "broker 0: running, pid 100; restarts 0; 127.0.0.1:9000" in text
     assert "broker 1: down; restarts 0; 127.0.0.1:9001" in text
     assert sup.command("start 1") and sup.command("restart 2")
-    assert cluster.started == [1, 2] and sup.whole()
+    assert cluster.started == [1, 2] and sup.down() == []
     assert sup.command("restart 0")  # running: stopped first, then started
     assert cluster.started == [1, 2, 0]
     assert not sup.command("quit")

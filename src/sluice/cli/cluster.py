@@ -67,9 +67,9 @@ class ClusterSupervisor:
         """Whether a broker died at some point without being asked to."""
         return any(w.failed for w in self.watches.values())
 
-    def whole(self) -> bool:
-        """Every broker is running."""
-        return all(self.cluster.is_running(b) for b in self.cluster.broker_ids)
+    def down(self) -> list[int]:
+        """The brokers not running now."""
+        return [b for b in self.cluster.broker_ids if not self.cluster.is_running(b)]
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -224,13 +224,12 @@ def cmd_cluster_start(args: argparse.Namespace) -> int:
             if line is not None and not supervisor.command(line):
                 break
     finally:
-        whole = supervisor.whole()
+        down = supervisor.down()  # before stopping: afterwards none runs
         print("stopping the cluster...", flush=True)
-        cluster.stop(keep_data=supervisor.any_failed or not whole)
-    if supervisor.any_failed or not whole:
+        cluster.stop(keep_data=supervisor.any_failed or bool(down))
+    if supervisor.any_failed or down:
         print(f"data and logs kept in {cluster.data_dir}", flush=True)
-    if not whole:
-        down = [b for b, w in supervisor.watches.items() if w.failed or w.expected_down]
+    if down:
         print(f"the cluster was not whole when stopped (brokers {down} down)", flush=True)
         return 1
     return 0
