@@ -17,6 +17,7 @@ from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log.checkpoint import fsync_directory
 from sluice.log.config import LogConfig
 from sluice.log.errors import InvalidTopicException, KafkaStorageException
+from sluice.log.file_cache import UNBOUNDED, FileCache
 from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.log import Log, parse_topic_partition
 
@@ -43,11 +44,14 @@ class LogManager:
         clock: Clock = SYSTEM_CLOCK,
         topic_config: Callable[[str], LogConfig | None] | None = None,
         file_work: FileWork | None = None,
+        file_cache: FileCache = UNBOUNDED,
     ) -> None:
         """``topic_config(topic)`` supplies per-topic overrides for logs found on disk.
         ``file_work`` is where every managed log's background file work runs
         (sluice.log.file_work; inline when not given); a ``FileThread`` is started
-        by the owner before and stopped after this manager's life."""
+        by the owner before and stopped after this manager's life. ``file_cache`` holds
+        the descriptors of every managed log's segment files (sluice.log.file_cache),
+        made on the thread that uses the logs; by default none is closed while in use."""
         dirs = [log_dirs] if isinstance(log_dirs, str | Path) else list(log_dirs)
         if not dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -56,6 +60,7 @@ class LogManager:
         self._clock = clock
         self._topic_config = topic_config
         self.file_work: FileWork = file_work if file_work is not None else InlineFileWork()
+        self.file_cache = file_cache
         self._logs: dict[TopicPartition, Log] = {}
         self._flush_group: Callable[[Log], None] | None = None
         self._lock_fds: list[int] = []
@@ -85,21 +90,26 @@ class LogManager:
         self._had_clean_shutdown[directory] = clean
         if not clean:
             logger.info("%s: no clean shutdown marker; logs will be recovered", directory)
-        for child in sorted(directory.iterdir()):
-            if not child.is_dir():
-                continue
-            if child.name.endswith(DELETE_DIR_SUFFIX):
+        configs: dict[str, LogConfig] = {}  # by topic
+        with os.scandir(directory) as entries:
+            children = sorted(entry.name for entry in entries if entry.is_dir())
+        for name in children:
+            child = directory / name
+            if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(child, ignore_errors=True)  # a deletion cut short
                 continue
-            topic, partition = parse_topic_partition(child.name)
+            topic, partition = parse_topic_partition(name)
             if partition < 0:
                 continue
             key = TopicPartition(topic, partition)
             if key in self._logs:
                 raise KafkaStorageException(f"Duplicate log directories for {key}: {child}")
+            config = configs.get(topic)
+            if config is None:
+                config = configs[topic] = self._config_for(topic)
             self._logs[key] = Log(
-                child, self._config_for(topic), clock=self._clock, had_clean_shutdown=clean,
-                file_work=self.file_work,
+                child, config, clock=self._clock, had_clean_shutdown=clean,
+                file_work=self.file_work, file_cache=self.file_cache,
             )  # fmt: skip
         if clean:
             marker.unlink()
@@ -150,7 +160,8 @@ class LogManager:
         self._check_running()
         if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
             raise InvalidTopicException(f"Illegal topic name {topic!r}")
-        counts = {directory: self._log_count(directory) for directory in self.log_dirs}
+        single = len(self.log_dirs) == 1
+        counts = {d: 0 if single else self._log_count(d) for d in self.log_dirs}
         planned: dict[int, Path] = {}
         for partition in partitions:
             if partition < 0:
@@ -166,9 +177,42 @@ class LogManager:
         """A new, empty log in ``log_dir`` (a path from :meth:`new_log_dirs`), its parent
         directory fsynced, not managed yet (:meth:`add_log`). Touches only its own files,
         so it may run on a worker thread."""
-        log = Log(log_dir, config, clock=self._clock, file_work=self.file_work)
-        fsync_directory(log_dir.parent)
-        return log
+        return self.create_logs({0: log_dir}, config)[0]
+
+    def create_logs(self, planned: Mapping[int, Path], config: LogConfig) -> dict[int, Log]:
+        """New, empty logs in the directories ``planned`` (partition -> a path from
+        :meth:`new_log_dirs`), not managed yet (:meth:`add_log`), each parent directory
+        fsynced once at the end. A new log is its directory alone: its files are created
+        by their first writes. All or none: when one cannot be made (EMFILE, ENOSPC, ...)
+        every planned directory is removed and the error raised. Touches only their own
+        files and opens none, so it may run on a worker thread."""
+        logs: dict[int, Log] = {}
+        try:
+            for partition, log_dir in planned.items():
+                logs[partition] = Log(
+                    log_dir, config, clock=self._clock, file_work=self.file_work,
+                    file_cache=self.file_cache,
+                )  # fmt: skip
+            for parent in {log_dir.parent for log_dir in planned.values()}:
+                fsync_directory(parent)
+        except BaseException:
+            self.remove_unmanaged(logs.values(), planned.values())
+            raise
+        return logs
+
+    @staticmethod
+    def remove_unmanaged(logs: Iterable[Log], directories: Iterable[Path] = ()) -> None:
+        """Close and remove logs that were never managed, and ``directories`` (a creation
+        rolled back); on any thread. Errors are logged: what stays is removed at the next
+        start, as a directory no topic holds."""
+        logs = list(logs)
+        for log in logs:
+            try:
+                log.close()
+            except OSError as exc:
+                logger.warning("%s: not closed cleanly: %s", log.dir.name, exc)
+        for directory in {*(log.dir for log in logs), *directories}:
+            shutil.rmtree(directory, ignore_errors=True)
 
     def add_log(self, topic: str, partition: int, log: Log) -> Log:
         """Manage ``log`` (from :meth:`create_log`) as ``topic``/``partition``'s log."""
