@@ -164,6 +164,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "loop.",
     ),
     ConfigDef(
+        "log.open.files.max",
+        "int",
+        -1,
+        "Sluice: the most segment file descriptors (data files and indexes) the broker "
+        "keeps open; each file is opened when first used and the least recently used are "
+        "closed beyond this, to open again when next needed. -1: three quarters of the "
+        "open-file limit (RLIMIT_NOFILE, whose soft value the broker raises to the hard "
+        "one at start). Kafka has no such bound: it keeps every segment's files open.",
+        min=-1,
+    ),
+    ConfigDef(
         "log.preallocate",
         "bool",
         False,
