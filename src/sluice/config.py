@@ -116,6 +116,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("log.dirs", "string", "./sluice-data", "Directory holding the partition logs."),
     ConfigDef("log.dir", "string", None, "Synonym of log.dirs (used when log.dirs is unset)."),
     ConfigDef("num.partitions", "int", 1, "Partitions of auto-created topics.", min=1),
+    ConfigDef(
+        "max.broker.partitions",
+        "int",
+        100_000,
+        "Sluice (the name KIP-578 proposed; Kafka has no such limit): the most partitions "
+        "a single node hosts; a CreateTopics or CreatePartitions request that would take "
+        "it past this is refused with POLICY_VIOLATION before anything is created.",
+        min=1,
+    ),
     ConfigDef("default.replication.factor", "int", 1, "Replication of auto-created topics.", min=1),
     ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
     ConfigDef("delete.topic.enable", "bool", True, "Allow DeleteTopics."),

@@ -24,19 +24,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.base import TopicPartition
 from sluice.config import TOPIC_CONFIGS, BrokerConfig, topic_config_defaults
 from sluice.controller.requests import UpdateMetadataPartitionState
 from sluice.log import Log, LogConfig, LogManager
+from sluice.log.errors import KafkaStorageException
+from sluice.server import gc_policy
 from sluice.server.topics import (
     InvalidReplicaAssignment,
     InvalidReplicationFactor,
     InvalidRequest,
     InvalidTopicError,
+    PolicyViolation,
     TopicInfo,
     TopicRegistry,
 )
@@ -204,6 +208,14 @@ class TopicAdminBase(ABC):
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
         """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more)."""
 
+    async def add_partitions_async(
+        self, name: str, total: int, validate_only: bool = False
+    ) -> None:
+        """:meth:`add_partitions` for a CreatePartitions request: where this broker makes
+        the partition logs (a single node) they are made off the event loop. Cancelling
+        the wait leaves the creation going (a request's timeout)."""
+        self.add_partitions(name, total, validate_only)
+
     @abstractmethod
     def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace a topic's config overrides (validated first)."""
@@ -268,6 +280,57 @@ class TopicAdminBase(ABC):
         InvalidReplicationFactor, InvalidTopicError, ConfigError, LogError,
         FileExistsError, or ValueError for a bad partition count. ``assignment``
         (partition -> replicas) replaces the counts, which must then be -1."""
+        num_partitions, replication_factor = self._checked_counts(
+            num_partitions, replication_factor, configs, assignment
+        )
+        return self._register(
+            name, num_partitions, replication_factor, configs, validate_only, assignment
+        )
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool = False,
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicInfo:
+        """:meth:`create_topic` for a CreateTopics request: where this broker makes the
+        partition logs (a single node) they are made off the event loop and the topic is
+        registered once they all exist; raises as :meth:`create_topic` does, and
+        KafkaStorageException when the logs cannot be made (nothing is registered then).
+        Cancelling the wait leaves the creation going (a request's timeout)."""
+        num_partitions, replication_factor = self._checked_counts(
+            num_partitions, replication_factor, configs, assignment
+        )
+        return await self._register_async(
+            name, num_partitions, replication_factor, configs, validate_only, assignment
+        )
+
+    async def _register_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignment: dict[int, list[int]] | None,
+    ) -> TopicInfo:
+        """:meth:`_register`, awaited where the mode makes the logs itself."""
+        return self._register(
+            name, num_partitions, replication_factor, configs, validate_only, assignment
+        )
+
+    def _checked_counts(
+        self,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, list[int]] | None,
+    ) -> tuple[int, int]:
+        """The partition count and replication factor of a request, checked in Kafka's
+        order with its configs, before anything is written."""
         if assignment is not None:
             if num_partitions != -1 or replication_factor != -1:
                 raise InvalidRequest(
@@ -286,9 +349,7 @@ class TopicAdminBase(ABC):
         if assignment is None:
             check_replication_factor(replication_factor, len(self.live_broker_ids()))
         topic_log_config(self.config, configs)  # the values, before anything is written
-        return self._register(
-            name, num_partitions, replication_factor, configs, validate_only, assignment
-        )
+        return num_partitions, replication_factor
 
     def create_internal_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
@@ -316,9 +377,12 @@ class TopicAdminBase(ABC):
             return False
         try:
             self.create_topic(name, -1, -1, {})
-        except FileExistsError:  # created meanwhile
+        except FileExistsError:  # created meanwhile, or being created
             return True
         except (InvalidTopicError, ValueError):
+            return False
+        except KafkaStorageException as exc:
+            log.error("could not auto-create topic %s: %s", name, exc)
             return False
         return True
 
@@ -339,6 +403,10 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         super().__init__(config, registry, log_manager, metadata_cache, coordinators)
         self.broker_id = config.broker_id
         self.replica_manager = replica_manager
+        # Topics whose partition logs are being made off the loop, with their partition
+        # counts: their names are taken, their partitions count towards the limit.
+        self._creating: dict[str, int] = {}
+        self._creations: set[asyncio.Task[TopicInfo]] = set()  # held until done
 
     def topic_info(self, name: str) -> TopicInfo | None:
         return self.registry.get(name)
@@ -347,12 +415,27 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         return [self.broker_id]
 
     def host_registered_topics(self) -> None:
-        """At start-up: host every partition of the registry's topics and publish them."""
+        """At start-up: host every partition of the registry's topics and publish them;
+        remove the logs of partitions no topic holds (a creation cut short by a crash,
+        or a deletion), as Kafka removes stray logs."""
         for info in self.registry.topics.values():
             self._host_partitions(info, list(info.assignment))
+        strays = []
+        for tp in self.log_manager.logs:
+            topic = self.registry.get(tp.topic)
+            if topic is None or tp.partition not in topic.assignment:
+                strays.append(tp)
+        for tp in strays:
+            self.log_manager.delete_log(tp.topic, tp.partition)
+        if strays:
+            log.warning("removed %d partition logs of no registered topic (%s)",
+                        len(strays), ", ".join(sorted({tp.topic for tp in strays})))  # fmt: skip
 
-    def _host_partitions(self, info: TopicInfo, partitions: list[int]) -> None:
-        """Host the topic's ``partitions`` and publish the topic."""
+    def _host_partitions(
+        self, info: TopicInfo, partitions: list[int], publish: bool = True
+    ) -> None:
+        """Host the topic's ``partitions`` (their logs made if missing) and publish the
+        topic."""
         config = self.log_config_for(info.name)
         for p in partitions:
             replicas = info.assignment[p]
@@ -362,13 +445,21 @@ class SingleNodeTopicAdmin(TopicAdminBase):
             self.replica_manager.add_partition(
                 TopicPartition(info.name, p), log_, replicas, topic_id=info.topic_id
             )
-        self._publish_topic(info)
+        if publish:
+            self._publish_topic(info)
 
     def _publish_topic(self, info: TopicInfo) -> None:
         """The metadata cache's view of a registry topic, this broker the leader of every
         partition it hosts."""
+        states = self._partition_states(info, info.assignment)
+        self.metadata_cache.put_topic(info.name, info.topic_id, states)
+
+    def _partition_states(
+        self, info: TopicInfo, partitions: Iterable[int]
+    ) -> list[UpdateMetadataPartitionState]:
         states = []
-        for p, replicas in info.assignment.items():
+        for p in partitions:
+            replicas = info.assignment[p]
             tp = TopicPartition(info.name, p)
             partition = self.replica_manager.get_partition(tp)
             isr: tuple[int, ...] = ()
@@ -380,7 +471,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
             states.append(
                 UpdateMetadataPartitionState(tp, 0, leader, epoch, isr, 0, tuple(replicas))
             )
-        self.metadata_cache.put_topic(info.name, info.topic_id, states)
+        return states
 
     def _register(
         self,
@@ -391,14 +482,181 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         validate_only: bool,
         assignment: dict[int, list[int]] | None,
     ) -> TopicInfo:
-        """Into the registry (name, existence, collisions, config keys checked there),
-        then its partitions are hosted here."""
-        assignment = {p: [self.broker_id] for p in range(num_partitions)}
-        info = self.registry.create(name, assignment, configs, validate_only)
-        if not validate_only:
-            self._host_partitions(info, list(assignment))
-            log.info("created topic %s with %d partitions", name, num_partitions)
+        """Checked (:meth:`_new_topic`), its partition logs made here, then into the
+        registry and hosted: for the few partitions of an auto-created or internal
+        topic (a CreateTopics request makes them off the loop, :meth:`_register_async`)."""
+        info = self._new_topic(name, num_partitions, configs)
+        if validate_only:
+            return info
+        started = time.monotonic()
+        self._create_now(info, list(info.assignment), topic_log_config(self.config, configs),
+                         lambda: self.registry.put(info))  # fmt: skip
+        log.info("created topic %s with %d partitions in %.0f ms",
+                 name, num_partitions, (time.monotonic() - started) * 1000)  # fmt: skip
         return info
+
+    def _create_now(
+        self,
+        info: TopicInfo,
+        partitions: list[int],
+        config: LogConfig,
+        register: Callable[[], object],
+    ) -> None:
+        """Make the logs of ``partitions`` here, ``register`` them, host and publish."""
+        planned = self.log_manager.new_log_dirs(info.name, partitions)
+        try:
+            logs = self.log_manager.create_logs(planned, config)
+        except OSError as exc:
+            raise self._not_created(info.name, len(partitions), exc) from exc
+        self._complete(info, logs, register)
+        self._host_partitions(info, partitions)
+
+    async def _register_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignment: dict[int, list[int]] | None,
+    ) -> TopicInfo:
+        """Checked (:meth:`_new_topic`) before anything is written; the logs are made on
+        worker threads, in batches, then the topic is registered and hosted (in slices
+        of the event loop's time). The creation is a task of its own: a caller that
+        stops waiting does not stop it."""
+        info = self._new_topic(name, num_partitions, configs)
+        if validate_only:
+            return info
+        config = topic_log_config(self.config, configs)
+        return await self._in_background(
+            info, list(info.assignment), config, lambda: self.registry.put(info),
+            f"created topic {name} with {num_partitions} partitions",
+        )  # fmt: skip
+
+    CREATE_BATCH = 500
+    """Partition logs made per job of a worker thread (a few hundred milliseconds)."""
+    HOST_SLICE = 1000
+    """Partitions hosted or published per slice of the event loop's time (milliseconds)."""
+
+    async def _in_background(
+        self,
+        info: TopicInfo,
+        partitions: list[int],
+        config: LogConfig,
+        register: Callable[[], object],
+        done: str,
+    ) -> TopicInfo:
+        """Run :meth:`_create` as a task of its own, which the topic admin holds: a
+        caller that stops waiting (a request's timeout) does not stop it. The topic's
+        name is taken, and the partitions count towards the limit, until it ends."""
+        self._creating[info.name] = len(partitions)
+        task = asyncio.ensure_future(self._create(info, partitions, config, register, done))
+        self._creations.add(task)
+        task.add_done_callback(self._creation_done)
+        return await asyncio.shield(task)
+
+    async def _create(
+        self,
+        info: TopicInfo,
+        partitions: list[int],
+        config: LogConfig,
+        register: Callable[[], object],
+        done: str,
+    ) -> TopicInfo:
+        """The logs of ``partitions`` made on worker threads, in batches; then
+        ``register`` (the registry written: from there on the partitions exist), and the
+        partitions hosted and the topic published in slices of the loop's time."""
+        started = time.monotonic()
+        name = info.name
+        loop = asyncio.get_running_loop()
+        manager = self.log_manager
+        logs: dict[int, Log] = {}
+        try:
+            try:
+                batch = self.CREATE_BATCH
+                for first in range(0, len(partitions), batch):
+                    planned = manager.new_log_dirs(name, partitions[first : first + batch])
+                    made = await loop.run_in_executor(None, manager.create_logs, planned, config)
+                    logs.update(made)
+                    gc_policy.freeze_long_lived()  # no full pass over them as they grow
+            except OSError as exc:
+                await loop.run_in_executor(None, manager.remove_unmanaged, list(logs.values()))
+                raise self._not_created(name, len(partitions), exc) from exc
+            except BaseException:  # cancelled (the broker stops), or the manager stopped
+                manager.remove_unmanaged(logs.values())
+                raise
+            self._complete(info, logs, register)
+        finally:
+            del self._creating[name]
+        for first in range(0, len(partitions), self.HOST_SLICE):
+            await asyncio.sleep(0)
+            self._host_partitions(info, partitions[first : first + self.HOST_SLICE], False)
+        states: list[UpdateMetadataPartitionState] = []
+        everything = list(info.assignment)
+        for first in range(0, len(everything), self.HOST_SLICE):
+            await asyncio.sleep(0)
+            states.extend(self._partition_states(info, everything[first : first + self.HOST_SLICE]))
+        await asyncio.sleep(0)
+        self.metadata_cache.put_topic(name, info.topic_id, states)
+        await asyncio.sleep(0)
+        gc_policy.freeze_long_lived()
+        log.info("%s in %.0f ms", done, (time.monotonic() - started) * 1000)
+        return info
+
+    def _creation_done(self, task: asyncio.Task[TopicInfo]) -> None:
+        self._creations.discard(task)
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None and not isinstance(exc, KafkaStorageException | KeyError):
+            log.error("creating partitions failed", exc_info=exc)  # else logged, or answered
+
+    def _new_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
+        """The topic as it would be registered, after the registry's checks (name,
+        existence, collisions, config keys), a creation of the same name under way, and
+        ``max.broker.partitions``; nothing is written."""
+        if name in self._creating:
+            raise FileExistsError(f"Topic '{name}' already exists.")
+        collision = name.replace(".", "_")
+        for creating in self._creating:
+            if creating.replace(".", "_") == collision:
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {creating}")
+        assignment = {p: [self.broker_id] for p in range(num_partitions)}
+        info = self.registry.create(name, assignment, configs, validate_only=True)
+        self._check_partition_limit(num_partitions)
+        return info
+
+    def _check_partition_limit(self, more: int) -> None:
+        """PolicyViolation when ``more`` partitions would take this broker past
+        ``max.broker.partitions`` (those being created count)."""
+        limit = self.config["max.broker.partitions"]
+        hosted = sum(t.num_partitions for t in self.registry.topics.values())
+        total = hosted + sum(self._creating.values()) + more
+        if total > limit:
+            raise PolicyViolation(
+                f"{more} more partitions would make {total} on broker {self.broker_id}, "
+                f"more than max.broker.partitions={limit}."
+            )
+
+    def _not_created(self, name: str, count: int, exc: OSError) -> KafkaStorageException:
+        log.error("could not create %d partition logs of topic %s: %s", count, name, exc)
+        return KafkaStorageException(
+            f"Could not create the partition logs of topic '{name}': {exc}. Nothing was created."
+        )
+
+    def _complete(
+        self, info: TopicInfo, logs: dict[int, Log], register: Callable[[], object]
+    ) -> None:
+        """``register`` the partitions, their logs existing, and have the log manager
+        manage the logs; if the registry cannot be written (or the topic was deleted
+        meanwhile: KeyError), the logs are removed."""
+        try:
+            register()
+        except (OSError, KeyError) as exc:
+            self.log_manager.remove_unmanaged(logs.values())
+            if isinstance(exc, KeyError):
+                raise
+            raise self._not_created(info.name, len(logs), exc) from exc
+        for p, log_ in logs.items():
+            self.log_manager.add_log(info.name, p, log_)
 
     async def create_partition_logs(
         self, name: str, num_partitions: int, configs: dict[str, str]
@@ -413,11 +671,9 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         config = topic_log_config(self.config, configs)
         manager = self.log_manager
         planned = manager.new_log_dirs(name, range(num_partitions))
-
-        def create() -> dict[int, Log]:
-            return {p: manager.create_log(log_dir, config) for p, log_dir in planned.items()}
-
-        logs = await asyncio.get_running_loop().run_in_executor(None, create)
+        logs = await asyncio.get_running_loop().run_in_executor(
+            None, manager.create_logs, planned, config
+        )
         for p, log_ in logs.items():
             manager.add_log(name, p, log_)
 
@@ -452,6 +708,30 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         log.info("deleted topic %s", name)
 
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        info, new = self._new_partitions(name, total)
+        if validate_only:
+            return
+        self._create_now(info, list(new), self.log_config_for(name),
+                         lambda: self.registry.add_partitions(name, new))  # fmt: skip
+        log.info("topic %s now has %d partitions", name, total)
+
+    async def add_partitions_async(
+        self, name: str, total: int, validate_only: bool = False
+    ) -> None:
+        """:meth:`add_partitions` with the logs made off the event loop, as a topic's
+        creation (:meth:`_register_async`)."""
+        info, new = self._new_partitions(name, total)
+        if validate_only:
+            return
+        await self._in_background(
+            info, list(new), self.log_config_for(name),
+            lambda: self.registry.add_partitions(name, new),
+            f"topic {name} now has {total} partitions",
+        )  # fmt: skip
+
+    def _new_partitions(self, name: str, total: int) -> tuple[TopicInfo, dict[int, list[int]]]:
+        """The topic and its partitions to add, checked: KeyError (no such topic),
+        ValueError (not more), InvalidRequest (some being created), PolicyViolation."""
         info = self.registry.get(name)
         if info is None:
             raise KeyError(name)
@@ -460,12 +740,10 @@ class SingleNodeTopicAdmin(TopicAdminBase):
                 f"Topic currently has {info.num_partitions} partitions, which is higher than "
                 f"or equal to the requested {total}."
             )
-        if validate_only:
-            return
-        new = {p: [self.broker_id] for p in range(info.num_partitions, total)}
-        self.registry.add_partitions(name, new)
-        self._host_partitions(info, list(new))
-        log.info("topic %s now has %d partitions", name, total)
+        if name in self._creating:
+            raise InvalidRequest(f"Partitions of topic '{name}' are being created.")
+        self._check_partition_limit(total - info.num_partitions)
+        return info, {p: [self.broker_id] for p in range(info.num_partitions, total)}
 
     def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         topic_log_config(self.config, configs)

@@ -24,6 +24,7 @@ __all__ = [
     "InvalidReplicationFactor",
     "InvalidRequest",
     "InvalidTopicError",
+    "PolicyViolation",
     "TopicInfo",
     "TopicRegistry",
     "validate_topic_name",
@@ -47,6 +48,11 @@ class InvalidRequest(ValueError):
 
 class InvalidTopicError(ValueError):
     """A topic name Kafka would reject (INVALID_TOPIC_EXCEPTION)."""
+
+
+class PolicyViolation(ValueError):
+    """A request the broker refuses by its policy, such as ``max.broker.partitions``
+    (POLICY_VIOLATION)."""
 
 
 def validate_topic_name(name: str) -> None:
@@ -115,7 +121,8 @@ class TopicRegistry:
         tmp = self._path.with_suffix(".tmp")
         payload = {"version": 1, "topics": {n: t.to_json() for n, t in self.topics.items()}}
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=1, sort_keys=True)
+            # json's C encoder (no indent): 20,000 partitions in about 10 ms
+            f.write(json.dumps(payload, sort_keys=True))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._path)
@@ -149,9 +156,18 @@ class TopicRegistry:
         return info
 
     def put(self, info: TopicInfo) -> None:
-        """Record a topic as it is (a cluster's, checked there)."""
+        """Record a topic as it is (checked by the caller); not recorded if the file
+        cannot be written."""
+        previous = self.topics.get(info.name)
         self.topics[info.name] = info
-        self._save()
+        try:
+            self._save()
+        except BaseException:
+            if previous is None:
+                del self.topics[info.name]
+            else:
+                self.topics[info.name] = previous
+            raise
 
     def delete(self, name: str) -> TopicInfo | None:
         info = self.topics.pop(name, None)
@@ -160,9 +176,15 @@ class TopicRegistry:
         return info
 
     def add_partitions(self, name: str, new: dict[int, list[int]]) -> TopicInfo:
+        """Add partitions to a topic; not added if the file cannot be written."""
         info = self.topics[name]
         info.assignment.update(new)
-        self._save()
+        try:
+            self._save()
+        except BaseException:
+            for partition in new:
+                del info.assignment[partition]
+            raise
         return info
 
     def remove_partition(self, name: str, partition: int) -> None:
