@@ -588,14 +588,15 @@ class SingleNodeTopicAdmin(TopicAdminBase):
             self._complete(info, logs, register)
         finally:
             del self._creating[name]
-        for first in range(0, len(partitions), self.HOST_SLICE):
+        step = self.HOST_SLICE
+        for first in range(0, len(partitions), step):
             await asyncio.sleep(0)
-            self._host_partitions(info, partitions[first : first + self.HOST_SLICE], False)
+            self._host_partitions(info, partitions[first : first + step], publish=False)
         states: list[UpdateMetadataPartitionState] = []
         everything = list(info.assignment)
-        for first in range(0, len(everything), self.HOST_SLICE):
+        for first in range(0, len(everything), step):
             await asyncio.sleep(0)
-            states.extend(self._partition_states(info, everything[first : first + self.HOST_SLICE]))
+            states.extend(self._partition_states(info, everything[first : first + step]))
         await asyncio.sleep(0)
         self.metadata_cache.put_topic(name, info.topic_id, states)
         await asyncio.sleep(0)
