@@ -22,7 +22,7 @@ Rules for the code holding descriptors, which make closing a file at any open sa
 - use a descriptor from :meth:`CachedFile.fileno` before the next file is opened (call
   ``fileno()`` again before each system call in a loop that yields or opens others);
   where one must outlive that (a background fsync, a response sent across event-loop
-  iterations), use a ``dup`` of it;
+  iterations), use a ``dup`` of it; the file being opened is never the one closed;
 - the files belong to the thread that made the cache (the broker's event loop): files
   opened on another thread are not tracked (and so never closed by the cache) until
   their owner hands them over (:meth:`FileCache.adopt`) or releases them
@@ -31,7 +31,6 @@ Rules for the code holding descriptors, which make closing a file at any open sa
 
 from __future__ import annotations
 
-import logging
 import os
 import resource
 import threading
@@ -41,8 +40,6 @@ from pathlib import Path
 from sluice.log.errors import KafkaStorageException
 
 __all__ = ["UNBOUNDED", "CachedFile", "FileCache", "default_capacity"]
-
-logger = logging.getLogger(__name__)
 
 _MIN_CAPACITY = 16
 _MIN_RESERVE = 256
@@ -202,8 +199,8 @@ class FileCache:
     """Track a file opened elsewhere (a prepared segment's files taken by a roll)."""
 
     def forget(self, file: CachedFile) -> None:
-        """``file`` closed its descriptor itself."""
-        if self.capacity is not None:
+        """``file`` closed its descriptor itself (on another thread: it was not tracked)."""
+        if self.capacity is not None and threading.get_ident() == self._owner:
             self._files.pop(file, None)
 
     def _evict(self, count: int, opening: CachedFile) -> None:
