@@ -113,7 +113,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("cluster.id", "string", None, "Cluster id; generated and stored in log.dirs."),
     ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on."),
     ConfigDef("advertised.listeners", "list", None, "Addresses clients are told to use."),
-    ConfigDef("log.dirs", "string", "./sluice-data", "Directory holding the partition logs."),
+    ConfigDef(
+        "log.dirs",
+        "string",
+        "./sluice-data",
+        "Comma-separated directories holding the partition logs; the first also holds the "
+        "broker's own files.",
+    ),
     ConfigDef("log.dir", "string", None, "Synonym of log.dirs (used when log.dirs is unset)."),
     ConfigDef("num.partitions", "int", 1, "Partitions of auto-created topics.", min=1),
     ConfigDef(
@@ -409,10 +415,24 @@ class BrokerConfig:
         return int(self["broker.id"])
 
     @property
-    def log_dir(self) -> Path:
+    def log_dirs(self) -> list[Path]:
+        """The directories of ``log.dirs`` (``log.dir`` when that is unset), in order,
+        each named once."""
         if not self.is_set("log.dirs") and self["log.dir"] is not None:
-            return Path(self["log.dir"])
-        return Path(self["log.dirs"].split(",")[0])
+            return [Path(self["log.dir"])]
+        dirs: list[Path] = []
+        for name in str(self["log.dirs"]).split(","):
+            path = Path(name.strip())
+            if name.strip() and path not in dirs:
+                dirs.append(path)
+        if not dirs:
+            raise ConfigError("log.dirs must name at least one directory")
+        return dirs
+
+    @property
+    def log_dir(self) -> Path:
+        """The first of :attr:`log_dirs`: it also holds the broker's own files."""
+        return self.log_dirs[0]
 
     @property
     def listeners(self) -> list[str]:

@@ -116,13 +116,20 @@ def test_thousands_of_partitions_cost_few_files_and_survive_a_restart(tmp_path: 
 
 def test_what_cannot_be_served_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    broker = BrokerProcess(data, max_broker_partitions="1000").start()
+    broker = BrokerProcess(data, max_broker_partitions="2000").start()
     try:
-        error = create(broker.bootstrap, "too-many", 2000)
+        error = create(broker.bootstrap, "too-many", 2500)
         assert error is not None and error.code() == KafkaError.POLICY_VIOLATION
-        assert "max.broker.partitions=1000" in error.str()
+        assert "max.broker.partitions=2000" in error.str()
+        assert create(broker.bootstrap, "fits", 900) is None  # what was refused took no room
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        more = admin.create_partitions([NewPartitions("fits", 2100)])["fits"]
+        with pytest.raises(KafkaException) as refused:
+            more.result(30)
+        assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
         # A file where a partition's directory goes: the creation fails part way (the
-        # batches before it were made), is rolled back, and is answered.
+        # batches before it were made), is rolled back and answered; the failure takes
+        # the log dir offline, as any I/O error does, until the broker restarts.
         (data / "blocked-700").write_bytes(b"")
         error = create(broker.bootstrap, "blocked", 900)
         assert error is not None and error.code() == KafkaError.KAFKA_STORAGE_ERROR
@@ -131,18 +138,14 @@ def test_what_cannot_be_served_is_refused_and_leaves_nothing(tmp_path: Path) -> 
             assert partition_count(broker.bootstrap, topic) is None
         made = [p.name for p in data.iterdir() if p.name.startswith(("too-many-", "blocked-"))]
         assert made == ["blocked-700"]
-        assert create(broker.bootstrap, "fits", 900) is None  # what was refused took no room
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        more = admin.create_partitions([NewPartitions("fits", 1000)])["fits"]
-        with pytest.raises(KafkaException) as refused:
-            more.result(30)
-        assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
         assert broker.stop() == 0
+        (data / "blocked-700").unlink()
         (data / "ghost-3").mkdir()  # a partition log of no topic (a creation cut short)
         broker.start()  # nothing of the refused is found at the next start, nor the ghost
         assert partition_count(broker.bootstrap, "blocked") is None
         assert partition_count(broker.bootstrap, "fits") == 900
         assert not (data / "ghost-3").exists()
+        assert create(broker.bootstrap, "blocked", 900) is None
     finally:
         broker.stop()
 

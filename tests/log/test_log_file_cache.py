@@ -220,19 +220,19 @@ def test_a_loaded_log_opens_nothing_until_used(tmp_path: Path) -> None:
     assert open_in(tmp_path) == 0
 
 
-def test_a_failed_creation_leaves_no_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_creation_leaves_no_directory(tmp_path: Path) -> None:
     manager = LogManager(tmp_path, file_cache=FileCache(8))
     planned = manager.new_log_dirs("t", range(6))
-    planned[4].parent.mkdir(exist_ok=True)
     planned[4].write_bytes(b"")  # a file where the directory goes: its creation fails
-    with pytest.raises(OSError):
+    with pytest.raises(KafkaStorageException, match="ENOTDIR"):
         manager.create_logs(planned, manager.default_config)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("t-")) == ["t-4"]
     assert len(manager) == 0
+    assert manager.live_log_dirs == []  # an I/O error takes the directory offline
+    manager.shutdown()
     planned[4].unlink()
-    logs = manager.create_logs(planned, manager.default_config)
+    manager = LogManager(tmp_path, file_cache=FileCache(8))  # online again after a restart
+    logs = manager.create_logs(manager.new_log_dirs("t", range(6)), manager.default_config)
     assert sorted(logs) == list(range(6))
     assert open_in(tmp_path) == 1  # the directory's lock alone: a new log opens nothing
     for partition, log in logs.items():

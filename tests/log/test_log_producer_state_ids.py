@@ -75,3 +75,27 @@ def test_a_lost_race_for_the_block_znode_is_retried() -> None:
     store.set = racing_set  # type: ignore[method-assign]
     block = source()
     assert (block.first, block.last) == (20, 29)
+
+
+def test_a_block_that_cannot_be_written_is_not_handed_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk: the file keeps the block before (a torn one could hand ids out twice
+    after a restart), the log dir is reported offline, and no id of the new block is
+    given; once there is space, allocation goes on after the last persisted block."""
+    import errno
+
+    from sluice.log import LogDirFailureChannel
+    from support.disk_faults import DiskFaults
+
+    channel = LogDirFailureChannel()
+    manager = ProducerIdManager(tmp_path, broker_id=0, block_size=2, failure_channel=channel)
+    assert [manager.generate_producer_id() for _ in range(2)] == [0, 1]
+    before = (tmp_path / PRODUCER_ID_BLOCK_FILE).read_bytes()
+    faults = DiskFaults(monkeypatch, tmp_path, errno.ENOSPC).arm(budget=10)
+    with pytest.raises(OSError, match="No space"):
+        manager.generate_producer_id()
+    faults.disarm()
+    assert (tmp_path / PRODUCER_ID_BLOCK_FILE).read_bytes() == before
+    assert not list(tmp_path.glob("*.tmp")) and set(channel.offline_log_dirs) == {tmp_path}
+    assert manager.generate_producer_id() == 2

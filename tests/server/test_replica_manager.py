@@ -252,7 +252,7 @@ def test_hw_holds_while_the_isr_is_below_min_isr(h: Harness) -> None:
 def test_high_watermarks_survive_a_restart(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     checkpoint = tmp_path / "replication-offset-checkpoint"
-    h.rm.load_high_watermarks(checkpoint)
+    h.rm.load_high_watermarks([tmp_path])
     h.partition.isr = {0, 1}
     h.partition.replica_leos[1] = 2
     h.rm.append_records(1000, 1, {TP: batch(b"a", b"b", b"c")}, lambda _: None)
@@ -264,7 +264,7 @@ def test_high_watermarks_survive_a_restart(tmp_path: Path) -> None:
 
     again = Harness.__new__(Harness)
     Harness.__init__(again, tmp_path / "unused")  # a fresh manager and clock
-    again.rm.load_high_watermarks(checkpoint)
+    again.rm.load_high_watermarks([tmp_path])
     log = Log(tmp_path / "t-0", LogConfig())
     partition = again.rm.add_partition(TP, log, [0, 1])  # a replicated partition
     assert log.log_end_offset == 3 and partition.high_watermark == 2
@@ -278,15 +278,15 @@ def test_periodic_high_watermark_checkpoint_takes_only_moved_marks(tmp_path: Pat
     the HWs only when one moved since the last write: no fsync for nothing."""
     h = Harness(tmp_path)
     checkpoint = tmp_path / "replication-offset-checkpoint"
-    h.rm.load_high_watermarks(checkpoint)
+    h.rm.load_high_watermarks([tmp_path])
     h.rm.append_records(1000, 1, {TP: batch(b"a", b"b")}, lambda _: None)
     hws = h.rm.high_watermarks_to_checkpoint()
-    assert hws == {("t", 0): 2}
+    assert hws == {tmp_path: {("t", 0): 2}}
     h.rm.write_high_watermarks(hws)
     assert checkpoint.read_text().split() == ["0", "1", "t", "0", "2"]
     assert h.rm.high_watermarks_to_checkpoint() is None  # nothing moved since
     h.rm.append_records(1000, 1, {TP: batch(b"c")}, lambda _: None)
-    assert h.rm.high_watermarks_to_checkpoint() == {("t", 0): 3}
+    assert h.rm.high_watermarks_to_checkpoint() == {tmp_path: {("t", 0): 3}}
     h.rm.shutdown()
     h.log.close()
 

@@ -16,7 +16,7 @@ from sluice.base.clock import ManualClock
 from sluice.log import Log, LogConfig
 from sluice.log.file_records import FileRecords
 from sluice.log.file_work import FileWork
-from sluice.log.local_log import FlushWork
+from sluice.log.local_log import FlushWork, GuardedFileWork
 from support.records import Rec, build_batch
 
 ATTEMPTS = 5
@@ -101,7 +101,7 @@ class ManualFileWork:
     def queued(self, owner: type) -> int:
         """How many queued pieces of work are methods of an ``owner`` (e.g. the
         ``FlushWork.sync`` a roll queues)."""
-        return sum(isinstance(getattr(w, "__self__", None), owner) for w in self.work.queue)
+        return sum(isinstance(_owner(w), owner) for w in self.work.queue)
 
     def take(self, owner: type) -> list[Callable[[], None]]:
         """Take the queued methods of an ``owner`` out of the queue, the rest keeping
@@ -111,7 +111,7 @@ class ManualFileWork:
         taken: list[Callable[[], None]] = []
         while not self.work.empty():
             work = self.work.get()
-            (taken if isinstance(getattr(work, "__self__", None), owner) else kept).append(work)
+            (taken if isinstance(_owner(work), owner) else kept).append(work)
         for work in kept:
             self.work.put(work)
         return taken
@@ -129,10 +129,16 @@ class ManualFileWork:
         those a queued flush holds too); how many there were."""
         dropped = 0
         while not self.work.empty():
-            owner = getattr(self.work.get(), "__self__", None)
+            owner = _owner(self.work.get())
             if isinstance(owner, FlushWork) and owner.owned:
                 for fd in owner.fds:
                     os.close(fd)
                 owner.fds = []
             dropped += 1
         return dropped
+
+
+def _owner(work: Callable[[], None]) -> object:
+    """The object whose method ``work`` is, through a log's GuardedFileWork."""
+    inner = work.work if isinstance(work, GuardedFileWork) else work
+    return getattr(inner, "__self__", None)

@@ -9,6 +9,7 @@ import signal
 import sys
 
 from sluice.config import BrokerConfig, ConfigError
+from sluice.log.errors import KafkaStorageException
 
 __all__ = ["add_broker_parsers", "cmd_broker", "setup_logging"]
 
@@ -66,7 +67,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"sluice broker: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
+    except (OSError, KafkaStorageException) as exc:  # no log dir could be loaded
         print(f"sluice broker: cannot start: {exc}", file=sys.stderr)
         return 1
     return 0

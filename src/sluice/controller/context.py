@@ -1,8 +1,9 @@
 """The controller's in-memory view of the cluster (Kafka's ``ControllerContext``).
 
 Only the controller's event thread touches it, so it has no locks: live brokers and
-their epochs, topics and replica assignments, each partition's leader and ISR, the
-partition and replica states, and the topics queued for deletion.
+their epochs, the replicas in their offline log dirs, topics and replica assignments,
+each partition's leader and ISR, the partition and replica states, and the topics
+queued for deletion.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class ControllerContext:
         self.topics_with_deletion_started: set[str] = set()
         self.topics_ineligible_for_deletion: set[str] = set()
         self.partitions_being_reassigned: set[TopicPartition] = set()
+        # Per broker, the replicas it answered KAFKA_STORAGE_ERROR for (an offline log dir).
+        self.replicas_on_offline_dirs: dict[int, set[TopicPartition]] = {}
 
     # -- brokers --------------------------------------------------------------------
     @property
@@ -70,10 +73,21 @@ class ControllerContext:
     def is_replica_online(
         self, broker_id: int, tp: TopicPartition, include_shutting_down: bool = False
     ) -> bool:
-        del tp  # Kafka also checks offline log dirs here; Sluice has one log dir per broker.
+        """Whether the broker is live (or shutting down, with ``include_shutting_down``)
+        and its replica of ``tp`` is not in one of its offline log dirs."""
         if include_shutting_down:
-            return broker_id in self.live_brokers
-        return broker_id in self.live_broker_ids
+            live = broker_id in self.live_brokers
+        else:
+            live = broker_id in self.live_broker_ids
+        offline = self.replicas_on_offline_dirs.get(broker_id)
+        return live and (offline is None or tp not in offline)
+
+    def online_replicas(self, tp: TopicPartition, include_shutting_down: bool = False) -> set[int]:
+        """The replicas of ``tp`` that are online (:meth:`is_replica_online`)."""
+        return {
+            r for r in self.partition_replica_assignment(tp)
+            if self.is_replica_online(r, tp, include_shutting_down)
+        }  # fmt: skip
 
     # -- topics and assignments -----------------------------------------------------
     def partition_replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:

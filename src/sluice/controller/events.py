@@ -31,8 +31,10 @@ __all__ = [
     "ElectionType",
     "Expire",
     "IsrChangeNotification",
+    "LeaderAndIsrResponseReceived",
     "ListPartitionReassignments",
     "ListReassignmentsCallback",
+    "LogDirEventNotification",
     "PartitionModifications",
     "Reelect",
     "RegisterBrokerAndReelect",
@@ -153,6 +155,12 @@ class IsrChangeNotification(ControllerEvent):
     __slots__ = ()
 
 
+class LogDirEventNotification(ControllerEvent):
+    """Brokers wrote /log_dir_event_notification entries: a log dir of theirs failed."""
+
+    __slots__ = ()
+
+
 class AutoPreferredReplicaLeaderElection(ControllerEvent):
     """The periodic auto.leader.rebalance check."""
 
@@ -196,6 +204,16 @@ class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
     """A broker answered a StopReplica(delete) request: the error per partition."""
 
     broker_id: int
+    partition_errors: Mapping[TopicPartition, ErrorCode] = field(default_factory=dict)
+
+
+@dataclass(slots=True, repr=True)
+class LeaderAndIsrResponseReceived(ControllerEvent):
+    """A broker answered LeaderAndIsr: the error per partition (KAFKA_STORAGE_ERROR for
+    a replica in one of its offline log dirs)."""
+
+    broker_id: int
+    error_code: ErrorCode = ErrorCode.none
     partition_errors: Mapping[TopicPartition, ErrorCode] = field(default_factory=dict)
 
 

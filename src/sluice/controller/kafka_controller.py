@@ -45,8 +45,10 @@ from .events import (
     ElectionType,
     Expire,
     IsrChangeNotification,
+    LeaderAndIsrResponseReceived,
     ListPartitionReassignments,
     ListReassignmentsCallback,
+    LogDirEventNotification,
     PartitionModifications,
     Reelect,
     RegisterBrokerAndReelect,
@@ -70,7 +72,7 @@ from .model import Broker, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAss
 from .partition_state_machine import PartitionStateMachine, StateChangeResults
 from .replica_state_machine import ReplicaStateMachine
 from .request_batch import ControllerBrokerRequestBatch
-from .requests import ControllerChannel
+from .requests import ControllerChannel, LeaderAndIsrResponse
 from .states import PartitionAndReplica, PartitionState, ReplicaState
 from .topic_deletion_manager import DeletionClient, TopicDeletionManager
 from .zk_data import DeleteTopicsTopicZNode, TopicConfigZNode, TopicZNode, new_topic_id
@@ -110,8 +112,9 @@ class KafkaController:
             config.broker_id, self, clock, thread_name=f"controller-event-thread-{config.broker_id}"
         )
         self.batch = ControllerBrokerRequestBatch(
-            config.broker_id, self.context, channel, self._on_stop_replica_response
-        )
+            config.broker_id, self.context, channel, self._on_stop_replica_response,
+            self._on_leader_and_isr_response,
+        )  # fmt: skip
         self.replica_state_machine = ReplicaStateMachine(self.context, zk_client, self.batch)
         self.partition_state_machine = PartitionStateMachine(
             self.context, zk_client, self.batch, self._unclean_leader_election_enabled
@@ -214,6 +217,9 @@ class KafkaController:
     def isr_change_watch(self, event: WatchedEvent) -> None:
         self.event_manager.put(IsrChangeNotification())
 
+    def log_dir_event_watch(self, event: WatchedEvent) -> None:
+        self.event_manager.put(LogDirEventNotification())
+
     def preferred_replica_election_watch(self, event: WatchedEvent) -> None:
         if event.type is not EventType.NODE_DELETED:
             self.event_manager.put(ReplicaLeaderElection())
@@ -228,6 +234,12 @@ class KafkaController:
         self, broker_id: int, errors: dict[TopicPartition, ErrorCode]
     ) -> None:
         self.event_manager.put(TopicDeletionStopReplicaResponseReceived(broker_id, errors))
+
+    def _on_leader_and_isr_response(self, broker_id: int, response: LeaderAndIsrResponse) -> None:
+        event = LeaderAndIsrResponseReceived(
+            broker_id, response.error_code, response.partition_errors
+        )
+        self.event_manager.put(event)
 
     # -- event processing -----------------------------------------------------------
     def process(self, event: ControllerEvent) -> None:
@@ -349,6 +361,10 @@ class KafkaController:
         """Take office: watch the cluster, load it, start the state machines."""
         zk = self.zk_client
         zk.get_preferred_replica_election(self.preferred_replica_election_watch)
+        zk.delete_log_dir_event_notifications(
+            zk.get_all_log_dir_event_notifications(self.log_dir_event_watch),
+            self.context.epoch_zk_version,
+        )
         zk.delete_isr_change_notifications(
             zk.get_all_isr_change_notifications(self.isr_change_watch),
             self.context.epoch_zk_version,
@@ -470,6 +486,8 @@ class KafkaController:
     def on_broker_startup(self, new_brokers: set[int]) -> None:
         log.info("new broker startup callback for %s", sorted(new_brokers))
         ctx = self.context
+        for broker_id in new_brokers:  # a restarted broker's log dirs are online again
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
         self.send_update_metadata(set(), ctx.live_or_shutting_down_broker_ids - new_brokers)
         self.send_update_metadata(None, new_brokers)
         replicas = ctx.replicas_on_brokers(new_brokers)
@@ -486,7 +504,18 @@ class KafkaController:
     def on_broker_failure(self, dead_brokers: set[int]) -> None:
         log.info("broker failure callback for %s", sorted(dead_brokers))
         self.context.shutting_down_broker_ids -= dead_brokers
+        for broker_id in dead_brokers:
+            self.context.replicas_on_offline_dirs.pop(broker_id, None)
         self.on_replicas_become_offline(self.context.replicas_on_brokers(dead_brokers))
+
+    def on_broker_log_dir_failure(self, broker_ids: Iterable[int]) -> None:
+        """Kafka's ``onBrokerLogDirFailure``: send the brokers LeaderAndIsr for every
+        replica they host; those in an offline log dir are answered KAFKA_STORAGE_ERROR,
+        which :meth:`_process_leader_and_isr_response` takes offline."""
+        brokers = set(broker_ids) & self.context.live_or_shutting_down_broker_ids
+        log.info("handling log dir failure for brokers %s", sorted(brokers))
+        replicas = self.context.replicas_on_brokers(brokers)
+        self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE_REPLICA)
 
     def on_replicas_become_offline(self, replicas: set[PartitionAndReplica]) -> None:
         ctx = self.context
@@ -527,6 +556,10 @@ class KafkaController:
             self._process_isr_change_notification()
         elif isinstance(event, TopicDeletionStopReplicaResponseReceived):
             self._process_stop_replica_response(event)
+        elif isinstance(event, LogDirEventNotification):
+            self._process_log_dir_event_notification()
+        elif isinstance(event, LeaderAndIsrResponseReceived):
+            self._process_leader_and_isr_response(event)
         else:
             log.warning("unexpected controller event %r", event)
 
@@ -638,6 +671,46 @@ class KafkaController:
         if done:
             manager.complete_replica_deletion(done)
 
+    def _process_log_dir_event_notification(self) -> None:
+        zk = self.zk_client
+        sequence_numbers = zk.get_all_log_dir_event_notifications(self.log_dir_event_watch)
+        try:
+            brokers = zk.get_broker_ids_from_log_dir_events(sequence_numbers)
+            if brokers:
+                self.on_broker_log_dir_failure(brokers)
+        finally:
+            zk.delete_log_dir_event_notifications(sequence_numbers, self.context.epoch_zk_version)
+
+    def _process_leader_and_isr_response(self, event: LeaderAndIsrResponseReceived) -> None:
+        """Kafka's ``processLeaderAndIsrResponseReceived``: the replicas a broker answered
+        KAFKA_STORAGE_ERROR for are in an offline log dir of it; those newly so go
+        offline (their leadership moves to an online replica in the ISR), those it
+        answered without an error are online again."""
+        if event.error_code is not ErrorCode.none:
+            log.error(
+                "broker %d answered LeaderAndIsr with %s", event.broker_id, event.error_code.name
+            )
+            return
+        errors = event.partition_errors
+        offline = {tp for tp, code in errors.items() if code is ErrorCode.kafka_storage_error}
+        online = {tp for tp, code in errors.items() if code is ErrorCode.none}
+        ctx = self.context
+        previous = ctx.replicas_on_offline_dirs.get(event.broker_id, set())
+        current = (previous - online) | offline
+        if current:
+            ctx.replicas_on_offline_dirs[event.broker_id] = current
+        else:
+            ctx.replicas_on_offline_dirs.pop(event.broker_id, None)
+        newly = current - previous
+        if newly:
+            log.info(
+                "marking the replicas of %s on broker %d offline (an offline log dir)",
+                sorted(newly), event.broker_id,
+            )  # fmt: skip
+            self.on_replicas_become_offline(
+                {PartitionAndReplica(tp, event.broker_id) for tp in newly}
+            )
+
     def _process_isr_change_notification(self) -> None:
         zk = self.zk_client
         sequence_numbers = zk.get_all_isr_change_notifications(self.isr_change_watch)
@@ -676,7 +749,7 @@ class KafkaController:
             if event.election_type is ElectionType.PREFERRED:
                 needed = leader != ctx.partition_replica_assignment(tp)[0]
             else:
-                needed = leader not in ctx.live_broker_ids
+                needed = not ctx.is_replica_online(leader, tp)
             (electable if needed else not_needed).add(tp)
         results: dict[TopicPartition, int | Exception] = {}
         for tp, outcome in self.on_replica_election(

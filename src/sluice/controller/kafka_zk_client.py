@@ -51,6 +51,8 @@ from .zk_data import (
     DeleteTopicsZNode,
     IsrChangeNotificationSequenceZNode,
     IsrChangeNotificationZNode,
+    LogDirEventNotificationSequenceZNode,
+    LogDirEventNotificationZNode,
     PreferredReplicaElectionZNode,
     TopicConfigZNode,
     TopicPartitionStateZNode,
@@ -390,6 +392,45 @@ class KafkaZkClient:
             op = DeleteOp(IsrChangeNotificationSequenceZNode.path(seq))
             with contextlib.suppress(NoNodeError):
                 self.checked_multi([op], expected_controller_epoch_zk_version)
+
+    def get_all_log_dir_event_notifications(self, watch: Watcher | None = None) -> list[str]:
+        """The sequence numbers of the pending log dir event notifications."""
+        try:
+            children = self.store.get_children(LogDirEventNotificationZNode.path, watch=watch)
+        except NoNodeError:
+            return []
+        return [LogDirEventNotificationSequenceZNode.sequence_number(c) for c in children]
+
+    def get_broker_ids_from_log_dir_events(self, sequence_numbers: Iterable[str]) -> list[int]:
+        """The brokers named by those notifications (in their order, once each)."""
+        brokers: list[int] = []
+        for seq in sorted(sequence_numbers):
+            try:
+                data, _ = self.store.get(LogDirEventNotificationSequenceZNode.path(seq))
+            except NoNodeError:
+                continue
+            broker = LogDirEventNotificationSequenceZNode.decode(data)
+            if broker is not None and broker not in brokers:
+                brokers.append(broker)
+        return brokers
+
+    def delete_log_dir_event_notifications(
+        self, sequence_numbers: Iterable[str], expected_controller_epoch_zk_version: int | None
+    ) -> None:
+        for seq in sequence_numbers:
+            op = DeleteOp(LogDirEventNotificationSequenceZNode.path(seq))
+            with contextlib.suppress(NoNodeError):
+                self.checked_multi([op], expected_controller_epoch_zk_version)
+
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A broker's notice that one of its log dirs failed (Kafka's
+        ``propagateLogDirEvent``): the controller asks it which replicas are offline."""
+        ensure_path(self.store, LogDirEventNotificationZNode.path)
+        return self.store.create(
+            LogDirEventNotificationSequenceZNode.path(),
+            LogDirEventNotificationSequenceZNode.encode(broker_id),
+            CreateMode.PERSISTENT_SEQUENTIAL,
+        )
 
     def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str:
         """A leader's notice that ISRs changed (a sequential znode the controller watches)."""

@@ -272,19 +272,19 @@ class PartitionStateMachine:
             unclean = strategy.allow_unclean
             if not unclean and not any(ctx.is_replica_online(r, tp) for r in lai.isr):
                 unclean = self.unclean_leader_election_enabled(tp.topic)
-            return elect_for_offline(tp, lai, assignment, ctx.live_broker_ids, unclean)
+            return elect_for_offline(tp, lai, assignment, ctx.online_replicas(tp), unclean)
         if isinstance(strategy, PreferredReplicaPartitionLeaderElectionStrategy):
-            return elect_for_preferred(tp, lai, assignment, ctx.live_broker_ids)
+            return elect_for_preferred(tp, lai, assignment, ctx.online_replicas(tp))
         if isinstance(strategy, ControlledShutdownPartitionLeaderElectionStrategy):
             return elect_for_controlled_shutdown(
                 tp,
                 lai,
                 assignment,
-                ctx.live_or_shutting_down_broker_ids,
+                ctx.online_replicas(tp, include_shutting_down=True),
                 ctx.shutting_down_broker_ids,
             )
         target = ctx.partition_full_replica_assignment(tp).target_replicas
-        return elect_for_reassignment(tp, lai, target, assignment, ctx.live_broker_ids)
+        return elect_for_reassignment(tp, lai, target, assignment, ctx.online_replicas(tp))
 
 
 _SAMPLE = 5

@@ -22,6 +22,7 @@ from .requests import (
     ControllerResponse,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
     StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaResponse,
@@ -38,6 +39,8 @@ EPOCH_DURING_DELETE = -2
 
 # (broker id, error per partition the request asked to delete)
 StopReplicaCallback = Callable[[int, dict[TopicPartition, ErrorCode]], None]
+# (broker id, its answer to a LeaderAndIsr request)
+LeaderAndIsrCallback = Callable[[int, LeaderAndIsrResponse], None]
 
 
 class ControllerBrokerRequestBatch:
@@ -49,11 +52,13 @@ class ControllerBrokerRequestBatch:
         context: ControllerContext,
         channel: ControllerChannel,
         on_stop_replica_response: StopReplicaCallback | None = None,
+        on_leader_and_isr_response: LeaderAndIsrCallback | None = None,
     ) -> None:
         self.controller_id = controller_id
         self.context = context
         self.channel = channel
         self.on_stop_replica_response = on_stop_replica_response
+        self.on_leader_and_isr_response = on_leader_and_isr_response
         self.leader_and_isr_requests: dict[int, dict[TopicPartition, LeaderAndIsrPartitionState]]
         self.stop_replica_requests: dict[int, dict[TopicPartition, StopReplicaPartitionState]]
         self.update_metadata_brokers: set[int]
@@ -199,7 +204,20 @@ class ControllerBrokerRequestBatch:
                     state.leader,
                     state.leader_epoch,
                 )
-            self.channel.send_request(broker_id, request)
+            self.channel.send_request(broker_id, request, self._leader_and_isr_callback(broker_id))
+
+    def _leader_and_isr_callback(
+        self, broker_id: int
+    ) -> Callable[[ControllerResponse], None] | None:
+        handler = self.on_leader_and_isr_response
+        if handler is None:
+            return None
+
+        def on_response(response: ControllerResponse) -> None:
+            if isinstance(response, LeaderAndIsrResponse):
+                handler(broker_id, response)
+
+        return on_response
 
     def _send_update_metadata(self, controller_epoch: int) -> None:
         partitions = self.update_metadata_partitions

@@ -36,6 +36,8 @@ __all__ = [
     "DeleteTopicsZNode",
     "IsrChangeNotificationSequenceZNode",
     "IsrChangeNotificationZNode",
+    "LogDirEventNotificationSequenceZNode",
+    "LogDirEventNotificationZNode",
     "PreferredReplicaElectionZNode",
     "ReassignPartitionsZNode",
     "TopicConfigZNode",
@@ -371,6 +373,41 @@ class IsrChangeNotificationSequenceZNode:
         return _partitions_from_json((_loads(data) or {}).get("partitions", []))
 
 
+class LogDirEventNotificationZNode:
+    """``/log_dir_event_notification``: sequential children written by brokers whose log
+    dir failed."""
+
+    path = "/log_dir_event_notification"
+
+
+class LogDirEventNotificationSequenceZNode:
+    """``/log_dir_event_notification/log_dir_event_<seq>``: the broker with a failed log
+    dir (Kafka's JSON: version, broker, event 1 for a log dir failure)."""
+
+    SEQUENCE_NUMBER_PREFIX = "log_dir_event_"
+    LOG_DIR_FAILURE_EVENT = 1
+
+    @staticmethod
+    def path(sequence_number: str = "") -> str:
+        prefix = LogDirEventNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX
+        return f"{LogDirEventNotificationZNode.path}/{prefix}{sequence_number}"
+
+    @staticmethod
+    def sequence_number(path_or_name: str) -> str:
+        prefix = LogDirEventNotificationSequenceZNode.SEQUENCE_NUMBER_PREFIX
+        return path_or_name.rsplit("/", 1)[-1][len(prefix) :]
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        event = LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE_EVENT
+        return _dumps({"version": 1, "broker": broker_id, "event": event})
+
+    @staticmethod
+    def decode(data: bytes) -> int | None:
+        broker = (_loads(data) or {}).get("broker")
+        return broker if isinstance(broker, int) else None
+
+
 # The persistent paths Kafka creates at startup (ZkData.PersistentZkPaths).
 PERSISTENT_ZK_PATHS = (
     "/consumers",
@@ -386,5 +423,5 @@ PERSISTENT_ZK_PATHS = (
     "/brokers/seqid",
     IsrChangeNotificationZNode.path,
     "/latest_producer_id_block",
-    "/log_dir_event_notification",
+    LogDirEventNotificationZNode.path,
 )

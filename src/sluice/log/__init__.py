@@ -38,6 +38,7 @@ from sluice.log.log import (
     MAX_TIMESTAMP,
     Log,
 )
+from sluice.log.log_dir_failure_channel import LogDirFailureChannel
 from sluice.log.manager import LogManager, TopicPartition
 from sluice.log.segment import LogSegment
 from sluice.protocol.records.batch import BatchHeader, CompressionType, TimestampType
@@ -63,6 +64,7 @@ __all__ = [
     "Log",
     "LogAppendInfo",
     "LogConfig",
+    "LogDirFailureChannel",
     "LogError",
     "LogManager",
     "LogOffsetMetadata",

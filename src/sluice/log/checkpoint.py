@@ -7,6 +7,7 @@ Format (text): a version line ``0``, an entry-count line, then one ``<topic> <pa
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT",
     "OffsetCheckpointFile",
     "fsync_directory",
+    "write_atomically",
 ]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -34,6 +36,29 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path``'s contents with ``data``: written whole to ``<path>.tmp``, fsynced,
+    renamed over ``path``, the directory fsynced. An ``OSError`` on the way (a full disk:
+    a short write, then ``ENOSPC``) is raised with ``path`` as it was and the temporary
+    file removed, so a failed write never leaves a torn file nor holds space."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
+
+
 class OffsetCheckpointFile:
     """A ``(topic, partition) -> offset`` map persisted in Kafka's checkpoint text format."""
 
@@ -43,19 +68,10 @@ class OffsetCheckpointFile:
         self.path = path
 
     def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
-        """Replace the file's contents atomically and durably."""
+        """Replace the file's contents atomically and durably (:func:`write_atomically`)."""
         lines = [str(_VERSION), str(len(offsets))]
         lines.extend(f"{t} {p} {offset}" for (t, p), offset in offsets.items())
-        data = ("\n".join(lines) + "\n").encode()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        fsync_directory(self.path.parent)
+        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
 
     def read(self) -> dict[tuple[str, int], int]:
         """The stored offsets; an absent file reads as empty."""

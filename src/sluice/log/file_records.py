@@ -341,6 +341,10 @@ class FileRecords(CachedFile):
             self.trim()
         self.close_descriptor()
 
+    def close_handler(self) -> None:
+        """Close the file as it is, without trimming it (its log directory is offline)."""
+        self.close_descriptor()
+
     def cache_dropper(self, write_back_first: bool = True) -> Callable[[], None]:
         """A call that drops the page-cache pages of this file's bytes, safe to run on
         another thread after this object closes: it holds its own descriptor.

@@ -29,6 +29,8 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
+from sluice.log.errors import KafkaStorageException
+
 __all__ = ["FileThread", "FileWork", "InlineFileWork"]
 
 logger = logging.getLogger(__name__)
@@ -47,13 +49,17 @@ class FileWork(Protocol):
         ...
 
     def submit(self, work: Work) -> None:
-        """Run ``work`` now or later; an exception it raises is logged, not raised."""
+        """Run ``work`` now or later; an exception it raises is logged, not raised (a
+        ``KafkaStorageException`` at debug only: the log directory failure channel
+        logged its I/O error)."""
         ...
 
 
 def _run_logged(work: Work) -> None:
     try:
         work()
+    except KafkaStorageException as exc:  # its log dir was reported where it was raised
+        logger.debug("background file work failed: %s", exc)
     except Exception:
         logger.exception("background file work failed")
 

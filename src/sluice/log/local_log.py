@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -23,12 +24,13 @@ from sluice.log.file_records import (
 )
 from sluice.log.file_work import FileWork
 from sluice.log.loader import DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, open_segment
+from sluice.log.log_dir_failure_channel import LogDirFailureChannel, describe_os_error
 from sluice.log.next_segment import NextSegment
 from sluice.log.patched_records import PatchedRecords
 from sluice.log.segment import LogSegment
 from sluice.protocol.records.batch import BatchHeader
 
-__all__ = ["FlushWork", "LocalLog"]
+__all__ = ["FlushWork", "GuardedFileWork", "LocalLog"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +83,25 @@ class FlushWork:
             self.done = True
 
 
+class GuardedFileWork:
+    """A piece of a log's background file work (``work``, doing ``what``) whose I/O
+    error takes the log offline (:meth:`LocalLog.io_failed`), raised as
+    ``KafkaStorageException``, which the file work logs at debug only."""
+
+    __slots__ = ("local", "what", "work")
+
+    def __init__(self, local: LocalLog, work: Callable[[], None], what: str) -> None:
+        self.local = local
+        self.work = work
+        self.what = what
+
+    def __call__(self) -> None:
+        try:
+            self.work()
+        except OSError as exc:
+            raise self.local.io_failed(exc, self.what) from exc
+
+
 def _duplicated(files: list[CachedFile]) -> list[int]:
     """Duplicates of the files' descriptors, each made as soon as it is asked for; none
     left open if one cannot be made (EMFILE)."""
@@ -106,7 +127,11 @@ class LocalLog:
     ``recovery-point-offset-checkpoint`` when its owner says
     (:meth:`write_recovery_point_checkpoint`; a broker every
     ``log.flush.offset.checkpoint.interval.ms``), at once when it moves back
-    (truncation), and at open and close."""
+    (truncation), and at open and close.
+
+    An I/O error (``OSError``) in any of this, on whatever thread, takes the log offline
+    (:meth:`io_failed`): from then on every use raises ``KafkaStorageException``, and
+    its log directory is reported to the :class:`LogDirFailureChannel`."""
 
     __slots__ = (
         "_background_flushes",
@@ -116,6 +141,7 @@ class LocalLog:
         "_clock",
         "_closed",
         "_config",
+        "_failure_channel",
         "_file_work",
         "_flush_wanted",
         "_last_flush_ms",
@@ -147,14 +173,16 @@ class LocalLog:
         log_end_offset: int,
         recovery_point: int,
         file_work: FileWork,
+        failure_channel: LogDirFailureChannel,
         cache: FileCache = UNBOUNDED,
         checkpointed: int | None = None,
     ) -> None:
         """``file_work``: where removing files, dropping pages and creating the next
-        segment's files run (file_work.py); ``cache``: the file cache of its segments'
-        descriptors (file_cache.py); ``checkpointed``: the recovery point that
-        recovery-point-offset-checkpoint holds (None: unknown), written at once unless
-        it is ``recovery_point``."""
+        segment's files run (file_work.py); ``failure_channel``: where an I/O error
+        reports the log directory (``directory``'s parent); ``cache``: the file cache of
+        its segments' descriptors (file_cache.py); ``checkpointed``: the recovery point
+        that recovery-point-offset-checkpoint holds (None: unknown), written at once
+        unless it is ``recovery_point``."""
         self.dir = directory
         self._cache = cache
         self.topic = topic
@@ -162,6 +190,7 @@ class LocalLog:
         self._config = config
         self._clock = clock
         self._file_work = file_work
+        self._failure_channel = failure_channel
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
         self._log_end_offset = log_end_offset
@@ -184,7 +213,7 @@ class LocalLog:
         self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
         self._rp_lock = threading.RLock()  # one checkpoint write at a time, from any thread
         self._checkpointed = checkpointed  # the recovery point the file holds
-        self.write_recovery_point_checkpoint()
+        self._write_recovery_point_checkpoint()  # an OSError: the log is not opened
         # The next segment's files, made by the file work (next_segment.py) once the
         # active segment holds _next_at bytes.
         self._next = NextSegment(directory, file_work)
@@ -231,6 +260,7 @@ class LocalLog:
 
     @property
     def write_error(self) -> OSError | None:
+        """The I/O error that took the log offline (None while it is online)."""
         return self._write_error
 
     def check_open(self) -> None:
@@ -238,8 +268,32 @@ class LocalLog:
             raise KafkaStorageException(f"Log {self.dir.name} is closed")
         if self._write_error is not None:
             raise KafkaStorageException(
-                f"Log {self.dir.name} is offline: a write failed ({self._write_error})"
+                f"Log {self.dir.name} is offline: log dir {self.dir.parent} failed "
+                f"({describe_os_error(self._write_error)})"
             )
+
+    def io_failed(self, error: OSError, what: str) -> KafkaStorageException:
+        """``what`` (an operation on this log) failed with ``error``: the log is offline
+        from now on and its directory is reported to the failure channel (which logs
+        it, once per directory). Returns the exception to raise; on any thread."""
+        if self._write_error is None:
+            self._write_error = error
+        self._failure_channel.maybe_add_offline_log_dir(
+            self.dir.parent, f"{what} of {self.dir.name}", error
+        )
+        return KafkaStorageException(
+            f"Log {self.dir.name} is offline: {what} failed ({describe_os_error(error)})"
+        )
+
+    def take_offline(self, error: OSError) -> None:
+        """The log directory went offline (another log's I/O error): refuse every use
+        from now on, as :meth:`io_failed` without reporting it again."""
+        if self._write_error is None:
+            self._write_error = error
+
+    def _submit(self, work: Callable[[], None], what: str) -> None:
+        """Hand ``work`` to the file work; an I/O error in it takes the log offline."""
+        self._file_work.submit(GuardedFileWork(self, work, what))
 
     def segment_index_for(self, offset: int) -> int:
         """Index of the segment whose range holds ``offset`` (the floor by base offset)."""
@@ -285,12 +339,6 @@ class LocalLog:
         """The end of the latest deferred flush (0 if none): appends below it wait for
         the recovery point to reach it."""
         return self._flush_wanted
-
-    def _fail(self, error: OSError) -> None:
-        """An fsync failed: the log refuses appends and reads from now on
-        (``KafkaStorageException``)."""
-        self._write_error = error
-        logger.error("%s: a segment write failed, the log is offline: %s", self.dir.name, error)
 
     def _maybe_roll(self, size: int, first: int, last: int, max_timestamp: int) -> LogSegment:
         config = self._config
@@ -368,7 +416,7 @@ class LocalLog:
             records, bound = self._spare
             if not self._config.segment_recycle or not records.cached():
                 self._spare = None
-                self._file_work.submit(records.close_for_removal())
+                self._submit(records.close_for_removal(), "deleting a removed segment")
             elif bound <= base_offset:
                 self._spare = None
                 recycled = records
@@ -377,7 +425,7 @@ class LocalLog:
             self.dir, base_offset, self._config, self._clock, recycled, prepared, self._cache
         )
         if prepared is not None:
-            self._file_work.submit(segment.take_final_names)  # where they were made
+            self._submit(segment.take_final_names, "naming a new segment")  # where made
             return segment, " (on files created ahead)"
         if recycled is not None and segment.log.stale_bytes > 0:
             return segment, " (reusing a removed segment's file)"
@@ -508,15 +556,14 @@ class LocalLog:
             return count
         # The descriptors are closed here, where the file cache lives; the file work
         # removes the files.
-        file_work = self._file_work
         if due and self._config.segment_recycle:
             if self._spare is not None:
-                file_work.submit(self._spare[0].close_for_removal())
+                self._submit(self._spare[0].close_for_removal(), "deleting a removed segment")
             _, segment, bound = due.pop()
             self._spare = (segment.log, bound)
-            file_work.submit(segment.close_for_removal(with_data=False))
+            self._submit(segment.close_for_removal(with_data=False), "deleting a removed segment")
         for _, segment, _ in due:
-            file_work.submit(segment.close_for_removal())
+            self._submit(segment.close_for_removal(), "deleting a removed segment")
         return count
 
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
@@ -618,7 +665,7 @@ class LocalLog:
             return
         work.directory = self.dir
         pending.append(work)
-        self._file_work.submit(work.sync)  # a failure is logged there, applied here
+        self._submit(work.sync, "flush")  # the log goes offline there, applied here too
         self.apply_finished_flushes()
 
     def apply_finished_flushes(self) -> None:
@@ -634,7 +681,7 @@ class LocalLog:
         if self._closed or work.truncations != self._truncations:
             return
         if work.error is not None:
-            self._fail(work.error)
+            self.io_failed(work.error, "flush")
             return
         self._last_flush_ms = self._clock.milliseconds()
         if work.target > self._recovery_point:
@@ -655,25 +702,58 @@ class LocalLog:
 
     def write_recovery_point_checkpoint(self) -> None:
         """Write the recovery point to recovery-point-offset-checkpoint unless it holds it
-        already; on any thread (the file work), nothing once the log is closed."""
+        already; on any thread (the file work), nothing once the log is closed or
+        offline. A failed write takes the log offline (``KafkaStorageException``); the
+        file keeps its previous value (written atomically, checkpoint.py)."""
+        try:
+            self._write_recovery_point_checkpoint()
+        except OSError as exc:
+            raise self.io_failed(exc, "writing the recovery point checkpoint") from exc
+
+    def _write_recovery_point_checkpoint(self) -> None:
         with self._rp_lock:
             offset = self._recovery_point
-            if self._closed or offset == self._checkpointed:
+            if self._closed or offset == self._checkpointed or self._write_error is not None:
                 return
             self._rp_checkpoint.write({(self.topic, self.partition): offset})
             self._checkpointed = offset
 
     def close(self) -> None:
-        """Close every segment (writing final time index entries) and the checkpoint."""
+        """Close every segment (writing final time index entries) and the checkpoint.
+        An offline log, or one that fails to close, writes nothing more: its files are
+        closed as they are (Kafka's ``closeHandlers``) and the next start recovers it."""
         if self._closed:
             return
-        self.delete_pending_files(force=True)
-        with self._rp_lock:  # a checkpoint write on the file thread ends first
-            self.write_recovery_point_checkpoint()
+        if self._write_error is None:
+            try:
+                self.delete_pending_files(force=True)
+                with self._rp_lock:  # a checkpoint write on the file thread ends first
+                    self.write_recovery_point_checkpoint()
+                    self._closed = True
+                for segment in self._segments:
+                    segment.close()
+                self._next.close()
+                return
+            except OSError as exc:
+                self.io_failed(exc, "close")
+            except KafkaStorageException:
+                pass  # io_failed said so
+        self._close_handlers()
+
+    def _close_handlers(self) -> None:
+        """Close every file of an offline log without writing, renaming or removing any."""
+        with self._rp_lock:
             self._closed = True
+        for _, segment, _ in self._pending_deletes:
+            segment.close_handlers()
+        self._pending_deletes.clear()
+        if self._spare is not None:
+            self._spare[0].close_handler()
+            self._spare = None
         for segment in self._segments:
-            segment.close()
-        self._next.close()
+            segment.close_handlers()
+        with contextlib.suppress(OSError):
+            self._next.close()
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""

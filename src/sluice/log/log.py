@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log.append import (
@@ -21,14 +23,13 @@ from sluice.log.checkpoint import (
 from sluice.log.cleaner.files import truncate_cleaner_checkpoint
 from sluice.log.cleaner.records import check_keys_present
 from sluice.log.config import LogConfig
-from sluice.log.errors import (
-    OffsetOutOfRangeException,
-)
+from sluice.log.errors import KafkaStorageException, OffsetOutOfRangeException
 from sluice.log.file_cache import UNBOUNDED, FileCache
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.loader import load_log
 from sluice.log.local_log import FlushWork, LocalLog
+from sluice.log.log_dir_failure_channel import LogDirFailureChannel
 from sluice.log.patched_records import PatchedRecords
 from sluice.log.producer_state import read_end_txn_marker
 from sluice.log.producer_state_manager import (
@@ -54,6 +55,29 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _storage(
+    what: str,
+) -> Callable[[Callable[Concatenate[Log, P], R]], Callable[Concatenate[Log, P], R]]:
+    """Kafka's ``maybeHandleIOException``: an ``OSError`` in the method takes the log
+    offline (LocalLog.io_failed, which reports its directory) and is raised as
+    ``KafkaStorageException``."""
+
+    def decorate(method: Callable[Concatenate[Log, P], R]) -> Callable[Concatenate[Log, P], R]:
+        @functools.wraps(method)
+        def run(self: Log, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                raise self._local.io_failed(exc, what) from exc
+
+        return run
+
+    return decorate
+
 
 def parse_topic_partition(name: str) -> tuple[str, int]:
     """``"orders-3"`` -> ``("orders", 3)``; names without a partition suffix give -1."""
@@ -66,7 +90,11 @@ def parse_topic_partition(name: str) -> tuple[str, int]:
 class Log:
     """The append-only log of one topic partition, stored as segments in ``<topic>-<partition>/``:
     validates and assigns offsets, serves reads as zero-copy file slices, rolls segments,
-    enforces retention and DeleteRecords, answers ListOffsets, and recovers after a crash."""
+    enforces retention and DeleteRecords, answers ListOffsets, and recovers after a crash.
+
+    An I/O error (``OSError``) in any of this takes the log offline: it raises
+    ``KafkaStorageException`` (``KAFKA_STORAGE_ERROR``) from then on, and its log
+    directory is reported to the :class:`LogDirFailureChannel` (log_dir_failure_channel.py)."""
 
     __slots__ = (
         "_clock",
@@ -88,13 +116,17 @@ class Log:
         clock: Clock = SYSTEM_CLOCK,
         had_clean_shutdown: bool = False,
         file_work: FileWork | None = None,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
         file_cache: FileCache = UNBOUNDED,
     ) -> None:
         """Open (creating if needed) the log in ``directory``; without ``had_clean_shutdown``
         every segment at or after the recovery point is validated and torn tails are cut.
         ``file_work``: where its background file work runs (sluice.log.file_work; inline
-        by default); ``file_cache``: what holds its segments' descriptors, opened when
-        first used (sluice.log.file_cache; by default nothing is closed while in use)."""
+        by default); ``log_dir_failure_channel``: where its I/O errors report the log
+        directory (one of its own by default); ``file_cache``: what holds its segments'
+        descriptors, opened when first used (sluice.log.file_cache; by default nothing is
+        closed while in use). An I/O error while opening is raised as the ``OSError`` it
+        is."""
         self.dir = Path(directory)
         try:
             names = os.listdir(self.dir)  # read once, for the loader and the snapshots
@@ -129,6 +161,9 @@ class Log:
             loaded.log_end_offset,
             loaded.recovery_point,
             file_work if file_work is not None else InlineFileWork(),
+            log_dir_failure_channel
+            if log_dir_failure_channel is not None
+            else LogDirFailureChannel(),
             file_cache,
             checkpointed=recovery_point,
         )
@@ -194,8 +229,24 @@ class Log:
 
     @property
     def write_error(self) -> OSError | None:
-        """The error of a failed fsync, which took this log offline."""
+        """The I/O error that took this log offline (None while it is online)."""
         return self._local.write_error
+
+    @property
+    def is_offline(self) -> bool:
+        """Whether an I/O error (here or elsewhere in its log directory) took the log
+        offline: every use raises ``KafkaStorageException``."""
+        return self._local.write_error is not None
+
+    def take_offline(self, error: OSError) -> None:
+        """Its log directory went offline: refuse every use from now on."""
+        self._local.take_offline(error)
+
+    def io_failed(self, error: OSError, what: str) -> KafkaStorageException:
+        """``what``, work on this log's files done elsewhere (the log cleaner's), failed
+        with ``error``: the log goes offline and its directory is reported, as for the
+        log's own operations; returns the exception to raise."""
+        return self._local.io_failed(error, what)
 
     @property
     def producer_state_manager(self) -> ProducerStateManager:
@@ -239,9 +290,13 @@ class Log:
                     duplicate.last_offset, duplicate.timestamp if config.log_append_time
                     else NO_TIMESTAMP, self._log_start_offset, 0, 0, 0, leader_epoch,
                 )  # fmt: skip
-            self._append(buf, headers, info, analysis, flush_group=self.flush_group)
+            try:  # validation reads no file: only the append meets the disk
+                self._append(buf, headers, info, analysis, flush_group=self.flush_group)
+            except OSError as exc:
+                raise local.io_failed(exc, "append") from exc
         return info
 
+    @_storage("append")
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, direct: bool = False
     ) -> LogAppendInfo:
@@ -298,6 +353,7 @@ class Log:
         if flush_due and flush_group is not None:
             flush_group(self)
 
+    @_storage("roll")
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or ``expected_next_offset``)."""
         segment = self._local.roll(expected_next_offset)
@@ -327,7 +383,10 @@ class Log:
                 f"but we only have log segments in the range {self._log_start_offset} to {leo}."
             )
         limit = leo if max_offset_exclusive is None else max_offset_exclusive
-        return local.read(fetch_offset, max_bytes, limit, min_one_message)
+        try:
+            return local.read(fetch_offset, max_bytes, limit, min_one_message)
+        except OSError as exc:
+            raise local.io_failed(exc, "read") from exc
 
     # -- transactions ----------------------------------------------------------------------
     @property
@@ -336,6 +395,7 @@ class Log:
         partition's last stable offset is the smaller of this and the high watermark."""
         return self._producer_state.first_unstable_offset()
 
+    @_storage("reading aborted transactions")
     def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound)``, for a
         read_committed fetch (their markers are at or after ``fetch_offset``, so only the
@@ -348,6 +408,7 @@ class Log:
         return found
 
     # -- retention and DeleteRecords -----------------------------------------------------
+    @_storage("retention")
     def delete_old_segments(self, high_watermark: int | None = None) -> int:
         """Delete segments below the log start offset and, if ``cleanup.policy`` has
         ``delete``, those past ``retention.ms`` (by their largest timestamp) or beyond
@@ -391,6 +452,7 @@ class Log:
             self._producer_state.delete_snapshots_before(local.segments[0].base_offset)
         return deleted
 
+    @_storage("raising the log start offset")
     def maybe_increment_log_start_offset(
         self, new_log_start_offset: int, high_watermark: int | None = None
     ) -> bool:
@@ -420,6 +482,7 @@ class Log:
         self.maybe_increment_log_start_offset(offset, high_watermark)
         return self._log_start_offset
 
+    @_storage("deleting removed segments")
     def delete_pending_files(self, force: bool = False) -> int:
         """Remove ``*.deleted`` segment files whose ``file.delete.delay.ms`` has passed."""
         return self._local.delete_pending_files(force)
@@ -428,6 +491,7 @@ class Log:
         self._lso_checkpoint.write({(self.topic, self.partition): self._log_start_offset})
 
     # -- ListOffsets ---------------------------------------------------------------------
+    @_storage("an offset lookup")
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets: the earliest offset whose record timestamp >= ``timestamp``, or for
         -1 (latest) the log end offset, -2 (earliest) / -4 (earliest local) the log start
@@ -455,6 +519,7 @@ class Log:
         return self._local.leader_epoch_of(offset)
 
     # -- truncation (replication) --------------------------------------------------------
+    @_storage("truncation")
     def truncate_to(self, target_offset: int) -> bool:
         """Remove every offset >= ``target_offset`` (whole batches); returns False when the
         log already ends at or before it."""
@@ -475,6 +540,7 @@ class Log:
         self._truncate_cleaner_checkpoint(new_end)
         return True
 
+    @_storage("truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete all data and restart the log empty at ``new_offset`` (its new start)."""
         self._local.check_open()
@@ -485,10 +551,12 @@ class Log:
         self._write_log_start_offset_checkpoint()
 
     # -- flush and lifecycle -------------------------------------------------------------
+    @_storage("flush")
     def flush(self, offset: int | None = None) -> None:
         """fsync data up to ``offset`` (default everything) and advance the recovery point."""
         self._local.flush(offset)
 
+    @_storage("flush")
     def flush_work(self) -> FlushWork | None:
         """The fsyncs of a flush up to the log end offset, to run on another thread; then
         :meth:`flushed` (see LocalLog.flush_work)."""
@@ -517,10 +585,11 @@ class Log:
         thread, nothing once closed)."""
         self._local.write_recovery_point_checkpoint()
 
+    @_storage("flush")
     def flush_if_due(self) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush with data unflushed."""
         local = self._local
-        if local.is_closed:
+        if local.is_closed or local.write_error is not None:
             return False
         local.apply_finished_flushes()
         if self.unflushed_messages == 0:
@@ -532,17 +601,23 @@ class Log:
 
     def close(self) -> None:
         """Snapshot the producer state and close every file; the log object is unusable
-        afterwards."""
-        if not self._local.is_closed:
-            self._producer_state.update_map_end_offset(self._local.log_end_offset)
-            self._producer_state.take_snapshot()
-        self._local.close()
+        afterwards. An offline log writes nothing (LocalLog.close); a write failing
+        here takes the log offline instead of raising."""
+        local = self._local
+        if not local.is_closed and local.write_error is None:
+            try:
+                self._producer_state.update_map_end_offset(local.log_end_offset)
+                self._producer_state.take_snapshot()
+            except OSError as exc:
+                local.io_failed(exc, "writing the producer state snapshot")
+        local.close()
 
     def delete(self) -> None:
         """Close the log and remove its directory."""
         self._local.delete()
 
     # -- log cleaner (compaction) ----------------------------------------------------------
+    @_storage("replacing cleaned segments")
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
         """Swap a cleaned segment (open on its ``.swap`` files) in for the contiguous
         ``old_segments`` it was written from; offsets, log start and log end are unchanged."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -20,6 +21,7 @@ from sluice.log.errors import InvalidTopicException, KafkaStorageException
 from sluice.log.file_cache import UNBOUNDED, FileCache
 from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.log import Log, parse_topic_partition
+from sluice.log.log_dir_failure_channel import LogDirFailureChannel, describe_os_error
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager", "TopicPartition"]
 
@@ -34,7 +36,16 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 class LogManager:
     """Owns the ``log.dirs``: on construction it locks each directory and opens every
     partition log in it (recovering them unless the clean-shutdown marker is present, which it
-    then removes); :meth:`shutdown` flushes and closes all logs and writes the marker."""
+    then removes); :meth:`shutdown` flushes and closes all logs and writes the marker.
+
+    A log directory goes offline, as in Kafka, when an I/O error meets one of its logs
+    (reported to :attr:`failure_channel`; its owner then calls
+    :meth:`handle_log_dir_failure`, which takes the directory's other logs offline too)
+    or when it cannot be loaded at start-up. An offline directory gets no new logs,
+    takes no part in retention, flushes and checkpoints, and gets no clean-shutdown
+    marker, so the next start recovers its logs; the others serve on. Offline logs stay
+    managed (:meth:`get_log` returns them, refusing every use), so that a partition of an
+    offline directory is never created afresh elsewhere."""
 
     def __init__(
         self,
@@ -44,14 +55,18 @@ class LogManager:
         clock: Clock = SYSTEM_CLOCK,
         topic_config: Callable[[str], LogConfig | None] | None = None,
         file_work: FileWork | None = None,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
         file_cache: FileCache = UNBOUNDED,
     ) -> None:
         """``topic_config(topic)`` supplies per-topic overrides for logs found on disk.
         ``file_work`` is where every managed log's background file work runs
         (sluice.log.file_work; inline when not given); a ``FileThread`` is started
-        by the owner before and stopped after this manager's life. ``file_cache`` holds
-        the descriptors of every managed log's segment files (sluice.log.file_cache),
-        made on the thread that uses the logs; by default none is closed while in use."""
+        by the owner before and stopped after this manager's life.
+        ``log_dir_failure_channel``: where the logs report I/O errors (a new one when
+        not given). ``file_cache`` holds the descriptors of every managed log's segment
+        files (sluice.log.file_cache), made on the thread that uses the logs; by default
+        none is closed while in use. Raises ``KafkaStorageException`` when no directory
+        can be loaded."""
         dirs = [log_dirs] if isinstance(log_dirs, str | Path) else list(log_dirs)
         if not dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -66,10 +81,22 @@ class LogManager:
         self._lock_fds: list[int] = []
         self._had_clean_shutdown: dict[Path, bool] = {}
         self._running = True
+        channel = log_dir_failure_channel
+        self.failure_channel = channel if channel is not None else LogDirFailureChannel()
+        self._offline_dirs: set[Path] = set()  # those handle_log_dir_failure took offline
         try:
             for directory in self.log_dirs:
-                self._load_dir(directory)
+                try:
+                    self._load_dir(directory)
+                except OSError as exc:  # Kafka: that directory starts offline
+                    self.failure_channel.maybe_add_offline_log_dir(directory, "loading", exc)
+                    self.handle_log_dir_failure(directory)
+            if not self.live_log_dirs:
+                raise KafkaStorageException(
+                    f"no log dir of {', '.join(map(str, self.log_dirs))} could be loaded"
+                )
         except BaseException:
+            self._close_logs(flush=False)
             self._release_locks()
             raise
 
@@ -109,7 +136,8 @@ class LogManager:
                 config = configs[topic] = self._config_for(topic)
             self._logs[key] = Log(
                 child, config, clock=self._clock, had_clean_shutdown=clean,
-                file_work=self.file_work, file_cache=self.file_cache,
+                file_work=self.file_work, log_dir_failure_channel=self.failure_channel,
+                file_cache=self.file_cache,
             )  # fmt: skip
         if clean:
             marker.unlink()
@@ -138,16 +166,58 @@ class LogManager:
         """Whether ``directory`` held the clean-shutdown marker at startup."""
         return self._had_clean_shutdown[Path(directory)]
 
+    # -- log dir failures ----------------------------------------------------------------
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        """The directories not offline, in ``log.dirs`` order."""
+        channel = self.failure_channel
+        return [
+            d for d in self.log_dirs
+            if d not in self._offline_dirs and not channel.has_offline_log_dir(d)
+        ]  # fmt: skip
+
+    def handle_log_dir_failure(self, directory: Path) -> list[TopicPartition]:
+        """Kafka's ``LogManager.handleLogDirFailure``: take ``directory`` offline (it was
+        reported to the failure channel) and every log in it; returns their partitions
+        (none if it was offline already). On the logs' thread."""
+        if directory in self._offline_dirs or directory not in self.log_dirs:
+            return []
+        self._offline_dirs.add(directory)
+        error = self.failure_channel.offline_log_dirs.get(directory)
+        if error is None:
+            error = OSError(f"log dir {directory} taken offline")
+        offline = sorted(tp for tp, log in self._logs.items() if log.dir.parent == directory)
+        for tp in offline:
+            self._logs[tp].take_offline(error)
+        live = self.live_log_dirs
+        logger.error(
+            "stopped serving the %d logs in log dir %s (%s); %s",
+            len(offline), directory, describe_os_error(error),
+            f"{len(live)} log dirs remain online" if live else "no log dir remains online",
+        )  # fmt: skip
+        return offline
+
     # -- partition logs ------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get(TopicPartition(topic, partition))
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The log of ``topic``/``partition``, created in the least-used directory if absent."""
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig | None = None, is_new: bool = True
+    ) -> Log:
+        """The log of ``topic``/``partition`` (offline, if its directory is), created in
+        the least-used live directory if absent. As Kafka's ``getOrCreateLog``, the log of
+        a partition that is not new (it may have been in an offline directory) is not
+        created while a directory is offline: ``KafkaStorageException``."""
         self._check_running()
         existing = self._logs.get(TopicPartition(topic, partition))
         if existing is not None:
             return existing
+        if not is_new and len(self.live_log_dirs) < len(self.log_dirs):
+            offline = sorted(set(self.log_dirs) - set(self.live_log_dirs))
+            raise KafkaStorageException(
+                f"cannot create the log of {topic}-{partition}: log dirs "
+                f"{', '.join(map(str, offline))} are offline"
+            )
         log_dir = self.new_log_dirs(topic, [partition])[partition]
         return self.add_log(
             topic, partition, self.create_log(log_dir, config or self._config_for(topic))
@@ -155,20 +225,25 @@ class LogManager:
 
     def new_log_dirs(self, topic: str, partitions: Iterable[int]) -> dict[int, Path]:
         """Where the logs of ``topic``'s ``partitions`` that do not exist yet go: each in
-        the least-used directory, counting those planned before it. To create many at once
-        off the event loop: :meth:`create_log` each (any thread), then :meth:`add_log`."""
+        the live directory holding the fewest logs, counting those planned before it (Kafka's
+        ``nextLogDirs``). To create many at once off the event loop: :meth:`create_log`
+        each (any thread), then :meth:`add_log`. ``KafkaStorageException`` when every
+        directory is offline."""
         self._check_running()
         if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
             raise InvalidTopicException(f"Illegal topic name {topic!r}")
-        single = len(self.log_dirs) == 1
-        counts = {d: 0 if single else self._log_count(d) for d in self.log_dirs}
+        live = self.live_log_dirs
+        single = len(live) == 1  # no count to make
+        counts = {directory: 0 if single else self._log_count(directory) for directory in live}
         planned: dict[int, Path] = {}
         for partition in partitions:
             if partition < 0:
                 raise ValueError(f"Invalid partition {partition}")
             if TopicPartition(topic, partition) in self._logs:
                 continue
-            directory = min(self.log_dirs, key=counts.__getitem__)
+            if not live:
+                raise KafkaStorageException(f"no log dir is online for {topic}-{partition}")
+            directory = min(live, key=counts.__getitem__)
             counts[directory] += 1
             planned[partition] = directory / f"{topic}-{partition}"
         return planned
@@ -176,25 +251,38 @@ class LogManager:
     def create_log(self, log_dir: Path, config: LogConfig) -> Log:
         """A new, empty log in ``log_dir`` (a path from :meth:`new_log_dirs`), its parent
         directory fsynced, not managed yet (:meth:`add_log`). Touches only its own files,
-        so it may run on a worker thread."""
+        so it may run on a worker thread. An I/O error takes the directory offline
+        (``KafkaStorageException``)."""
         return self.create_logs({0: log_dir}, config)[0]
 
     def create_logs(self, planned: Mapping[int, Path], config: LogConfig) -> dict[int, Log]:
         """New, empty logs in the directories ``planned`` (partition -> a path from
         :meth:`new_log_dirs`), not managed yet (:meth:`add_log`), each parent directory
         fsynced once at the end. A new log is its directory alone: its files are created
-        by their first writes. All or none: when one cannot be made (EMFILE, ENOSPC, ...)
-        every planned directory is removed and the error raised. Touches only their own
-        files and opens none, so it may run on a worker thread."""
+        by their first writes. All or none: when one cannot be made (ENOSPC, EIO, a file
+        in the way, ...) every planned directory is removed, the log directory where it
+        failed is taken offline, as Kafka does for an I/O error, and
+        ``KafkaStorageException`` is raised. Touches only their own files and opens none,
+        so it may run on a worker thread."""
         logs: dict[int, Log] = {}
+        where = (Path(), "")  # the log directory and what was being done there
         try:
-            for partition, log_dir in planned.items():
+            for partition, path in planned.items():
+                where = (path.parent, f"creating the log {path.name}")
                 logs[partition] = Log(
-                    log_dir, config, clock=self._clock, file_work=self.file_work,
-                    file_cache=self.file_cache,
+                    path, config, clock=self._clock, file_work=self.file_work,
+                    log_dir_failure_channel=self.failure_channel, file_cache=self.file_cache,
                 )  # fmt: skip
-            for parent in {log_dir.parent for log_dir in planned.values()}:
+            for parent in {path.parent for path in planned.values()}:
+                where = (parent, "syncing new logs' directory")
                 fsync_directory(parent)
+        except OSError as exc:
+            self.remove_unmanaged(logs.values(), planned.values())
+            failed, what = where
+            self.failure_channel.maybe_add_offline_log_dir(failed, what, exc)
+            raise KafkaStorageException(
+                f"{what} in {failed} failed: {describe_os_error(exc)}"
+            ) from exc
         except BaseException:
             self.remove_unmanaged(logs.values(), planned.values())
             raise
@@ -209,7 +297,7 @@ class LogManager:
         for log in logs:
             try:
                 log.close()
-            except OSError as exc:
+            except (OSError, KafkaStorageException) as exc:
                 logger.warning("%s: not closed cleanly: %s", log.dir.name, exc)
         for directory in {*(log.dir for log in logs), *directories}:
             shutil.rmtree(directory, ignore_errors=True)
@@ -228,15 +316,25 @@ class LogManager:
         return sum(1 for log in self._logs.values() if log.dir.parent == directory)
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Close and remove a partition's log; returns False if there was none."""
+        """Close and remove a partition's log; returns False if there was none. The log of
+        an offline directory is closed and forgotten, its files left as they are; an I/O
+        error takes the directory offline (and leaves the files to the next start)."""
         log = self._logs.pop(TopicPartition(topic, partition), None)
         if log is None:
             return False
         log.close()
+        if log.is_offline:
+            return True
         # Rename first so a crash mid-removal leaves a directory that startup deletes.
         doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        os.replace(log.dir, doomed)
-        fsync_directory(doomed.parent)
+        try:
+            os.replace(log.dir, doomed)
+            fsync_directory(doomed.parent)
+        except OSError as exc:
+            self.failure_channel.maybe_add_offline_log_dir(
+                log.dir.parent, f"deleting the log {log.dir.name}", exc
+            )
+            return True
         shutil.rmtree(doomed, ignore_errors=True)
         return True
 
@@ -263,14 +361,21 @@ class LogManager:
         self._check_running()
         deleted = 0
         for key, log in list(self._logs.items()):
+            if log.is_offline:
+                continue
             hw = None if high_watermarks is None else high_watermarks.get(key)
-            deleted += log.delete_old_segments(hw)
+            with contextlib.suppress(KafkaStorageException):  # went offline, said so
+                deleted += log.delete_old_segments(hw)
         return deleted
 
     def flush_dirty_logs(self) -> int:
         """Flush the logs whose ``flush.ms`` elapsed; returns how many were flushed."""
         self._check_running()
-        return sum(1 for log in list(self._logs.values()) if log.flush_if_due())
+        flushed = 0
+        for log in list(self._logs.values()):
+            with contextlib.suppress(KafkaStorageException):  # went offline, said so
+                flushed += log.flush_if_due()
+        return flushed
 
     def checkpoint_recovery_points(self) -> int:
         """Kafka's ``checkpointLogRecoveryOffsets`` (a broker's
@@ -281,7 +386,7 @@ class LogManager:
         self._check_running()
         count = 0
         for log in list(self._logs.values()):
-            if log.is_closed:
+            if log.is_closed or log.is_offline:
                 continue
             log.apply_finished_flushes()
             if not log.recovery_point_checkpointed:
@@ -302,25 +407,31 @@ class LogManager:
             return False
         self._running = False
         for log in self._logs.values():
-            if flush:
-                try:
+            if flush and not log.is_offline:
+                with contextlib.suppress(KafkaStorageException):  # went offline, said so
                     log.flush()
-                except KafkaStorageException as exc:  # a log a failed write took offline
-                    logger.error("%s not flushed: %s", log.dir.name, exc)
-            log.close()
+            log.close()  # an offline log, or one failing now, is closed as it is
         return True
 
     def shutdown(self) -> None:
-        """Flush and close every log, then write the clean-shutdown marker in each dir."""
+        """Flush and close every log, then write the clean-shutdown marker in each live
+        dir: an offline one (or one whose logs failed to close) is recovered at the next
+        start."""
         if not self._close_logs(flush=True):
             return
-        for directory in self.log_dirs:
-            fd = os.open(directory / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT, 0o644)
+        for directory in self.live_log_dirs:
             try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            fsync_directory(directory)
+                fd = os.open(directory / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT, 0o644)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                fsync_directory(directory)
+            except OSError as exc:
+                (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+                self.failure_channel.maybe_add_offline_log_dir(
+                    directory, "writing the clean shutdown marker", exc
+                )
         self._release_locks()
 
     def _release_locks(self) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sluice.log.append import AppendOrigin
-from sluice.log.checkpoint import fsync_directory
+from sluice.log.checkpoint import write_atomically
 from sluice.log.errors import LogError
 from sluice.log.producer_state import (
     NO_SEQUENCE,
@@ -317,7 +317,7 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
 
     Sluice writes one entry per cached batch, oldest first, so all five survive a restart;
     Kafka, which keeps the last entry per producer id, reads the same file correctly. The
-    file is written to ``.tmp``, fsynced and renamed into place.
+    file is written atomically (checkpoint.write_atomically).
     """
     rows = bytearray()
     count = 0
@@ -339,17 +339,7 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
             count += 1
     body = struct.pack(">i", count) + rows
     data = struct.pack(">hI", PRODUCER_SNAPSHOT_VERSION, crc32c(body)) + body
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_directory(path.parent)
+    write_atomically(path, data)
 
 
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:

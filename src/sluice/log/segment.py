@@ -8,6 +8,7 @@ its first append and each index at its first entry.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Container, Iterable, Iterator
@@ -618,6 +619,18 @@ class LogSegment:
         self._time_index.close()
         self.txn_index.close()
         self._log.close()
+
+    def close_handlers(self) -> None:
+        """Close every file as it is, writing nothing (Kafka's ``closeHandlers``): a
+        segment of a log whose directory went offline. Files not yet given their final
+        names keep their ``.next`` names, which the loader settles."""
+        self._forgo_final_names()
+        for close in (
+            self._offset_index.close, self._time_index.close, self.txn_index.close_handler,
+            self._log.close_handler,
+        ):  # fmt: skip
+            with contextlib.suppress(OSError):
+                close()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files, e.g. ``("", ".deleted")`` before asynchronous deletion."""

@@ -134,6 +134,10 @@ class TransactionIndex(CachedFile):
         self.flush()
         self.close_descriptor()
 
+    def close_handler(self) -> None:
+        """Close the file without syncing it (its log directory is offline)."""
+        self.close_descriptor()
+
     def delete(self) -> None:
         self.close_descriptor()
         self.path.unlink(missing_ok=True)

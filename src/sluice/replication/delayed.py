@@ -126,8 +126,8 @@ class DelayedFetch(DelayedOperation):
         isolation: FetchIsolation = self.params.isolation
         for fetch, start in self.partitions:
             partition = self.replica_manager.get_partition(fetch.tp)
-            if partition is None or not partition.is_leader:
-                return self.force_complete()
+            if partition is None or not partition.is_leader or partition.log.is_offline:
+                return self.force_complete()  # answered NOT_LEADER or KAFKA_STORAGE_ERROR
             end = partition.offset_metadata(isolation)
             if end.message_offset == start.message_offset:
                 continue

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sluice.log.checkpoint import fsync_directory
+from sluice.log.checkpoint import write_atomically
+from sluice.log.log_dir_failure_channel import LogDirFailureChannel
 
 __all__ = [
     "PRODUCER_ID_BLOCK_FILE",
@@ -118,12 +118,19 @@ class ZkProducerIdBlockSource:
 class ProducerIdManager:
     """Allocates producer ids for InitProducerId from blocks persisted in ``log.dirs``."""
 
-    __slots__ = ("_block", "_block_size", "_next", "block_source", "broker_id", "path")
+    __slots__ = (
+        "_block", "_block_size", "_failure_channel", "_next", "block_source", "broker_id",
+        "path",
+    )  # fmt: skip
 
     def __init__(
         self, log_dir: Path, broker_id: int, block_size: int = PRODUCER_ID_BLOCK_SIZE,
         block_source: Callable[[], ProducerIdBlock] | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:  # fmt: skip
+        """``failure_channel``: where a failed write of the block file reports
+        ``log_dir`` (which then goes offline), before the ``OSError`` is raised."""
+        self._failure_channel = failure_channel
         if block_size < 1:
             raise ValueError(f"Invalid producer id block size {block_size}")
         self.path = Path(log_dir) / PRODUCER_ID_BLOCK_FILE
@@ -173,13 +180,14 @@ class ProducerIdManager:
         return block
 
     def _write(self, block: ProducerIdBlock) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        """Persist ``block`` atomically; an I/O error is reported to the failure channel
+        (the file keeps the previous block) and raised."""
         try:
-            os.write(fd, (block.to_json() + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        fsync_directory(self.path.parent)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.path, (block.to_json() + "\n").encode())
+        except OSError as exc:
+            if self._failure_channel is not None:
+                self._failure_channel.maybe_add_offline_log_dir(
+                    self.path.parent, "writing the producer id block", exc
+                )
+            raise

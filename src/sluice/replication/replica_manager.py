@@ -15,6 +15,7 @@ from sluice.log import (
     FileSlice,
     KafkaStorageException,
     Log,
+    LogDirFailureChannel,
     LogOffsetMetadata,
     OffsetOutOfRangeException,
 )
@@ -30,11 +31,21 @@ from sluice.replication.delayed import (
     DelayedProduce,
     ProducePartitionStatus,
 )
+from sluice.replication.metadata_cache import INTERNAL_TOPICS
 from sluice.replication.partition import FetchIsolation, NotEnoughReplicasError, Partition
 
-__all__ = ["FetchParams", "FetchPartitionData", "PartitionFetch", "ReplicaManager"]
+__all__ = [
+    "HIGH_WATERMARK_CHECKPOINT",
+    "FetchParams",
+    "FetchPartitionData",
+    "PartitionFetch",
+    "ReplicaManager",
+]
 
 log = logging.getLogger(__name__)
+
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+"""Each log directory's file of the high watermarks of the partitions in it."""
 
 READ_ERROR_LOG_INTERVAL_MS = 60_000
 """A partition's read errors are logged at most once per this many milliseconds: a
@@ -115,9 +126,14 @@ class ReplicaManager:
         make_purgatory: PurgatoryFactory,
         min_isr: Callable[[TopicPartition], int] = lambda tp: 1,
         clock: Clock = SYSTEM_CLOCK,
+        log_dir_failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
-        """``clock``: wall time for when a follower last caught up (ISR expiration)."""
+        """``clock``: wall time for when a follower last caught up (ISR expiration);
+        ``log_dir_failure_channel``: where a failed high watermark checkpoint reports
+        its log directory (the log manager's)."""
         self.broker_id = broker_id
+        channel = log_dir_failure_channel
+        self.failure_channel = channel if channel is not None else LogDirFailureChannel()
         self.clock = clock
         self._min_isr = min_isr
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -130,12 +146,16 @@ class ReplicaManager:
         self.delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = (
             make_purgatory("DeleteRecords", 1)
         )
-        # replication-offset-checkpoint: every partition's HW, restored at startup.
-        self.hw_checkpoint: OffsetCheckpointFile | None = None
-        self._checkpointed_hws: dict[tuple[str, int], int] = {}
+        # replication-offset-checkpoint in each log dir: the HWs of its partitions,
+        # restored at startup; a dir leaves once it is offline.
+        self.hw_checkpoints: dict[Path, OffsetCheckpointFile] = {}
+        self._checkpointed_hws: dict[Path, dict[tuple[str, int], int]] = {}
+        self._restored_hws: dict[tuple[str, int], int] = {}
         self._hw_write_lock = threading.Lock()
-        # Cluster mode: called with (partition, replica_id) when a follower caught up.
+        # Cluster mode: called with (partition, replica_id) when a follower caught up,
+        # and with a log dir and its partitions when the dir went offline.
         self.on_isr_expand: Callable[[Partition, int], None] | None = None
+        self.on_log_dir_failure: Callable[[Path, list[TopicPartition]], None] | None = None
         # False once the broker stops serving: fetches are answered without waiting.
         self._fetches_wait = True
         self.read_errors = ReadErrorLog(clock)
@@ -152,20 +172,25 @@ class ReplicaManager:
             tp, log, self.broker_id, replicas, leader_id=self.broker_id,
             leader_epoch=leader_epoch, min_isr=lambda: self._min_isr(tp), topic_id=topic_id,
         )  # fmt: skip
-        saved = self._checkpointed_hws.get((tp.topic, tp.partition))
+        saved = self._restored_hws.get((tp.topic, tp.partition))
         if saved is not None:
             partition.restore_high_watermark(saved)
         self.partitions[tp] = partition
         return partition
 
-    def load_high_watermarks(self, path: Path) -> None:
-        """Read replication-offset-checkpoint (before partitions are added)."""
-        self.hw_checkpoint = OffsetCheckpointFile(path)
-        try:
-            self._checkpointed_hws = self.hw_checkpoint.read()
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring an unreadable %s: %s", path, exc)
-            self._checkpointed_hws = {}
+    def load_high_watermarks(self, log_dirs: Iterable[Path]) -> None:
+        """Read each live log dir's replication-offset-checkpoint (before partitions are
+        added); those dirs' files are the ones written from now on."""
+        for log_dir in log_dirs:
+            checkpoint = OffsetCheckpointFile(log_dir / HIGH_WATERMARK_CHECKPOINT)
+            self.hw_checkpoints[log_dir] = checkpoint
+            try:
+                hws = checkpoint.read()
+            except (OSError, ValueError) as exc:
+                log.warning("ignoring an unreadable %s: %s", checkpoint.path, exc)
+                hws = {}
+            self._checkpointed_hws[log_dir] = hws
+            self._restored_hws.update(hws)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every partition's HW now (at shutdown; the periodic write takes
@@ -174,21 +199,54 @@ class ReplicaManager:
         if hws is not None:
             self.write_high_watermarks(hws)
 
-    def high_watermarks_to_checkpoint(self) -> dict[tuple[str, int], int] | None:
-        """Every partition's HW, or None when none moved since the last write (no fsync
-        for nothing). Kafka's replica.high.watermark.checkpoint.interval.ms write takes
-        them on the event loop and writes the file (an fsync, 1-15 ms on a busy disk)
-        on a worker thread with :meth:`write_high_watermarks`."""
-        if self.hw_checkpoint is None:
+    def high_watermarks_to_checkpoint(self) -> dict[Path, dict[tuple[str, int], int]] | None:
+        """The HWs of each live log dir's partitions, for the dirs where one moved since
+        the last write, or None when none did (no fsync for nothing). Kafka's
+        replica.high.watermark.checkpoint.interval.ms write takes them on the event loop
+        and writes the files (an fsync each, 1-15 ms on a busy disk) on a worker thread
+        with :meth:`write_high_watermarks`."""
+        if not self.hw_checkpoints:
             return None
-        hws = {(tp.topic, tp.partition): p.high_watermark for tp, p in self.partitions.items()}
-        return None if hws == self._checkpointed_hws else hws
+        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.hw_checkpoints}
+        for tp, p in self.partitions.items():
+            hws = by_dir.get(p.log.dir.parent)
+            if hws is not None and not p.log.is_offline:
+                hws[(tp.topic, tp.partition)] = p.high_watermark
+        changed = {d: hws for d, hws in by_dir.items() if hws != self._checkpointed_hws.get(d)}
+        return changed or None
 
-    def write_high_watermarks(self, hws: dict[tuple[str, int], int]) -> None:
+    def write_high_watermarks(self, hws: dict[Path, dict[tuple[str, int], int]]) -> None:
+        """Write each dir's file; a write that fails takes its log dir offline (the
+        failure channel logs it; the file keeps its previous contents)."""
         with self._hw_write_lock:  # the periodic write may still run when shutdown writes
-            assert self.hw_checkpoint is not None
-            self.hw_checkpoint.write(hws)
-            self._checkpointed_hws = hws
+            for log_dir, offsets in hws.items():
+                checkpoint = self.hw_checkpoints.get(log_dir)
+                if checkpoint is None:
+                    continue  # offline meanwhile
+                try:
+                    checkpoint.write(offsets)
+                except OSError as exc:
+                    self.failure_channel.maybe_add_offline_log_dir(
+                        log_dir, "writing the high watermark checkpoint", exc
+                    )
+                    continue
+                self._checkpointed_hws[log_dir] = offsets
+
+    # -- log dir failure ---------------------------------------------------------------
+    def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """Kafka's ``ReplicaManager.handleLogDirFailure``, once the log manager took
+        ``log_dir`` offline: its partitions answer KAFKA_STORAGE_ERROR from now on (their
+        logs refuse every use), their waiting produces and fetches are answered now, the
+        dir's high watermarks are no longer checkpointed, and ``on_log_dir_failure`` is
+        told (in a cluster: the controller moves their leadership). Returns them."""
+        with self._hw_write_lock:
+            self.hw_checkpoints.pop(log_dir, None)
+        offline = sorted(tp for tp, p in self.partitions.items() if p.log.dir.parent == log_dir)
+        for tp in offline:
+            self._wake(tp, True)
+        if self.on_log_dir_failure is not None:
+            self.on_log_dir_failure(log_dir, offline)
+        return offline
 
     def remove_partition(self, tp: TopicPartition) -> Partition | None:
         partition = self.partitions.pop(tp, None)
@@ -391,7 +449,7 @@ class ReplicaManager:
         starts = []
         for fetch in fetches:
             partition = self.partitions.get(fetch.tp)
-            if partition is None or not partition.is_leader:
+            if partition is None or not partition.is_leader or partition.log.is_offline:
                 return False
             epoch = fetch.current_leader_epoch
             if epoch >= 0 and epoch != partition.leader_epoch:
@@ -456,8 +514,14 @@ class ReplicaManager:
         offsets: dict[TopicPartition, int],
         callback: Callable[[dict[TopicPartition, tuple[int, ErrorCode]]], None],
     ) -> None:
+        """Raise the leaders' log start offsets (-1: to the high watermark) and call back
+        once every replica has, or at the timeout. An internal topic's partitions are
+        refused (INVALID_TOPIC_EXCEPTION), as in Kafka: its coordinator's records stay."""
         results: dict[TopicPartition, tuple[int, ErrorCode]] = {}
         for tp, offset in offsets.items():
+            if tp.topic in INTERNAL_TOPICS:
+                results[tp] = (-1, ErrorCode.invalid_topic_exception)
+                continue
             partition = self.partitions.get(tp)
             if partition is None:
                 results[tp] = (-1, ErrorCode.unknown_topic_or_partition)

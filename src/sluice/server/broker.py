@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.base import TopicPartition
@@ -29,7 +30,7 @@ from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.config import BrokerConfig, ConfigError, parse_listener
 from sluice.controller.model import Broker as BrokerInfo
 from sluice.controller.model import EndPoint
-from sluice.log import Log, LogManager
+from sluice.log import Log, LogDirFailureChannel, LogManager
 from sluice.log.file_cache import FileCache, default_capacity
 from sluice.log.file_work import FileThread
 from sluice.log.group_flush import GroupFlusher
@@ -135,7 +136,11 @@ class Broker:
         self._store_factory = coordination_store
         self.broker_id = config.broker_id
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
-        self.log_dir = config.log_dir
+        self.log_dirs = config.log_dirs
+        self.log_dir = self.log_dirs[0]  # also holds meta.properties and the topic registry
+        # I/O errors take a log dir offline (sluice.log.log_dir_failure_channel); the
+        # failure is handled on the event loop (_handle_log_dir_failure).
+        self.log_dir_failure_channel = LogDirFailureChannel()
         # What handlers know of topics, partitions and brokers: fed from the registry and
         # the replica manager on a single node, by the controller in a cluster.
         self.metadata_cache = MetadataCache(self.broker_id)
@@ -193,26 +198,31 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_meta_properties()
-        self.registry = TopicRegistry(self.log_dir)
+        self.registry = TopicRegistry(self.log_dir, self.log_dir_failure_channel)
+        self.log_dir_failure_channel.on_offline = self._on_log_dir_offline
         with gc_policy.paused():  # many objects made to last: no pass over them meanwhile
             self.log_manager = LogManager(
-                self.log_dir, topic_log_config(self.config, {}), clock=self.clock,
+                self.log_dirs, topic_log_config(self.config, {}), clock=self.clock,
                 topic_config=registered_log_configs(self.config, self.registry),
-                file_work=self._file_thread, file_cache=self._file_cache(),
+                file_work=self._file_thread, log_dir_failure_channel=self.log_dir_failure_channel,
+                file_cache=self._file_cache(),
             )  # fmt: skip
         gc_policy.freeze_long_lived()
         self.purgatories = EventLoopPurgatories(self.broker_id, self.clock, self._loop)
         self.replica_manager = ReplicaManager(
             self.broker_id, self.purgatories,
             min_isr=lambda tp: self.topic_admin.min_insync_replicas(tp), clock=self.clock,
+            log_dir_failure_channel=self.log_dir_failure_channel,
         )  # fmt: skip
         if self.config["log.flush.group.commit"]:
             self._flush_executor = ThreadPoolExecutor(1, f"sluice-flush-{self.broker_id}")
             self.log_manager.flush_group = GroupFlusher(
                 self._loop.call_soon, self._run_flush, self.replica_manager.flushed
             )
-        self.replica_manager.load_high_watermarks(self.log_dir / HW_CHECKPOINT_FILE)
-        self.producer_id_manager = ProducerIdManager(self.log_dir, self.broker_id)
+        self.replica_manager.load_high_watermarks(self.log_manager.live_log_dirs)
+        self.producer_id_manager = ProducerIdManager(
+            self.log_dir, self.broker_id, failure_channel=self.log_dir_failure_channel
+        )
         if self.config["zookeeper.connect"] or self._store_factory is not None:
             await self._start_cluster_member()
         else:
@@ -447,6 +457,23 @@ class Broker:
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
 
+    def _on_log_dir_offline(self, log_dir: Path) -> None:
+        """The failure channel took ``log_dir`` offline (on any thread): handle it on the
+        event loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._handle_log_dir_failure, log_dir)
+
+    def _handle_log_dir_failure(self, log_dir: Path) -> None:
+        """Kafka's ``ReplicaManager.handleLogDirFailure``: the log manager takes every log
+        in ``log_dir`` offline, the replica manager answers their partitions'
+        waiting requests (KAFKA_STORAGE_ERROR) and, in a cluster, has the controller told
+        (the cluster manager), which moves their leadership. The other dirs serve on;
+        with none left the broker still answers (unlike Kafka, which halts)."""
+        self.log_manager.handle_log_dir_failure(log_dir)
+        self.replica_manager.handle_log_dir_failure(log_dir)
+
     def _stop_file_thread(self) -> None:
         """Run the file work still queued and end the file thread (the logs are closed:
         nothing queues more)."""
@@ -534,7 +561,8 @@ class Broker:
         from sluice.log.cleaner.log_cleaner import LogCleaner
 
         self.log_cleaner = LogCleaner(
-            lambda: list(self.log_manager), config_for=self._compaction_config,
+            lambda: [log_ for log_ in self.log_manager if not log_.is_offline],
+            config_for=self._compaction_config,
             high_watermark=self._cleaner_bound, clock=self.clock,
         )  # fmt: skip
         if self.config["log.cleaner.enable"]:
@@ -576,9 +604,6 @@ class Broker:
         """Forget producer ids idle for producer.id.expiration.ms in every partition."""
         expiration_ms = self.config["producer.id.expiration.ms"]
         return sum(log_.remove_expired_producers(expiration_ms) for log_ in self.log_manager)
-
-
-HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 
 
 def raise_open_file_limit() -> int:

@@ -42,6 +42,7 @@ from sluice.controller.requests import (
 )
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
+from sluice.log import KafkaStorageException
 from sluice.metastore import NodeExistsError
 from sluice.protocol import ErrorCode
 from sluice.replication.partition import Partition
@@ -190,6 +191,7 @@ class ClusterManager:
         )  # fmt: skip
         self.controller.startup()
         self.replica_manager.on_isr_expand = self._expand_isr
+        self.replica_manager.on_log_dir_failure = self._log_dir_failed
         self._tasks.append(asyncio.create_task(self._isr_expiration()))
         self._watch_config_changes()
         log.info("broker %d registered (epoch %d)", self.broker_id, self.broker_epoch)
@@ -375,6 +377,11 @@ class ClusterManager:
         for s in request.partition_states:
             tp = s.topic_partition
             partition = rm.get_partition(tp)
+            if partition is not None and partition.log.is_offline:
+                # Kafka's HostedPartition.Offline, answered before any epoch check: the
+                # controller takes the replica offline and moves its leadership.
+                errors[tp] = ErrorCode.kafka_storage_error
+                continue
             current = partition.leader_epoch if partition is not None else -1
             if partition is not None and ControllerEpochChecker.check_leader_epoch(
                 s.leader_epoch, current
@@ -386,7 +393,10 @@ class ClusterManager:
                 continue
             try:
                 if partition is None:
-                    partition = self._create_partition(tp, list(s.replicas))
+                    partition = self._create_partition(tp, list(s.replicas), s.is_new)
+                if partition.log.is_offline:  # a log of an offline dir
+                    errors[tp] = ErrorCode.kafka_storage_error
+                    continue
                 if s.leader == self.broker_id:
                     self._remove_from_fetchers(tp)
                     hw_moved = partition.make_leader(
@@ -415,10 +425,36 @@ class ClusterManager:
                     if s.leader >= 0 and leader is not None:
                         self._add_to_fetcher(leader, partition)
                 errors[tp] = ErrorCode.none
+            except KafkaStorageException as exc:  # its log dir is offline, and said so
+                log.debug("LeaderAndIsr for %s: %s", tp, exc)
+                errors[tp] = ErrorCode.kafka_storage_error
             except Exception:
                 log.exception("LeaderAndIsr for %s failed", tp)
                 errors[tp] = ErrorCode.kafka_storage_error
         return LeaderAndIsrResponse(ErrorCode.none, errors)
+
+    def _log_dir_failed(self, log_dir: Path, partitions: list[TopicPartition]) -> None:
+        """A log dir of this broker went offline (ReplicaManager.handle_log_dir_failure):
+        its partitions stop fetching and their coordinators resign, and the controller
+        is told through /log_dir_event_notification (Kafka's ``propagateLogDirEvent``);
+        it asks which replicas are offline and moves their leadership."""
+        for tp in partitions:
+            self._remove_from_fetchers(tp)
+            self._coordinator_resign(tp)
+        log.warning(
+            "log dir %s failed: %d partitions offline here; telling the controller",
+            log_dir, len(partitions),
+        )  # fmt: skip
+        task = asyncio.ensure_future(self._propagate_log_dir_event())
+        self._loads.add(task)
+        task.add_done_callback(self._loads.discard)
+
+    async def _propagate_log_dir_event(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, self.zk.propagate_log_dir_event, self.broker_id)
+        except Exception as exc:
+            log.error("could not tell the controller of a failed log dir: %r", exc)
 
     def _coordinator_elect(self, tp: TopicPartition) -> None:
         """Leading an offsets partition makes this broker its groups' coordinator."""
@@ -446,10 +482,13 @@ class ClusterManager:
         elif tp.topic == TRANSACTION_STATE_TOPIC_NAME:
             self.coordinators.txn.on_resigned(tp.partition)
 
-    def _create_partition(self, tp: TopicPartition, replicas: list[int]) -> Partition:
+    def _create_partition(self, tp: TopicPartition, replicas: list[int], is_new: bool) -> Partition:
+        """The partition of a replica the controller assigned here; its log is not created
+        afresh while a log dir is offline unless the partition is new (it may have been
+        there: LogManager.get_or_create_log)."""
         info = self._ensure_topic(tp.topic)
         log_ = self.log_manager.get_or_create_log(
-            tp.topic, tp.partition, self.topic_admin.log_config_for(tp.topic)
+            tp.topic, tp.partition, self.topic_admin.log_config_for(tp.topic), is_new
         )
         partition = self.replica_manager.add_partition(
             tp, log_, replicas, leader_epoch=-1, topic_id=info.topic_id
@@ -484,7 +523,8 @@ class ClusterManager:
                 rm.remove_partition(tp)
                 with contextlib.suppress(Exception):
                     self.log_manager.delete_log(tp.topic, tp.partition)
-                self.registry.remove_partition(tp.topic, tp.partition)
+                with contextlib.suppress(KafkaStorageException):  # its log dir said so
+                    self.registry.remove_partition(tp.topic, tp.partition)
             else:
                 partition = rm.get_partition(tp)
                 if partition is not None:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.base import TopicPartition
+from sluice.log import KafkaStorageException
 from sluice.protocol import ErrorCode
 from sluice.protocol.records.batch import LENGTH_OFFSET, LOG_OVERHEAD
 from sluice.replication.partition import Partition
@@ -288,6 +289,9 @@ def apply_fetched_partition(
         if pd.records is not None and len(pd.records):
             partition.log.append_as_follower(pd.records, direct_io)
         partition.update_follower_high_watermark(pd.high_watermark)
+    except KafkaStorageException as exc:  # its log dir failed (logged there), or had
+        log.debug("follower append to %s failed: %s", partition.tp, exc)
+        return False
     except Exception:
         log.exception("follower append to %s failed", partition.tp)
         return False

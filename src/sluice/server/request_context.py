@@ -88,9 +88,13 @@ class TopicAdmin(Protocol):
     def maybe_auto_create(self, name: str) -> bool:
         """Whether the topic exists or is being created (auto-creation on)."""
 
-    def delete_topic(self, name: str) -> None: ...
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic; KeyError if there is none, InvalidTopicError for an internal
+        one."""
 
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None: ...
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        """Grow a topic; KeyError, ValueError if not more, InvalidTopicError for an
+        internal one."""
 
     async def add_partitions_async(
         self, name: str, total: int, validate_only: bool = False
@@ -98,7 +102,12 @@ class TopicAdmin(Protocol):
         """``add_partitions`` with the partition logs made off the event loop (the
         creation goes on if the wait is cancelled)."""
 
-    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
+    def check_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """ConfigError or LogError for a value the log refuses, PolicyViolation for
+        overrides under which an internal topic would lose records."""
+
+    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's overrides, checked first as by :meth:`check_topic_configs`."""
 
     def ensure_transaction_state(self) -> None:
         """Single node: ``__transaction_state`` exists and is coordinated here."""

@@ -13,10 +13,24 @@ What does not depend on the mode is written once, in :class:`TopicAdminBase`:
   values), before the mode registers the topic;
 - config resolution: a topic's effective configs are the broker's defaults overlaid with
   its overrides, and its ``LogConfig`` is made from them;
-- the auto-create policy (``auto.create.topics.enable``; ``__consumer_offsets`` only by
-  the group coordinator) and internal-topic creation (replication capped by the live
-  brokers);
-- applying config overrides to the registry and to the topic's logs here.
+- the auto-create policy (``auto.create.topics.enable``; never an internal topic: the
+  coordinators create those) and internal-topic creation (replication capped by the
+  live brokers);
+- the protection of the internal topics (``__consumer_offsets``,
+  ``__transaction_state``): deleting one or adding partitions to one is refused
+  (InvalidTopicError, answered INVALID_TOPIC_EXCEPTION), and so are configs under which
+  retention would delete its records (PolicyViolation, answered POLICY_VIOLATION), each
+  with a message;
+- applying config overrides to the registry and to the topic's logs here;
+- a CreateTopics or CreatePartitions request's creation, awaited
+  (:meth:`TopicAdminBase.create_topic_async`, :meth:`TopicAdminBase.add_partitions_async`):
+  a single node makes the partition logs on worker threads and registers them once they
+  all exist, within ``max.broker.partitions``; a cluster's controller makes them.
+
+An internal topic that is missing all the same (deleted below these checks, or lost
+with ZooKeeper's data) is created again by the next FindCoordinator that needs it, as
+on first use; its partitions' coordinators are elected as they are hosted (on a single
+node by :class:`SingleNodeTopicAdmin`, in a cluster by LeaderAndIsr), and start empty.
 """
 
 from __future__ import annotations
@@ -32,8 +46,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sluice.base import TopicPartition
 from sluice.config import TOPIC_CONFIGS, BrokerConfig, topic_config_defaults
 from sluice.controller.requests import UpdateMetadataPartitionState
-from sluice.log import Log, LogConfig, LogManager
-from sluice.log.errors import KafkaStorageException
+from sluice.log import KafkaStorageException, Log, LogConfig, LogManager
+from sluice.replication.metadata_cache import INTERNAL_TOPICS
 from sluice.server import gc_policy
 from sluice.server.topics import (
     InvalidReplicaAssignment,
@@ -54,6 +68,7 @@ __all__ = [
     "CoordinatorTopics",
     "SingleNodeTopicAdmin",
     "TopicAdminBase",
+    "check_internal_topic_configs",
     "check_replica_assignment",
     "check_replication_factor",
     "effective_topic_configs",
@@ -69,6 +84,16 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 _LOG_CONFIG_KEYS = frozenset(LogConfig.kafka_names())
+
+# What each internal topic holds, and the config that sets its partition count.
+_INTERNAL_CONTENTS = {
+    OFFSETS_TOPIC: "the consumer groups' committed offsets and metadata",
+    TRANSACTION_STATE_TOPIC: "the transactional ids' state",
+}
+_INTERNAL_PARTITION_COUNTS = {
+    OFFSETS_TOPIC: "offsets.topic.num.partitions",
+    TRANSACTION_STATE_TOPIC: "transaction.state.log.num.partitions",
+}
 
 
 def log_config_from(values: Mapping[str, object]) -> LogConfig:
@@ -109,6 +134,20 @@ def registered_log_configs(
         )
 
     return log_config
+
+
+def check_internal_topic_configs(name: str, config: LogConfig) -> None:
+    """Refuse (PolicyViolation) a ``LogConfig`` under which an internal topic would lose
+    records: its cleanup policy must stay ``compact`` alone, as the coordinators create
+    it, since with ``delete`` retention removes whole segments, live records and all
+    (``retention.ms`` and ``retention.bytes`` apply only then). Kafka itself accepts
+    such a change (an ``alter.config.policy.class.name`` policy would refuse it)."""
+    if name in INTERNAL_TOPICS and config.delete_enabled:
+        raise PolicyViolation(
+            f"Internal topic {name} must keep cleanup.policy=compact: with "
+            f"cleanup.policy={config.cleanup_policy}, retention would delete "
+            f"{_INTERNAL_CONTENTS[name]}."
+        )
 
 
 def check_replica_assignment(assignment: dict[int, list[int]], live: list[int]) -> None:
@@ -201,24 +240,16 @@ class TopicAdminBase(ABC):
         ``assignment`` is given, and create it (unless ``validate_only``)."""
 
     @abstractmethod
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic (KeyError if there is none)."""
+    def _delete_topic(self, name: str) -> None:
+        """Delete a topic (KeyError if there is none), internal or not."""
 
     @abstractmethod
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+    def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
         """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more)."""
 
-    async def add_partitions_async(
-        self, name: str, total: int, validate_only: bool = False
-    ) -> None:
-        """:meth:`add_partitions` for a CreatePartitions request: where this broker makes
-        the partition logs (a single node) they are made off the event loop. Cancelling
-        the wait leaves the creation going (a request's timeout)."""
-        self.add_partitions(name, total, validate_only)
-
     @abstractmethod
-    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Replace a topic's config overrides (validated first)."""
+    def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides (checked already)."""
 
     @abstractmethod
     def ensure_transaction_state(self) -> None:
@@ -235,6 +266,46 @@ class TopicAdminBase(ABC):
         self, name: str, num_partitions: int, configs: dict[str, str]
     ) -> None:
         """Make an internal topic's partition logs ahead of its creation, off the loop."""
+
+    # -- changes, internal topics protected ---------------------------------------------
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic (KeyError if there is none). An internal topic is refused
+        (InvalidTopicError): deleting it would drop what its coordinator keeps there."""
+        if name in INTERNAL_TOPICS:
+            raise InvalidTopicError(
+                f"Cannot delete internal topic {name}: it holds {_INTERNAL_CONTENTS[name]}."
+            )
+        self._delete_topic(name)
+
+    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+        """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more). An
+        internal topic is refused (InvalidTopicError): its partition count decides which
+        partition holds each group or transactional id."""
+        if name in INTERNAL_TOPICS:
+            raise InvalidTopicError(
+                f"Cannot add partitions to internal topic {name}: its partition count "
+                f"({_INTERNAL_PARTITION_COUNTS[name]}) decides which partition holds each "
+                f"key, and {_INTERNAL_CONTENTS[name]} would no longer be found."
+            )
+        self._add_partitions(name, total, validate_only)
+
+    async def add_partitions_async(
+        self, name: str, total: int, validate_only: bool = False
+    ) -> None:
+        """:meth:`add_partitions` for a CreatePartitions request: where this broker makes
+        the partition logs (a single node) they are made off the event loop. Cancelling
+        the wait leaves the creation going (a request's timeout)."""
+        self.add_partitions(name, total, validate_only)
+
+    def check_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Check a topic's new overrides: ConfigError or LogError for a value the log
+        refuses, PolicyViolation for an internal topic that would lose records."""
+        check_internal_topic_configs(name, topic_log_config(self.config, configs))
+
+    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides, checked first (:meth:`check_topic_configs`)."""
+        self.check_topic_configs(name, configs)
+        self._update_topic_configs(name, configs)
 
     # -- configs ---------------------------------------------------------------------
     def topic_configs(self, topic: str) -> dict[str, Any]:
@@ -278,10 +349,11 @@ class TopicAdminBase(ABC):
     ) -> TopicInfo:
         """Create a topic; raises InvalidRequest, InvalidReplicaAssignment,
         InvalidReplicationFactor, InvalidTopicError, ConfigError, LogError,
-        FileExistsError, or ValueError for a bad partition count. ``assignment``
+        PolicyViolation (an internal topic not compacted), FileExistsError, or
+        ValueError for a bad partition count. ``assignment``
         (partition -> replicas) replaces the counts, which must then be -1."""
         num_partitions, replication_factor = self._checked_counts(
-            num_partitions, replication_factor, configs, assignment
+            name, num_partitions, replication_factor, configs, assignment
         )
         return self._register(
             name, num_partitions, replication_factor, configs, validate_only, assignment
@@ -302,7 +374,7 @@ class TopicAdminBase(ABC):
         KafkaStorageException when the logs cannot be made (nothing is registered then).
         Cancelling the wait leaves the creation going (a request's timeout)."""
         num_partitions, replication_factor = self._checked_counts(
-            num_partitions, replication_factor, configs, assignment
+            name, num_partitions, replication_factor, configs, assignment
         )
         return await self._register_async(
             name, num_partitions, replication_factor, configs, validate_only, assignment
@@ -324,6 +396,7 @@ class TopicAdminBase(ABC):
 
     def _checked_counts(
         self,
+        name: str,
         num_partitions: int,
         replication_factor: int,
         configs: dict[str, str],
@@ -348,7 +421,7 @@ class TopicAdminBase(ABC):
             raise ValueError("Number of partitions must be larger than 0.")
         if assignment is None:
             check_replication_factor(replication_factor, len(self.live_broker_ids()))
-        topic_log_config(self.config, configs)  # the values, before anything is written
+        self.check_topic_configs(name, configs)  # the values, before anything is written
         return num_partitions, replication_factor
 
     def create_internal_topic(
@@ -368,28 +441,30 @@ class TopicAdminBase(ABC):
         """Whether the topic exists (a replica here, or in the metadata cache) or is being
         created: it is created with broker defaults when auto-creation is on. A single
         node has it at once; in a cluster the controller creates its partitions, and the
-        topic is in the metadata cache once it has told this broker about them."""
+        topic is in the metadata cache once it has told this broker about them. An
+        internal topic is never made here: its coordinator creates it (at start, or at
+        the FindCoordinator that needs it) with its own partition count and configs."""
         if self.is_known(name):
             return True
-        if name == OFFSETS_TOPIC and not self.coordinators.built:
-            return False  # the group coordinator creates it, with its own partition count
+        if name in INTERNAL_TOPICS:
+            return False
         if not self.config["auto.create.topics.enable"]:
             return False
         try:
             self.create_topic(name, -1, -1, {})
         except FileExistsError:  # created meanwhile, or being created
             return True
-        except (InvalidTopicError, ValueError):
-            return False
-        except KafkaStorageException as exc:
-            log.error("could not auto-create topic %s: %s", name, exc)
+        except (InvalidTopicError, ValueError, KafkaStorageException):
             return False
         return True
 
 
 class SingleNodeTopicAdmin(TopicAdminBase):
     """A broker that is not in a cluster: the registry is the record of its topics, it
-    hosts and leads every partition, and it publishes each topic to the metadata cache."""
+    hosts and leads every partition, and it publishes each topic to the metadata cache.
+    Once the coordinators are built, hosting an internal topic's partition elects its
+    coordinator there and deleting it resigns it, as LeaderAndIsr and StopReplica do in
+    a cluster."""
 
     def __init__(
         self,
@@ -419,7 +494,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         remove the logs of partitions no topic holds (a creation cut short by a crash,
         or a deletion), as Kafka removes stray logs."""
         for info in self.registry.topics.values():
-            self._host_partitions(info, list(info.assignment))
+            self._host_partitions(info, list(info.assignment), is_new=False)
         strays = []
         for tp in self.log_manager.logs:
             topic = self.registry.get(tp.topic)
@@ -432,21 +507,52 @@ class SingleNodeTopicAdmin(TopicAdminBase):
                         len(strays), ", ".join(sorted({tp.topic for tp in strays})))  # fmt: skip
 
     def _host_partitions(
-        self, info: TopicInfo, partitions: list[int], publish: bool = True
+        self, info: TopicInfo, partitions: list[int], is_new: bool, publish: bool = True
     ) -> None:
-        """Host the topic's ``partitions`` (their logs made if missing) and publish the
-        topic."""
+        """Host the topic's ``partitions`` (their logs made if missing) and, unless told
+        not to, publish the topic. A partition whose log cannot be opened or created (its
+        log dir is offline: LogManager.get_or_create_log) is not hosted; it is published
+        without a leader."""
         config = self.log_config_for(info.name)
+        hosted = []
         for p in partitions:
             replicas = info.assignment[p]
             if self.broker_id not in replicas:
                 continue
-            log_ = self.log_manager.get_or_create_log(info.name, p, config)
-            self.replica_manager.add_partition(
-                TopicPartition(info.name, p), log_, replicas, topic_id=info.topic_id
-            )
+            try:
+                log_ = self.log_manager.get_or_create_log(info.name, p, config, is_new)
+            except KafkaStorageException as exc:
+                log.warning("partition %s-%d is not served: %s", info.name, p, exc)
+                continue
+            tp = TopicPartition(info.name, p)
+            self.replica_manager.add_partition(tp, log_, replicas, topic_id=info.topic_id)
+            hosted.append(tp)
         if publish:
             self._publish_topic(info)
+        if info.name in INTERNAL_TOPICS and self.coordinators.built:
+            for tp in hosted:
+                self._coordinator_elect(tp)
+
+    def _coordinator_elect(self, tp: TopicPartition) -> None:
+        """This broker leads an internal topic's partition it just hosted, once the
+        coordinators run (``__transaction_state`` on first use, or a topic made again
+        after it went missing): its coordinator owns it and loads it now, a new log and
+        empty. At start the coordinator runtimes take the partitions instead."""
+        if tp.topic == OFFSETS_TOPIC:
+            group = self.coordinators.group
+            group.on_election(tp.partition)
+            group.load_partition(tp.partition)
+        elif tp.topic == TRANSACTION_STATE_TOPIC:
+            partition = self.replica_manager.get_partition(tp)
+            epoch = 0 if partition is None else partition.leader_epoch
+            self.coordinators.txn.on_elected(tp.partition, epoch, load=True)
+
+    def _coordinator_resign(self, tp: TopicPartition) -> None:
+        """An internal topic's partition goes: its coordinator unloads what it held."""
+        if tp.topic == OFFSETS_TOPIC:
+            self.coordinators.group.on_resignation(tp.partition)
+        elif tp.topic == TRANSACTION_STATE_TOPIC:
+            self.coordinators.txn.on_resigned(tp.partition)
 
     def _publish_topic(self, info: TopicInfo) -> None:
         """The metadata cache's view of a registry topic, this broker the leader of every
@@ -485,7 +591,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         """Checked (:meth:`_new_topic`), its partition logs made here, then into the
         registry and hosted: for the few partitions of an auto-created or internal
         topic (a CreateTopics request makes them off the loop, :meth:`_register_async`)."""
-        info = self._new_topic(name, num_partitions, configs)
+        info = self._new_topic(name, num_partitions, configs, validate_only)
         if validate_only:
             return info
         started = time.monotonic()
@@ -506,10 +612,10 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         planned = self.log_manager.new_log_dirs(info.name, partitions)
         try:
             logs = self.log_manager.create_logs(planned, config)
-        except OSError as exc:
+        except KafkaStorageException as exc:
             raise self._not_created(info.name, len(partitions), exc) from exc
         self._complete(info, logs, register)
-        self._host_partitions(info, partitions)
+        self._host_partitions(info, partitions, is_new=True)
 
     async def _register_async(
         self,
@@ -524,7 +630,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         worker threads, in batches, then the topic is registered and hosted (in slices
         of the event loop's time). The creation is a task of its own: a caller that
         stops waiting does not stop it."""
-        info = self._new_topic(name, num_partitions, configs)
+        info = self._new_topic(name, num_partitions, configs, validate_only)
         if validate_only:
             return info
         config = topic_log_config(self.config, configs)
@@ -579,7 +685,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
                     made = await loop.run_in_executor(None, manager.create_logs, planned, config)
                     logs.update(made)
                     gc_policy.freeze_long_lived()  # no full pass over them as they grow
-            except OSError as exc:
+            except KafkaStorageException as exc:  # a log dir failed, or all are offline
                 await loop.run_in_executor(None, manager.remove_unmanaged, list(logs.values()))
                 raise self._not_created(name, len(partitions), exc) from exc
             except BaseException:  # cancelled (the broker stops), or the manager stopped
@@ -591,7 +697,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         step = self.HOST_SLICE
         for first in range(0, len(partitions), step):
             await asyncio.sleep(0)
-            self._host_partitions(info, partitions[first : first + step], publish=False)
+            self._host_partitions(info, partitions[first : first + step], True, publish=False)
         states: list[UpdateMetadataPartitionState] = []
         everything = list(info.assignment)
         for first in range(0, len(everything), step):
@@ -610,10 +716,13 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         if exc is not None and not isinstance(exc, KafkaStorageException | KeyError):
             log.error("creating partitions failed", exc_info=exc)  # else logged, or answered
 
-    def _new_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicInfo:
+    def _new_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str], validate_only: bool
+    ) -> TopicInfo:
         """The topic as it would be registered, after the registry's checks (name,
-        existence, collisions, config keys), a creation of the same name under way, and
-        ``max.broker.partitions``; nothing is written."""
+        existence, collisions, config keys), a creation of the same name under way,
+        ``max.broker.partitions`` and, unless ``validate_only``, live log dirs; nothing
+        is written."""
         if name in self._creating:
             raise FileExistsError(f"Topic '{name}' already exists.")
         collision = name.replace(".", "_")
@@ -621,6 +730,8 @@ class SingleNodeTopicAdmin(TopicAdminBase):
             if creating.replace(".", "_") == collision:
                 raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {creating}")
         assignment = {p: [self.broker_id] for p in range(num_partitions)}
+        if not validate_only and not (self.registry.writable and self.log_manager.live_log_dirs):
+            raise KafkaStorageException(f"cannot create topic {name}: log dirs are offline")
         info = self.registry.create(name, assignment, configs, validate_only=True)
         self._check_partition_limit(num_partitions)
         return info
@@ -637,7 +748,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
                 f"more than max.broker.partitions={limit}."
             )
 
-    def _not_created(self, name: str, count: int, exc: OSError) -> KafkaStorageException:
+    def _not_created(self, name: str, count: int, exc: Exception) -> KafkaStorageException:
         log.error("could not create %d partition logs of topic %s: %s", count, name, exc)
         return KafkaStorageException(
             f"Could not create the partition logs of topic '{name}': {exc}. Nothing was created."
@@ -651,7 +762,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         meanwhile: KeyError), the logs are removed."""
         try:
             register()
-        except (OSError, KeyError) as exc:
+        except (KafkaStorageException, OSError, KeyError) as exc:
             self.log_manager.remove_unmanaged(logs.values())
             if isinstance(exc, KeyError):
                 raise
@@ -688,27 +799,30 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         return info
 
     def ensure_transaction_state(self) -> None:
-        """``__transaction_state`` is created at the first transactional request and
-        coordinated here (see :func:`txn_runtime.create_transaction_state`)."""
+        """``__transaction_state`` is created at the first transactional request (or again,
+        if it went missing) and coordinated here (see
+        :func:`txn_runtime.create_transaction_state`)."""
         if self.registry.get(TRANSACTION_STATE_TOPIC) is not None:
             return
         from sluice.server.txn_runtime import create_transaction_state
 
-        create_transaction_state(self, self.coordinators.txn, self.replica_manager)
+        create_transaction_state(self, self.coordinators.txn)
 
-    def delete_topic(self, name: str) -> None:
+    def _delete_topic(self, name: str) -> None:
         info = self.registry.delete(name)
         if info is None:
             raise KeyError(name)
         gone = [TopicPartition(name, p) for p in info.assignment]
         self.metadata_cache.remove_topic(name)
         for tp in gone:
+            if name in INTERNAL_TOPICS and self.coordinators.built:
+                self._coordinator_resign(tp)
             self.replica_manager.remove_partition(tp)
             self.log_manager.delete_log(tp.topic, tp.partition)
         self.coordinators.group.handle_deleted_partitions(gone)  # their committed offsets too
         log.info("deleted topic %s", name)
 
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+    def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
         info, new = self._new_partitions(name, total)
         if validate_only:
             return
@@ -720,7 +834,9 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         self, name: str, total: int, validate_only: bool = False
     ) -> None:
         """:meth:`add_partitions` with the logs made off the event loop, as a topic's
-        creation (:meth:`_register_async`)."""
+        creation (:meth:`_register_async`); an internal topic is refused first."""
+        if name in INTERNAL_TOPICS:
+            self.add_partitions(name, total, validate_only)  # raises InvalidTopicError
         info, new = self._new_partitions(name, total)
         if validate_only:
             return
@@ -746,6 +862,5 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         self._check_partition_limit(total - info.num_partitions)
         return info, {p: [self.broker_id] for p in range(info.num_partitions, total)}
 
-    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        topic_log_config(self.config, configs)
+    def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.apply_topic_configs(name, configs)

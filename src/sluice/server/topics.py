@@ -1,6 +1,7 @@
 """``TopicRegistry``: topics, their partition assignments and config overrides.
 
-A broker keeps them in ``<log.dirs>/__sluice_topics.json`` (written atomically): on a
+A broker keeps them in ``__sluice_topics.json`` in its first log dir (written atomically;
+a failed write raises ``KafkaStorageException`` and takes that dir offline): on a
 single node every topic, created and deleted by its topic admin; in a cluster, where
 ZooKeeper holds the topics, the ones this broker hosts a replica of, recorded as the
 controller assigns and removes them.
@@ -10,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import uuid
 from pathlib import Path
 from typing import Any
 
 from sluice.config import ConfigError, validate_topic_configs
+from sluice.log.checkpoint import write_atomically
+from sluice.log.errors import KafkaStorageException
+from sluice.log.log_dir_failure_channel import LogDirFailureChannel, describe_os_error
 from sluice.replication.metadata_cache import INTERNAL_TOPICS
 
 __all__ = [
@@ -47,12 +50,13 @@ class InvalidRequest(ValueError):
 
 
 class InvalidTopicError(ValueError):
-    """A topic name Kafka would reject (INVALID_TOPIC_EXCEPTION)."""
+    """A topic name Kafka would reject, or an operation refused on an internal topic
+    (INVALID_TOPIC_EXCEPTION)."""
 
 
 class PolicyViolation(ValueError):
-    """A request the broker refuses by its policy, such as ``max.broker.partitions``
-    (POLICY_VIOLATION)."""
+    """What the broker's policy refuses (POLICY_VIOLATION): topic configs under which an
+    internal topic would lose records, more partitions than ``max.broker.partitions``."""
 
 
 def validate_topic_name(name: str) -> None:
@@ -110,22 +114,40 @@ class TopicRegistry:
 
     FILE = "__sluice_topics.json"
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(
+        self, directory: Path, failure_channel: LogDirFailureChannel | None = None
+    ) -> None:
+        """``failure_channel``: where a failed write reports ``directory`` (a log dir)."""
         self._path = directory / self.FILE
+        self._failure_channel = failure_channel
         self.topics: dict[str, TopicInfo] = {}
         if self._path.exists():
             data = json.loads(self._path.read_text(encoding="utf-8"))
             self.topics = {n: TopicInfo.from_json(n, t) for n, t in data["topics"].items()}
 
+    @property
+    def writable(self) -> bool:
+        """Whether the registry's log dir is online (its writes can be tried)."""
+        channel = self._failure_channel
+        return channel is None or not channel.has_offline_log_dir(self._path.parent)
+
     def _save(self) -> None:
-        tmp = self._path.with_suffix(".tmp")
+        """Write the file atomically. An I/O error takes its log dir offline (reported to
+        the failure channel) and raises ``KafkaStorageException``; the file keeps its
+        previous contents."""
         payload = {"version": 1, "topics": {n: t.to_json() for n, t in self.topics.items()}}
-        with open(tmp, "w", encoding="utf-8") as f:
-            # json's C encoder (no indent): 20,000 partitions in about 10 ms
-            f.write(json.dumps(payload, sort_keys=True))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
+        # json's C encoder (no indent): 20,000 partitions in about 10 ms
+        data = json.dumps(payload, sort_keys=True).encode()
+        try:
+            write_atomically(self._path, data)
+        except OSError as exc:
+            if self._failure_channel is not None:
+                self._failure_channel.maybe_add_offline_log_dir(
+                    self._path.parent, "writing the topic registry", exc
+                )
+            raise KafkaStorageException(
+                f"cannot write {self._path}: {describe_os_error(exc)}"
+            ) from exc
 
     def get(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
@@ -152,7 +174,11 @@ class TopicRegistry:
         info = TopicInfo(name, uuid.uuid4(), assignment, dict(configs))
         if not validate_only:
             self.topics[name] = info
-            self._save()
+            try:
+                self._save()
+            except KafkaStorageException:
+                del self.topics[name]  # not created
+                raise
         return info
 
     def put(self, info: TopicInfo) -> None:

@@ -245,22 +245,17 @@ def build_transaction_coordinator(
 
 
 def create_transaction_state(
-    topics: CoordinatorTopics, coordinator: TransactionCoordinator, replica_manager: ReplicaManager
+    topics: CoordinatorTopics, coordinator: TransactionCoordinator
 ) -> None:
     """Single node: create ``__transaction_state`` (compacted, one replica) at the first
-    transactional request and coordinate all its partitions, which are empty. In a
-    cluster the first FindCoordinator creates it and LeaderAndIsr elects coordinators."""
+    transactional request, or again if it went missing; the topic admin makes the
+    coordinator own each partition, empty, as it hosts it. In a cluster the first
+    FindCoordinator creates it and LeaderAndIsr elects coordinators."""
     info = topics.create_topic(
         TRANSACTION_STATE_TOPIC_NAME, coordinator.config.num_partitions, 1,
         dict(TRANSACTION_TOPIC_CONFIGS),
     )  # fmt: skip
     coordinator.config.num_partitions = info.num_partitions
-    owned = {}
-    for p in info.assignment:
-        partition = replica_manager.get_partition(TopicPartition(info.name, p))
-        if partition is not None:
-            owned[p] = partition.leader_epoch
-    coordinator.startup(owned, load=True)
 
 
 async def load_transaction_partition(coordinator: TransactionCoordinator, partition: int) -> None:

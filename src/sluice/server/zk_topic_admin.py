@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from sluice.config import BrokerConfig, validate_topic_configs
 from sluice.controller import AdminZkClient, KafkaZkClient, assign_replicas_to_brokers
 from sluice.metastore import NodeExistsError
-from sluice.server.topic_admin import TopicAdminBase, topic_log_config
+from sluice.server.topic_admin import TopicAdminBase
 from sluice.server.topics import TopicInfo, TopicRegistry, validate_topic_name
 
 if TYPE_CHECKING:
@@ -136,13 +136,13 @@ class ZkTopicAdmin(TopicAdminBase):
         """Nothing: the first FindCoordinator creates ``__transaction_state`` and
         LeaderAndIsr elects its coordinators."""
 
-    def delete_topic(self, name: str) -> None:
+    def _delete_topic(self, name: str) -> None:
         """Queue the topic for deletion; the controller stops and deletes its replicas."""
         if self.zk.get_topic_assignment(name) is None:
             raise KeyError(name)
         self.admin.delete_topic(name)
 
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
+    def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
         found = self.zk.get_topic_assignment(name)
         if found is None:
             raise KeyError(name)
@@ -161,9 +161,8 @@ class ZkTopicAdmin(TopicAdminBase):
         if not validate_only:
             self.admin.add_partitions(name, new)
 
-    def update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+    def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Write the overrides to ZooKeeper and announce them: every broker applies them
         when notified, this one at once."""
-        topic_log_config(self.config, configs)
         self.admin.change_topic_config(name, configs)
         self.apply_topic_configs(name, configs)

@@ -43,6 +43,7 @@ from sluice.log.cleaner.cleaning_pass import (
 )
 from sluice.log.cleaner.files import CLEANER_CHECKPOINT, read_cleaner_checkpoint
 from sluice.log.cleaner.records import delete_horizon_of
+from sluice.log.errors import KafkaStorageException
 from sluice.log.log import Log
 
 __all__ = [
@@ -181,7 +182,7 @@ class LogCleaner:
         found: list[LogToClean] = []
         live: set[Path] = set()
         for log in self.logs():
-            if log.is_closed or not log.config.compact_enabled:
+            if log.is_closed or log.is_offline or not log.config.compact_enabled:
                 continue
             live.add(log.dir)
             state = self._states.get(log.dir)
@@ -232,9 +233,9 @@ class LogCleaner:
             current = self.start_pass(candidates[0])
         try:
             done = current.step()
-        except Exception:
+        except Exception as exc:
             self._current = None
-            self._on_failure(current)
+            self._on_failure(current, exc)
             return True
         if done:
             self._current = None
@@ -256,8 +257,8 @@ class LogCleaner:
         cleaning = self.start_pass(to_clean)
         try:
             cleaning.run()
-        except Exception:
-            self._on_failure(cleaning)
+        except Exception as exc:
+            self._on_failure(cleaning, exc)
             raise
         finally:
             self._current = None
@@ -291,8 +292,16 @@ class LogCleaner:
             stats.records_removed, stats.records_read,
         )  # fmt: skip
 
-    def _on_failure(self, cleaning: CleaningPass) -> None:
+    def _on_failure(self, cleaning: CleaningPass, error: Exception) -> None:
+        """A pass failed: retried after ``retry_failed_after_ms``. An I/O error takes the
+        log's directory offline, as Kafka's cleaner does (logged there, once), and the
+        cleaner leaves offline logs alone."""
         self.passes_failed += 1
         state = self._states.setdefault(cleaning.log.dir, _LogState())
         state.retry_after_ms = self.clock.milliseconds() + self.retry_failed_after_ms
-        logger.exception("%s: log cleaning failed", cleaning.log.dir.name)
+        if isinstance(error, OSError):
+            cleaning.log.io_failed(error, "log cleaning")
+        elif isinstance(error, KafkaStorageException):
+            logger.debug("%s: log cleaning failed: %s", cleaning.log.dir.name, error)
+        else:
+            logger.error("%s: log cleaning failed", cleaning.log.dir.name, exc_info=error)

@@ -2,8 +2,10 @@
 
 Configs not named in the request lose their override and fall back to the broker default,
 as in Kafka. Only TOPIC resources are supported: BROKER resources get INVALID_REQUEST since
-Sluice has no dynamic broker configs. The shared machinery (duplicate resources, topic
-lookup, validation, validate_only) is used by IncrementalAlterConfigs too.
+Sluice has no dynamic broker configs. Overrides under which an internal topic would lose
+records (a ``delete`` cleanup policy) get POLICY_VIOLATION, also with ``validate_only``.
+The shared machinery (duplicate resources, topic lookup, validation, validate_only) is
+used by IncrementalAlterConfigs too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from sluice.log import LogConfig, LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build
-from sluice.server.topics import TopicInfo
+from sluice.server.topics import PolicyViolation, TopicInfo
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -80,10 +82,13 @@ def _alter_one(
     overrides = new_overrides(info, resource)
     try:
         check_topic_configs(ctx, overrides)
+        ctx.topic_admin.check_topic_configs(name, overrides)
         if not validate_only:
             ctx.topic_admin.update_topic_configs(name, overrides)
     except (ConfigError, LogError) as exc:
         raise AlterRejected(ErrorCode.invalid_config, str(exc)) from None
+    except PolicyViolation as exc:
+        raise AlterRejected(ErrorCode.policy_violation, str(exc)) from None
 
 
 def alter_resources(

@@ -2,11 +2,13 @@
 
 New partitions are placed on this broker and start empty. Manual assignments are not
 supported yet (INVALID_REQUEST); a count that is not larger than the current one is
-INVALID_PARTITIONS, one past ``max.broker.partitions`` POLICY_VIOLATION;
-``validate_only`` checks without changing anything. As for CreateTopics, a single node
-makes the new partitions' logs on worker threads and records them once they all exist
-(KAFKA_STORAGE_ERROR, nothing added, when they cannot be), and those not done within the
-request's ``timeout_ms`` are answered REQUEST_TIMED_OUT while their creation goes on.
+INVALID_PARTITIONS, one past ``max.broker.partitions`` POLICY_VIOLATION; an internal
+topic is refused (INVALID_TOPIC_EXCEPTION: its coordinator maps keys to partitions by the
+count); ``validate_only`` checks without changing anything. As for CreateTopics, a
+single node makes the new partitions' logs on worker threads and records them once they
+all exist (KAFKA_STORAGE_ERROR, nothing added, when they cannot be), and those not done
+within the request's ``timeout_ms`` are answered REQUEST_TIMED_OUT while their creation
+goes on.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import asyncio
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from sluice.log.errors import KafkaStorageException
+from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field, ms
-from sluice.server.topics import InvalidRequest, PolicyViolation
+from sluice.server.topics import InvalidRequest, InvalidTopicError, PolicyViolation
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -56,14 +58,16 @@ async def _create(
         await ctx.topic_admin.add_partitions_async(name, count, validate_only)
     except KeyError:  # deleted meanwhile
         return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
+    except InvalidTopicError as exc:  # an internal topic
+        return ErrorCode.invalid_topic_exception, str(exc)
     except PolicyViolation as exc:
         return ErrorCode.policy_violation, str(exc)
     except InvalidRequest as exc:
         return ErrorCode.invalid_request, str(exc)
+    except KafkaStorageException as exc:  # a log dir failed, or the logs not made
+        return ErrorCode.kafka_storage_error, str(exc)
     except ValueError as exc:
         return ErrorCode.invalid_partitions, str(exc)
-    except KafkaStorageException as exc:
-        return ErrorCode.kafka_storage_error, str(exc)
     return ErrorCode.none, None
 
 

@@ -3,10 +3,12 @@
 A single node holds it until its coordinators are built: it could otherwise create
 ``__consumer_offsets`` before the group coordinator does, with another partition count.
 
+An internal topic created here must stay compacted (POLICY_VIOLATION otherwise).
+
 Every check (the name, the counts, the configs, ``max.broker.partitions``: POLICY_VIOLATION)
 is made before anything is written. A single node then makes the partition logs on
-worker threads and registers the topic once they all exist: a failure (no space, no
-descriptor left) answers KAFKA_STORAGE_ERROR and leaves nothing behind. The topics of a
+worker threads and registers the topic once they all exist: a failure (no space, a log
+dir offline) answers KAFKA_STORAGE_ERROR and leaves nothing behind. The topics of a
 request are created together; as in Kafka, those not done within the request's
 ``timeout_ms`` are answered REQUEST_TIMED_OUT while their creation goes on. A
 ``timeout_ms`` of 0 or less waits for the creation: Kafka answers at once then, but
@@ -19,8 +21,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import ConfigError, format_config_value
-from sluice.log import LogError
-from sluice.log.errors import KafkaStorageException
+from sluice.log import KafkaStorageException, LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field, ms
@@ -76,12 +77,12 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
         result.update(error_code=ErrorCode.topic_already_exists, error_message=str(exc))
     except InvalidTopicError as exc:
         result.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
-    except PolicyViolation as exc:
-        result.update(error_code=ErrorCode.policy_violation, error_message=str(exc))
-    except KafkaStorageException as exc:
+    except KafkaStorageException as exc:  # a log dir is offline, or the logs not made
         result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc))
     except (ConfigError, LogError) as exc:
         result.update(error_code=ErrorCode.invalid_config, error_message=str(exc))
+    except PolicyViolation as exc:
+        result.update(error_code=ErrorCode.policy_violation, error_message=str(exc))
     except ValueError as exc:
         code = (
             ErrorCode.invalid_replication_factor

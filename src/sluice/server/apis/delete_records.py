@@ -4,7 +4,8 @@ The replica manager raises each log start offset (offset -1 means the high water
 and answers through a callback once every replica reached it, or at the request's
 timeout; the handler returns an awaitable, as Produce does. Records before the new log
 start offset can no longer be fetched (OFFSET_OUT_OF_RANGE) and their whole segments are
-deleted.
+deleted. The internal topics' partitions are refused with INVALID_TOPIC_EXCEPTION, as in
+Kafka (the response has no message field).
 """
 
 from __future__ import annotations

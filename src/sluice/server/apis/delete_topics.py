@@ -1,16 +1,19 @@
 """DeleteTopics (20): delete topics and their logs.
 
 A single node holds it until its coordinators are built: deleting a topic drops its
-committed offsets.
+committed offsets. The internal topics (``__consumer_offsets``, ``__transaction_state``)
+are refused with INVALID_TOPIC_EXCEPTION and a message (the topic admin's rule).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
+from sluice.server.topics import InvalidTopicError
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -61,5 +64,9 @@ def handle(ctx: RequestContext, request: Request) -> Any:
                 entry["error_code"] = ErrorCode.none
             except KeyError:  # deleted meanwhile
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
+            except InvalidTopicError as exc:  # an internal topic
+                entry.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
+            except KafkaStorageException as exc:  # the topic registry's log dir failed
+                entry.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc))
         responses.append(entry)
     return build(request.response_type, throttle_time=0, responses=responses)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from sluice.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
@@ -54,6 +54,8 @@ def _lookup(
             else ErrorCode.unknown_leader_epoch
         )
         return {"error_code": code, "timestamp": -1, "offset": -1}
+    if partition.log.is_offline:  # its log dir failed
+        return {"error_code": ErrorCode.kafka_storage_error, "timestamp": -1, "offset": -1}
     bound = partition.last_stable_offset if committed else partition.high_watermark
     if timestamp == LATEST_TIMESTAMP:
         return {
@@ -69,7 +71,10 @@ def _lookup(
             "offset": partition.log.log_start_offset,
             "leader_epoch": partition.leader_epoch,
         }
-    found = partition.log.fetch_offset_by_timestamp(timestamp)
+    try:
+        found = partition.log.fetch_offset_by_timestamp(timestamp)
+    except KafkaStorageException:  # an I/O error took its log dir offline
+        return {"error_code": ErrorCode.kafka_storage_error, "timestamp": -1, "offset": -1}
     if found is None or (found.offset >= bound and timestamp >= 0):
         return {"error_code": ErrorCode.none, "timestamp": -1, "offset": -1}
     epoch = found.leader_epoch if found.leader_epoch is not None else -1

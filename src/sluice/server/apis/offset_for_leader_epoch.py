@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.log import LATEST_TIMESTAMP
+from sluice.log import LATEST_TIMESTAMP, KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
@@ -101,7 +101,12 @@ def _lookup(
         return {"error_code": code}
     if not partition.is_leader:
         return {"error_code": ErrorCode.not_leader_or_follower}
-    found_epoch, end_offset = end_offset_for(partition, epoch)
+    if partition.log.is_offline:
+        return {"error_code": ErrorCode.kafka_storage_error}
+    try:
+        found_epoch, end_offset = end_offset_for(partition, epoch)
+    except (KafkaStorageException, OSError):  # the log's dir failed (its channel says so)
+        return {"error_code": ErrorCode.kafka_storage_error}
     return {"error_code": ErrorCode.none, "leader_epoch": found_epoch, "end_offset": end_offset}
 
 

@@ -7,6 +7,10 @@ holds v0, and otherwise sends uncompressed batches without a word. Produce v0-2 
 are still rejected (gone since Kafka 4.0; kio cannot parse them). The same clients enable
 the v2 record format only if the range holds v3, and zstd only if it holds v7. v12 is
 v11 plus transactions v2 (KIP-890 part 2); v13 names topics by id.
+
+As in Kafka, an internal topic (``__consumer_offsets``, ``__transaction_state``) takes
+no client's records: INVALID_TOPIC_EXCEPTION, unless the client id is Kafka's
+``__admin_client``. Its coordinator writes it through the replica manager.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.produce_response import PartitionResult, encode_produce_response
 from sluice.replication.delayed import ProducePartitionStatus
+from sluice.replication.metadata_cache import INTERNAL_TOPICS
 from sluice.server.answer import Answer
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import ms
@@ -54,6 +59,9 @@ API: ApiSpec[Body] = ApiSpec(
     ApiKey.PRODUCE, 3, 11, advertised_min_version=0, needs_coordinators=False
 )
 
+ADMIN_CLIENT_ID = "__admin_client"
+"""Kafka's ``AdminUtils.ADMIN_CLIENT_ID``: the one client allowed to append to internal topics."""
+
 
 def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatus]) -> Any:
     """The answer, hand-encoded: the broker accepts Produce v3-11 (``API``),
@@ -82,17 +90,22 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     entries: dict[TopicPartition, bytes] = {}
     early: dict[TopicPartition, ProducePartitionStatus] = {}
     for topic in body.topic_data:
+        message = None
         try:
             validate_topic_name(topic.name)
-            known = ctx.topic_admin.maybe_auto_create(topic.name) is not None
         except InvalidTopicError:
             known, code = False, ErrorCode.invalid_topic_exception
         else:
-            code = ErrorCode.unknown_topic_or_partition
+            if topic.name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+                known, code = False, ErrorCode.invalid_topic_exception
+                message = f"Cannot append to internal topic {topic.name}"
+            else:
+                known = ctx.topic_admin.maybe_auto_create(topic.name)
+                code = ErrorCode.unknown_topic_or_partition
         for p in topic.partition_data:
             tp = TopicPartition(topic.name, p.index)
             if not known:
-                early[tp] = ProducePartitionStatus(-1, -1, error=code)
+                early[tp] = ProducePartitionStatus(-1, -1, error=code, error_message=message)
             elif p.records is None:
                 early[tp] = ProducePartitionStatus(-1, -1, error=ErrorCode.invalid_record)
             else:
