@@ -122,6 +122,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ),
     ConfigDef("log.dir", "string", None, "Synonym of log.dirs (used when log.dirs is unset)."),
     ConfigDef("num.partitions", "int", 1, "Partitions of auto-created topics.", min=1),
+    ConfigDef(
+        "max.broker.partitions",
+        "int",
+        100_000,
+        "Sluice (the name KIP-578 proposed; Kafka has no such limit): the most partitions "
+        "a single node hosts; a CreateTopics or CreatePartitions request that would take "
+        "it past this is refused with POLICY_VIOLATION before anything is created.",
+        min=1,
+    ),
     ConfigDef("default.replication.factor", "int", 1, "Replication of auto-created topics.", min=1),
     ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
     ConfigDef("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
@@ -168,6 +177,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "Sluice: once the active segment is half full, the next segment's files are "
         "created on the broker's file thread, so that a roll creates no file on the event "
         "loop.",
+    ),
+    ConfigDef(
+        "log.open.files.max",
+        "int",
+        -1,
+        "Sluice: the most segment file descriptors (data files and indexes) the broker "
+        "keeps open; each file is opened when first used and the least recently used are "
+        "closed beyond this, to open again when next needed. -1: three quarters of the "
+        "open-file limit (RLIMIT_NOFILE, whose soft value the broker raises to the hard "
+        "one at start). Kafka has no such bound: it keeps every segment's files open.",
+        min=-1,
     ),
     ConfigDef(
         "log.preallocate",
