@@ -35,6 +35,7 @@ from sluice.log.file_cache import FileCache, default_capacity
 from sluice.log.file_work import FileThread
 from sluice.log.group_flush import GroupFlusher
 from sluice.protocol import VersionTable
+from sluice.protocol.memory_pool import MemoryPool
 from sluice.purgatory import DelayedOperation, DelayedOperationPurgatory
 from sluice.replication.fetch_session import FetchSessionCache
 from sluice.replication.metadata_cache import MetadataCache
@@ -43,6 +44,7 @@ from sluice.replication.replica_manager import ReplicaManager
 from sluice.server import gc_policy
 from sluice.server.apis import registry
 from sluice.server.congestion import checked_algorithm
+from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
@@ -395,12 +397,18 @@ class Broker:
         self.handlers = handlers
         congestion = self.config["socket.loopback.congestion.control"]
         checked_algorithm(congestion)  # a refused name is reported now, not at a connection
+        # One memory pool and one set of connection counts for all the listeners, as
+        # Kafka's SocketServer has.
+        pool = MemoryPool(self.config["queued.max.request.bytes"])
+        quotas = ConnectionQuotas.from_config(self.config)
         for listener in self.config.listeners:
             _, host, port = parse_listener(listener)
             server = KafkaServer(
                 host, port, handlers, self.versions,
                 self.config["socket.request.max.bytes"], self.config["connections.max.idle.ms"],
                 self.request_context, raw_handlers=raw_handlers, loopback_congestion=congestion,
+                quotas=quotas, pool=pool,
+                read_timeout_ms=self.config["socket.request.read.timeout.ms"],
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
