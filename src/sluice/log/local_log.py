@@ -429,6 +429,11 @@ class LocalLog:
             return segment, " (on files created ahead)"
         if recycled is not None and segment.log.stale_bytes > 0:
             return segment, " (reusing a removed segment's file)"
+        # Create the data file now, as Kafka does at a roll: its name is what records the
+        # new base offset once every older segment has been deleted (a first segment at
+        # offset 0 may stay absent until its first append: absence means the same).
+        if base_offset > 0:
+            segment.log.fileno()
         return segment, ""
 
     # -- read ----------------------------------------------------------------------------
