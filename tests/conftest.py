@@ -69,6 +69,7 @@ INTEGRATION_MODULES = frozenset(
         "server/test_advertised_apis.py",
         "server/test_broker_retention.py",
         "server/test_broker_stop.py",
+        "server/test_connection_limits.py",
         "server/test_fuzz_requests.py",
         "server/test_gc_policy.py",
         "server/test_group_flush_clients.py",

@@ -49,6 +49,18 @@ def test_bench_flush_takes_its_options() -> None:
     assert flush.MODES == {"group": "true", "inline": "false"}
 
 
+def test_bench_hostile_clients_takes_its_options() -> None:
+    args = build_parser().parse_args(["bench", "hostile-clients", "--only", "idle"])
+    assert args.harness == "hostile-clients" and args.harness_args == ["--only", "idle"]
+    hostile = import_bench("hostile_clients")
+    options = hostile.build_parser().parse_args(
+        ["--only", "attack,idle", "--override", "queued.max.request.bytes=209715200"]
+    )
+    assert (options.attackers, options.slowloris, options.idle_connections) == (40, 20, 2000)
+    assert options.override == ["queued.max.request.bytes=209715200"]
+    assert set(hostile.RUNNERS) == {"attack", "slowloris", "flood", "idle"}
+
+
 def test_bench_rejects_an_unknown_harness(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["bench", "nonesuch"])

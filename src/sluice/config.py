@@ -21,6 +21,7 @@ __all__ = [
     "ConfigError",
     "format_config_value",
     "parse_bool",
+    "parse_connection_overrides",
     "parse_properties",
     "topic_config_defaults",
 ]
@@ -122,6 +123,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ),
     ConfigDef("log.dir", "string", None, "Synonym of log.dirs (used when log.dirs is unset)."),
     ConfigDef("num.partitions", "int", 1, "Partitions of auto-created topics.", min=1),
+    ConfigDef(
+        "max.broker.partitions",
+        "int",
+        100_000,
+        "Sluice (the name KIP-578 proposed; Kafka has no such limit): the most partitions "
+        "a single node hosts; a CreateTopics or CreatePartitions request that would take "
+        "it past this is refused with POLICY_VIOLATION before anything is created.",
+        min=1,
+    ),
     ConfigDef("default.replication.factor", "int", 1, "Replication of auto-created topics.", min=1),
     ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
     ConfigDef("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
@@ -170,6 +180,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "loop.",
     ),
     ConfigDef(
+        "log.open.files.max",
+        "int",
+        -1,
+        "Sluice: the most segment file descriptors (data files and indexes) the broker "
+        "keeps open; each file is opened when first used and the least recently used are "
+        "closed beyond this, to open again when next needed. -1: three quarters of the "
+        "open-file limit (RLIMIT_NOFILE, whose soft value the broker raises to the hard "
+        "one at start). Kafka has no such bound: it keeps every segment's files open.",
+        min=-1,
+    ),
+    ConfigDef(
         "log.preallocate",
         "bool",
         False,
@@ -207,6 +228,28 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "the system's.",
     ),
     ConfigDef("connections.max.idle.ms", "long", 600_000, "Close idle connections after."),
+    ConfigDef(
+        "socket.request.read.timeout.ms",
+        "long",
+        30_000,
+        "Sluice: close a connection whose request has been arriving for longer than this "
+        "(a size prefix sent and the rest not, or trickled); 0 or less: never.",
+    ),
+    ConfigDef(
+        "queued.max.request.bytes",
+        "long",
+        -1,
+        "Bytes of requests received and not yet answered, over all connections, beyond "
+        "which no connection is read until some are answered; -1: no bound.",
+    ),
+    ConfigDef("max.connections", "int", INT_MAX, "Connections held at once.", min=0),
+    ConfigDef("max.connections.per.ip", "int", INT_MAX, "Connections from one address.", min=0),
+    ConfigDef(
+        "max.connections.per.ip.overrides",
+        "string",
+        "",
+        "Per-address limits, host:count,host:count (host names resolved at start).",
+    ),
     ConfigDef("min.insync.replicas", "int", 1, "Replicas an acks=all write needs.", min=1),
     ConfigDef("unclean.leader.election.enable", "bool", False, "Elect out-of-ISR leaders."),
     ConfigDef("replica.lag.time.max.ms", "long", 30_000, "Follower lag before ISR removal."),
@@ -388,6 +431,22 @@ class BrokerConfig:
         if self["advertised.listeners"] is not None:
             for listener in self["advertised.listeners"]:
                 parse_listener(listener)
+        self._check_connection_limits()
+
+    def _check_connection_limits(self) -> None:
+        """Kafka's checks of the memory pool and connection limit settings."""
+        queued = self["queued.max.request.bytes"]
+        if 0 < queued < self["socket.request.max.bytes"]:
+            raise ConfigError(
+                "queued.max.request.bytes must be at least socket.request.max.bytes "
+                f"({self['socket.request.max.bytes']}), or -1 for no bound; got {queued}"
+            )
+        overrides = self["max.connections.per.ip.overrides"]
+        if self["max.connections.per.ip"] == 0 and not overrides.strip():
+            raise ConfigError(
+                "max.connections.per.ip can be 0 only if max.connections.per.ip.overrides is set"
+            )
+        parse_connection_overrides(overrides)
 
     # -- derived values ----------------------------------------------------------
     @property
@@ -461,6 +520,25 @@ def parse_listener(listener: str) -> tuple[str, str, int]:
     if not 0 <= port_number <= 65535:
         raise ConfigError(f"invalid port in listener {listener!r}")
     return scheme.upper(), host.strip("[]") or "0.0.0.0", port_number
+
+
+def parse_connection_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated (an
+    IPv6 address may be bracketed), as ``{host: count}`` with the hosts as written."""
+    out: dict[str, int] = {}
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(
+                f"invalid entry {item!r} in max.connections.per.ip.overrides: "
+                "expected host:count with a count of 0 or more"
+            )
+        out[host] = int(count)
+    return out
 
 
 def topic_config_defaults(broker: BrokerConfig) -> dict[str, Any]:

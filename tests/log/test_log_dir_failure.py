@@ -168,12 +168,18 @@ def test_a_failed_checkpoint_write_keeps_the_old_file(
     file_work = ManualFileWork()
     log = Log(tmp_path / "t-0", _config(clock), clock=clock, file_work=file_work)
     path = tmp_path / "t-0" / RECOVERY_POINT_CHECKPOINT
+    while log.number_of_segments < 2:
+        log.append_as_leader(_batch(clock, log.log_end_offset), 0)
+    file_work.run()  # the roll's flush
+    log.apply_finished_flushes()
+    log.write_recovery_point_checkpoint()  # a new log has none: now it holds the roll's
+    first = log.recovery_point
     before = path.read_bytes()
     while log.number_of_segments < 3:
         log.append_as_leader(_batch(clock, log.log_end_offset), 0)
     file_work.run()  # the rolls' flushes
     log.apply_finished_flushes()
-    assert log.recovery_point > 0 and not log.recovery_point_checkpointed
+    assert log.recovery_point > first > 0 and not log.recovery_point_checkpointed
     faults = DiskFaults(monkeypatch, tmp_path).arm(budget=3)
     with caplog.at_level(logging.DEBUG):  # as on the file thread
         InlineFileWork().submit(log.write_recovery_point_checkpoint)
@@ -185,7 +191,7 @@ def test_a_failed_checkpoint_write_keeps_the_old_file(
     (line,) = _error_lines(caplog)
     assert "recovery point checkpoint" in line and "Traceback" not in caplog.text
     log.close()
-    assert OffsetCheckpointFile(path).read() == {("t", 0): 0}
+    assert OffsetCheckpointFile(path).read() == {("t", 0): first}
 
 
 def test_a_failed_snapshot_at_roll_takes_the_log_offline(
@@ -293,12 +299,18 @@ def test_a_dir_that_cannot_be_loaded_starts_offline(
     with LogManager(dirs, _config(clock), clock=clock) as manager:
         for p in range(2):
             manager.get_or_create_log("t", p).append_as_leader(_batch(clock, 0), 0)
+    # After a crash (a clean shutdown's logs load without a write), so that loading
+    # recovers the logs, and fsyncs them.
+    for directory in dirs:
+        (directory / CLEAN_SHUTDOWN_FILE).unlink()
     faults = DiskFaults(monkeypatch, dirs[0], errno.EIO, ("create", "fsync")).arm()
     manager = LogManager(dirs, _config(clock), clock=clock)
     assert manager.live_log_dirs == [dirs[1]]
     assert set(manager.failure_channel.offline_log_dirs) == {dirs[0]}
     assert manager.new_log_dirs("u", [0]) == {0: dirs[1] / "u-0"}
     manager.shutdown()
+    for directory in dirs:
+        (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
     faults.root = str(tmp_path.resolve())  # both now
     with pytest.raises(KafkaStorageException, match="no log dir"):
         LogManager(dirs, _config(clock), clock=clock)
@@ -312,7 +324,8 @@ def test_a_log_that_cannot_be_created_takes_its_dir_offline(
     clock = ManualClock(START_MS)
     dirs = [tmp_path / "a", tmp_path / "b"]
     manager = LogManager(dirs, _config(clock), clock=clock)
-    DiskFaults(monkeypatch, dirs[0], errno.ENOSPC, ("write", "create")).arm()
+    # A new log is its directory alone (its files come with its first writes)
+    DiskFaults(monkeypatch, dirs[0], errno.ENOSPC, ("write", "create", "mkdir")).arm()
     with pytest.raises(KafkaStorageException, match="ENOSPC"):
         manager.get_or_create_log("t", 0)  # placed in a, the emptiest
     assert dirs[0] in manager.failure_channel.offline_log_dirs

@@ -77,7 +77,9 @@ def _expected(start: int, end: int) -> list[tuple[int, bytes | None]]:
 
 
 def _checkpointed(log_dir: Path) -> int:
-    return next(iter(OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read().values()))
+    """The recovery point of the log's checkpoint file (0 while it has none)."""
+    offsets = OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).read()
+    return next(iter(offsets.values()), 0)
 
 
 def _damage(path: Path, position: int, data: bytes) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -242,7 +243,7 @@ def test_deleted_segment_files_linger_for_file_delete_delay(
     one, log = _three_expired_segments(tmp_path, clock)
     info = log.read(0, 1000)
     assert log.delete_old_segments() == 2
-    assert len(list(tmp_path.glob("t-0/*.deleted"))) == 6
+    assert len(list(tmp_path.glob("t-0/*.log.deleted"))) == 2
     assert len(info.read()) == one  # an in-flight slice stays readable
     clock.advance(100)
     assert log.delete_pending_files() == 2
@@ -259,13 +260,18 @@ def test_a_file_thread_removes_segment_files_on_its_own_thread(
     from sluice.log.segment import LogSegment
 
     threads: list[str] = []
-    delete = LogSegment.delete
+    close_for_removal = LogSegment.close_for_removal
 
-    def recording_delete(self: LogSegment) -> None:
-        threads.append(threading.current_thread().name)
-        delete(self)
+    def recording_removal(self: LogSegment, with_data: bool = True) -> Callable[[], None]:
+        remove = close_for_removal(self, with_data)  # descriptors: closed on the log's thread
 
-    monkeypatch.setattr(LogSegment, "delete", recording_delete)
+        def recorded() -> None:
+            threads.append(threading.current_thread().name)
+            remove()
+
+        return recorded
+
+    monkeypatch.setattr(LogSegment, "close_for_removal", recording_removal)
     file_thread = FileThread("file-work-under-test")
     file_thread.start()
     try:

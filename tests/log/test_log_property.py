@@ -228,15 +228,15 @@ def _let_go(log: Log) -> None:
     local = log._local
     segments = [*local.segments, *(segment for _, segment, _ in local._pending_deletes)]
     for segment in segments:
-        segment.log._release()
+        segment.log.close_descriptor()
         segment.offset_index.close()
         segment.time_index.close()
-        segment.txn_index._close_fd()
+        segment.txn_index.close_descriptor()
     if local._spare is not None:
-        local._spare[0]._release()
+        local._spare[0].close_descriptor()
     prepared = local._next._ready  # the next segment's files, made ahead (next_segment.py)
     if prepared is not None:
-        prepared.log._release()
+        prepared.log.close_descriptor()
         os.close(prepared.index_fd)
         os.close(prepared.time_index_fd)
 

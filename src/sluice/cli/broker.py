@@ -26,8 +26,9 @@ def setup_logging(level: str) -> None:
 
 async def _run_broker(config: BrokerConfig) -> None:
     from sluice.server.broker import Broker
-    from sluice.server.gc_policy import tune_for_serving
+    from sluice.server.gc_policy import serving_process, tune_for_serving
 
+    serving_process()
     broker = Broker(config)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()

@@ -1,8 +1,10 @@
 """The segment data file (``<base>.log``), slices of it for zero-copy fetches, and header scans.
 
-All reads use ``os.pread`` on a file descriptor kept open for the segment's life, so a
-:class:`FileSlice` can be handed to ``os.sendfile``. Scans read batch headers only, in small
-windows, and never decode records.
+All reads use ``os.pread`` on the file's descriptor, which is opened on first use and may
+be closed while the file is idle (a :class:`~sluice.log.file_cache.CachedFile` of the
+broker's file cache); a :class:`FileSlice` asks for it when it is sent, so it can be
+handed to ``os.sendfile``. A file that holds no records is not created until its first
+append. Scans read batch headers only, in small windows, and never decode records.
 
 A file may be longer than its records: a retained-out segment file reused for a new
 segment (:meth:`FileRecords.recycle_as`) keeps its old bytes past the new end until they
@@ -15,6 +17,7 @@ the new segment's base, and zeros are no batch, so recovery stops at either).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import struct
@@ -24,6 +27,7 @@ from typing import NamedTuple
 
 from sluice.log.direct import DirectWriter
 from sluice.log.errors import CorruptRecordException, KafkaStorageException
+from sluice.log.file_cache import UNBOUNDED, CachedFile, FileCache
 from sluice.log.patched_records import PatchedRecords, pwrite_all
 from sluice.log.record_scan import record_offsets_and_timestamps
 from sluice.protocol.records.batch import (
@@ -181,23 +185,67 @@ def batch_problem(
     return None
 
 
-class FileRecords:
-    """An open segment data file: appends at the end, positional reads, header scans."""
+class FileRecords(CachedFile):
+    """A segment data file: appends at the end, positional reads, header scans."""
 
-    __slots__ = ("_direct", "_fd", "_length", "_size", "path")
+    __slots__ = ("_created", "_direct", "_length", "_on_disk", "_size", "opened_mtime_ms")
 
-    def __init__(self, path: Path, fd: int, size: int, length: int | None = None) -> None:
-        self.path = path
-        self._fd = fd
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        size: int,
+        length: int | None = None,
+        cache: FileCache = UNBOUNDED,
+    ) -> None:
+        """``fd``: a descriptor open on ``path`` to take over, or -1 to open one when
+        first needed."""
+        super().__init__(path, cache, fd)
         self._size = size  # bytes of records
         self._length = size if length is None else length  # bytes in the file, >= size
         self._direct: DirectWriter | None = None
+        self._created = False  # the file was created: its directory is to be synced
+        self._on_disk = fd >= 0  # the file exists (or may: found, or opened since)
+        self.opened_mtime_ms = -1  # the file's modification time when opened (-1: unknown)
 
     @classmethod
-    def open(cls, path: Path) -> FileRecords:
-        """Open (creating if missing) the file for reading and appending."""
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        return cls(path, fd, os.fstat(fd).st_size)
+    def open(cls, path: Path, cache: FileCache = UNBOUNDED, absent: bool = False) -> FileRecords:
+        """The data file at ``path``, opened when first needed and created, if missing,
+        by its first write; ``absent``: the caller knows there is none (not looked for)."""
+        st = None
+        if not absent:
+            with contextlib.suppress(FileNotFoundError):
+                st = os.stat(path)
+        records = cls(path, -1, 0 if st is None else st.st_size, cache=cache)
+        if st is not None:
+            records.opened_mtime_ms = st.st_mtime_ns // 1_000_000
+            records._on_disk = True
+        return records
+
+    def _open_descriptor(self) -> int:
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._created = True
+        self._on_disk = True
+        return fd
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the file exists: it was found, or a descriptor was opened on it since
+        (a new segment's is created by its first append)."""
+        return self._on_disk
+
+    def _descriptor_closed(self) -> None:
+        if self._direct is not None:
+            self._direct.close()
+
+    def take_created(self) -> bool:
+        """Whether the file was created since the last call: its directory entry is
+        made durable by syncing the directory (a log's flush does)."""
+        created, self._created = self._created, False
+        return created
 
     @property
     def size(self) -> int:
@@ -221,11 +269,6 @@ class FileRecords:
             return False
         self._length = length
         return True
-
-    def fileno(self) -> int:
-        if self._fd < 0:
-            raise KafkaStorageException(f"{self.path} is closed")
-        return self._fd
 
     def append(
         self, data: bytes | bytearray | memoryview | PatchedRecords, direct: bool = False
@@ -294,20 +337,13 @@ class FileRecords:
 
     def close(self) -> None:
         """Trim and close the file."""
-        if self._fd >= 0:
+        if not self.closed and self._length > self._size:
             self.trim()
-        self._release()
+        self.close_descriptor()
 
     def close_handler(self) -> None:
         """Close the file as it is, without trimming it (its log directory is offline)."""
-        self._release()
-
-    def _release(self) -> None:
-        if self._direct is not None:
-            self._direct.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.close_descriptor()
 
     def cache_dropper(self, write_back_first: bool = True) -> Callable[[], None]:
         """A call that drops the page-cache pages of this file's bytes, safe to run on
@@ -333,8 +369,14 @@ class FileRecords:
         return drop
 
     def delete(self) -> None:
-        self._release()
+        self.close_descriptor()
         self.path.unlink(missing_ok=True)
+
+    def close_for_removal(self) -> Callable[[], None]:
+        """Close the file now (on its owner's thread) and return what removes it, to run
+        on any thread (the file thread: unlinking a large file frees its pages)."""
+        self.close_descriptor()
+        return functools.partial(self.path.unlink, missing_ok=True)
 
     def recycle_as(self, path: Path) -> FileRecords | None:
         """Rename this (retired) file to ``path`` and return it as an empty data file whose
@@ -344,19 +386,18 @@ class FileRecords:
         None (and closed) when this file is no longer at its path: a later segment removed
         with the same base offset took the ``*.deleted`` name, and that file may still be
         read by in-flight slices."""
-        fd, length = self.fileno(), self._length
+        length = self._length
         try:
             ours = os.stat(self.path)
-        except FileNotFoundError:
-            ours = None
-        mine = os.fstat(fd)
-        if ours is None or (ours.st_dev, ours.st_ino) != (mine.st_dev, mine.st_ino):
-            self._release()
+            mine = os.fstat(self.fileno())
+            same = (ours.st_dev, ours.st_ino) == (mine.st_dev, mine.st_ino)
+        except (FileNotFoundError, KafkaStorageException):
+            same = False
+        if not same:
+            self.close_descriptor()
             return None
         os.replace(self.path, path)
-        self._fd = -1
-        self._release()
-        return FileRecords(path, fd, 0, length)
+        return FileRecords(path, self.take_descriptor(), 0, length, self._cache)
 
     def cached(self, samples: int = 64) -> bool:
         """Whether the page cache still holds the file, judged by reading one byte at
@@ -376,9 +417,8 @@ class FileRecords:
             return True
         return True
 
-    def rename_to(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = path
+    def _may_be_absent(self) -> bool:
+        return not self._on_disk
 
     def slice(self, position: int, size: int) -> FileSlice:
         return FileSlice(self, position, size)
@@ -391,7 +431,6 @@ class FileRecords:
         windows of ``HEADER_WINDOW`` bytes; after a large batch only its 61-byte header is read.
         """
         limit = self._size if end is None else min(end, self._size)
-        fd = self.fileno()
         unpack = HEADER_STRUCT.unpack_from
         position = start
         window = b""
@@ -400,7 +439,9 @@ class FileRecords:
         while limit - position >= BATCH_HEADER_SIZE:
             at = position - window_start
             if at < 0 or at + BATCH_HEADER_SIZE > len(window):
-                window = os.pread(fd, min(read_size, limit - position), position)
+                # The descriptor is asked for at each read: the caller may open other
+                # files between two headers, and the cache may close this one meanwhile.
+                window = os.pread(self.fileno(), min(read_size, limit - position), position)
                 window_start = position
                 at = 0
                 if len(window) < BATCH_HEADER_SIZE:
@@ -424,8 +465,10 @@ class FileRecords:
         first, the segment's), since a wrong length would hop into the middle of other
         batches: with ``strict`` a bad one raises :class:`CorruptRecordException` naming
         the file and position, without it the search ends (None)."""
-        fd = self.fileno()
         limit = self._size
+        if start_position >= limit:
+            return None
+        fd = self.fileno()
         unpack_offset_length = _OFFSET_AND_LENGTH.unpack_from
         unpack_int = _LENGTH.unpack_from
         position = start_position
@@ -466,12 +509,14 @@ class FileRecords:
 
     def last_whole_batch_end(self, start: int, limit: int) -> int:
         """The largest batch boundary <= ``limit``, hopping batch lengths from ``start``."""
-        fd = self.fileno()
         unpack = _LENGTH.unpack_from
         position = start
         window = b""
         window_start = 0
         limit = min(limit, self._size)
+        if limit - position < LOG_OVERHEAD:
+            return position
+        fd = self.fileno()
         while limit - position >= LOG_OVERHEAD:
             at = position - window_start
             if at < 0 or at + LOG_OVERHEAD > len(window):

@@ -5,10 +5,18 @@
 Files are written with plain positional I/O and always have their exact size (no
 preallocation, so nothing to trim on close); entries are loaded lazily into arrays and
 searched with :mod:`bisect`.
+
+As Kafka's ``LazyIndex``, an index touches its file only when first needed: its entry
+count comes from the file's size, its descriptor is opened (through the broker's file
+cache, sluice.log.file_cache) to load, append or truncate entries, and the file is
+created by the first entry. An index without entries may have no file: it reads as
+empty. Once loaded, look-ups use the arrays alone, so the cache may close the
+descriptor of an index that is only read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import sys
@@ -18,6 +26,7 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from sluice.log.errors import CorruptIndexException, InvalidOffsetException
+from sluice.log.file_cache import UNBOUNDED, CachedFile, FileCache
 
 __all__ = [
     "INDEX_FILE_SUFFIX",
@@ -50,22 +59,36 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
-class AbstractIndex:
-    """Shared file handling of the two indexes: lazy load, positional append, truncation."""
+class AbstractIndex(CachedFile):
+    """Shared file handling of the two indexes: lazy open and load, positional append,
+    truncation. The file is created by the first entry written (or taken open from a
+    prepared segment), so an index without entries may have no file."""
 
     entry_size: ClassVar[int] = 8
-    __slots__ = ("_dirty", "_entries", "_fd", "_loaded", "_max_entries", "base_offset", "path")
+    __slots__ = ("_dirty", "_entries", "_loaded", "_max_entries", "base_offset")
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, fd: int | None = None
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        fd: int | None = None,
+        cache: FileCache = UNBOUNDED,
+        absent: bool = False,
     ) -> None:
-        """Open (creating if missing) the index file at ``path``, or take ``fd``, a
-        descriptor already open on it (a prepared segment's, next_segment.py)."""
-        self.path = path
+        """The index file at ``path``, opened when first needed; or ``fd``, a descriptor
+        already open on it (a prepared segment's, next_segment.py); ``absent``: the
+        caller knows there is no file (not looked for)."""
+        super().__init__(path, cache, -1 if fd is None else fd)
         self.base_offset = base_offset
         self._max_entries = max(1, max_index_size // self.entry_size)
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644) if fd is None else fd
-        self._entries = os.fstat(self._fd).st_size // self.entry_size
+        size = 0
+        if fd is not None:
+            size = os.fstat(fd).st_size
+        elif not absent:
+            with contextlib.suppress(FileNotFoundError):
+                size = os.stat(path).st_size
+        self._entries = size // self.entry_size
         self._loaded = False
         self._dirty = False
 
@@ -92,23 +115,26 @@ class AbstractIndex:
     def size_in_bytes(self) -> int:
         return self._entries * self.entry_size
 
+    def _may_be_absent(self) -> bool:
+        return self._entries == 0
+
     def _ensure_loaded(self) -> None:
         if not self._loaded:
             size = self._entries * self.entry_size
-            data = os.pread(self._fd, size, 0) if size else b""
+            data = os.pread(self.fileno(), size, 0) if size else b""
             if len(data) != size:
                 raise CorruptIndexException(f"Short read of index file {self.path}")
             self._parse(data)
             self._loaded = True
 
     def _read_raw_entry(self, n: int) -> bytes:
-        data = os.pread(self._fd, self.entry_size, n * self.entry_size)
+        data = os.pread(self.fileno(), self.entry_size, n * self.entry_size)
         if len(data) != self.entry_size:
             raise CorruptIndexException(f"Short read of index file {self.path}")
         return data
 
     def _write_entry(self, packed: bytes) -> None:
-        os.pwrite(self._fd, packed, self._entries * self.entry_size)
+        os.pwrite(self.fileno(), packed, self._entries * self.entry_size)
         self._entries += 1
         self._dirty = True
 
@@ -116,7 +142,7 @@ class AbstractIndex:
         if entries < self._entries:
             self._ensure_loaded()
             self._clear_to(entries)
-            os.ftruncate(self._fd, entries * self.entry_size)
+            os.ftruncate(self.fileno(), entries * self.entry_size)
             self._entries = entries
             self._dirty = True
 
@@ -124,12 +150,19 @@ class AbstractIndex:
         """Remove every entry (before a rebuild)."""
         self._clear_to(0)
         self._loaded = True
-        os.ftruncate(self._fd, 0)
+        if self._entries or self.is_open:
+            os.ftruncate(self.fileno(), 0)
+            self._dirty = True
+        else:  # a missing file is an empty index; a left-over one of another size is cut
+            with contextlib.suppress(FileNotFoundError):
+                os.truncate(self.path, 0)
         self._entries = 0
-        self._dirty = True
 
     def check_file_size(self) -> None:
-        size = os.fstat(self._fd).st_size
+        try:
+            size = os.fstat(self._fd).st_size if self.is_open else os.stat(self.path).st_size
+        except FileNotFoundError:
+            return
         if size % self.entry_size:
             raise CorruptIndexException(
                 f"Index file {self.path.name} is corrupt: size {size} is not a multiple "
@@ -138,30 +171,24 @@ class AbstractIndex:
 
     def flush(self) -> None:
         """fsync the index file if entries changed since the last flush."""
-        fd = self.take_unsynced()
-        if fd is not None:
-            os.fsync(fd)
+        file = self.take_unsynced()
+        if file is not None:
+            os.fsync(file.fileno())
 
-    def take_unsynced(self) -> int | None:
-        """The descriptor to fsync if entries changed since the last sync, which they
-        then count as (for a flush whose fsyncs run elsewhere); None when clean."""
-        if self._dirty and self._fd >= 0:
+    def take_unsynced(self) -> AbstractIndex | None:
+        """This index if its entries changed since the last sync, which they then count
+        as (for a flush whose fsyncs run elsewhere); None when clean."""
+        if self._dirty and not self.closed:
             self._dirty = False
-            return self._fd
+            return self
         return None
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.close_descriptor()
 
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
-
-    def rename_to(self, path: Path) -> None:
-        os.replace(self.path, path)
-        self.path = path
 
     def _relative(self, offset: int) -> int:
         relative = offset - self.base_offset
@@ -180,9 +207,15 @@ class OffsetIndex(AbstractIndex):
     __slots__ = ("_offsets", "_positions")
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, fd: int | None = None
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        fd: int | None = None,
+        cache: FileCache = UNBOUNDED,
+        absent: bool = False,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, fd)
+        super().__init__(path, base_offset, max_index_size, fd, cache, absent)
         self._offsets: array[int] = array("i")
         self._positions: array[int] = array("i")
 
@@ -277,9 +310,15 @@ class TimeIndex(AbstractIndex):
     __slots__ = ("_offsets", "_timestamps")
 
     def __init__(
-        self, path: Path, base_offset: int, max_index_size: int, fd: int | None = None
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int,
+        fd: int | None = None,
+        cache: FileCache = UNBOUNDED,
+        absent: bool = False,
     ) -> None:
-        super().__init__(path, base_offset, max_index_size, fd)
+        super().__init__(path, base_offset, max_index_size, fd, cache, absent)
         self._timestamps: array[int] = array("q")
         self._offsets: array[int] = array("i")
 

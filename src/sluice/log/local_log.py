@@ -15,6 +15,7 @@ from sluice.base.clock import Clock
 from sluice.log.checkpoint import RECOVERY_POINT_CHECKPOINT, OffsetCheckpointFile, fsync_directory
 from sluice.log.config import LogConfig
 from sluice.log.errors import KafkaStorageException
+from sluice.log.file_cache import UNBOUNDED, CachedFile, FileCache
 from sluice.log.file_records import (
     FetchDataInfo,
     FileRecords,
@@ -39,16 +40,18 @@ _NEVER = 2**63  # a segment size no append reaches
 class FlushWork:
     """The fsyncs that bring a log's recovery point to ``target``: taken on the log's
     thread (:meth:`LocalLog.flush_work`), synced anywhere, applied on the log's thread
-    (:meth:`LocalLog.flushed`). ``owned``: the descriptors are duplicates this work
-    closes, so that it can run after the segments are closed or removed. ``directory``:
-    also fsynced, after the files (a rolled segment's names)."""
+    (:meth:`LocalLog.flushed`). ``fds``: with ``owned``, duplicated descriptors this work
+    closes, so that it can run on another thread, after the segments are closed or
+    removed; without, the segment files themselves, each descriptor asked for just
+    before its fsync (on the log's thread, at once). ``directory``: also fsynced, after
+    the files (a rolled segment's names, a new data file's)."""
 
     __slots__ = ("directory", "done", "error", "fds", "owned", "target", "truncations")
 
     def __init__(
         self,
         target: int,
-        fds: list[int],
+        fds: Sequence[int | CachedFile],
         truncations: int,
         owned: bool,
         directory: Path | None = None,
@@ -65,7 +68,7 @@ class FlushWork:
         """fsync every file; the first failure is kept in ``error`` (and raised)."""
         try:
             for fd in self.fds:
-                os.fsync(fd)
+                os.fsync(fd if isinstance(fd, int) else fd.fileno())
             if self.directory is not None:
                 fsync_directory(self.directory)
         except OSError as exc:
@@ -74,7 +77,8 @@ class FlushWork:
         finally:
             if self.owned:
                 for fd in self.fds:
-                    os.close(fd)
+                    if isinstance(fd, int):
+                        os.close(fd)
                 self.fds = []
             self.done = True
 
@@ -98,12 +102,13 @@ class GuardedFileWork:
             raise self.local.io_failed(exc, self.what) from exc
 
 
-def _duplicated(fds: list[int]) -> list[int]:
-    """Duplicates of ``fds``; none left open if one cannot be made (EMFILE)."""
+def _duplicated(files: list[CachedFile]) -> list[int]:
+    """Duplicates of the files' descriptors, each made as soon as it is asked for; none
+    left open if one cannot be made (EMFILE)."""
     copies: list[int] = []
     try:
-        for fd in fds:
-            copies.append(os.dup(fd))
+        for file in files:
+            copies.append(os.dup(file.fileno()))
     except OSError:
         for copy in copies:
             os.close(copy)
@@ -131,6 +136,7 @@ class LocalLog:
     __slots__ = (
         "_background_flushes",
         "_bases",
+        "_cache",
         "_checkpointed",
         "_clock",
         "_closed",
@@ -168,11 +174,17 @@ class LocalLog:
         recovery_point: int,
         file_work: FileWork,
         failure_channel: LogDirFailureChannel,
+        cache: FileCache = UNBOUNDED,
+        checkpointed: int | None = None,
     ) -> None:
         """``file_work``: where removing files, dropping pages and creating the next
         segment's files run (file_work.py); ``failure_channel``: where an I/O error
-        reports the log directory (``directory``'s parent)."""
+        reports the log directory (``directory``'s parent); ``cache``: the file cache of
+        its segments' descriptors (file_cache.py); ``checkpointed``: the recovery point
+        that recovery-point-offset-checkpoint holds (None: unknown), written at once
+        unless it is ``recovery_point``."""
         self.dir = directory
+        self._cache = cache
         self.topic = topic
         self.partition = partition
         self._config = config
@@ -200,7 +212,7 @@ class LocalLog:
         self._background_flushes: list[FlushWork] = []
         self._rp_checkpoint = OffsetCheckpointFile(directory / RECOVERY_POINT_CHECKPOINT)
         self._rp_lock = threading.RLock()  # one checkpoint write at a time, from any thread
-        self._checkpointed: int | None = None  # the recovery point the file holds
+        self._checkpointed = checkpointed  # the recovery point the file holds
         self._write_recovery_point_checkpoint()  # an OSError: the log is not opened
         # The next segment's files, made by the file work (next_segment.py) once the
         # active segment holds _next_at bytes.
@@ -404,17 +416,24 @@ class LocalLog:
             records, bound = self._spare
             if not self._config.segment_recycle or not records.cached():
                 self._spare = None
-                self._submit(records.delete, "deleting a removed segment")
+                self._submit(records.close_for_removal(), "deleting a removed segment")
             elif bound <= base_offset:
                 self._spare = None
                 recycled = records
         prepared = self._next.take() if recycled is None else None
-        segment = open_segment(self.dir, base_offset, self._config, self._clock, recycled, prepared)
+        segment = open_segment(
+            self.dir, base_offset, self._config, self._clock, recycled, prepared, self._cache
+        )
         if prepared is not None:
             self._submit(segment.take_final_names, "naming a new segment")  # where made
             return segment, " (on files created ahead)"
         if recycled is not None and segment.log.stale_bytes > 0:
             return segment, " (reusing a removed segment's file)"
+        # Create the data file now, as Kafka does at a roll: its name is what records the
+        # new base offset once every older segment has been deleted (a first segment at
+        # offset 0 may stay absent until its first append: absence means the same).
+        if base_offset > 0:
+            segment.log.fileno()
         return segment, ""
 
     # -- read ----------------------------------------------------------------------------
@@ -540,14 +559,16 @@ class LocalLog:
                 self._spare[0].delete()
                 self._spare = None
             return count
+        # The descriptors are closed here, where the file cache lives; the file work
+        # removes the files.
         if due and self._config.segment_recycle:
             if self._spare is not None:
-                self._submit(self._spare[0].delete, "deleting a removed segment")
+                self._submit(self._spare[0].close_for_removal(), "deleting a removed segment")
             _, segment, bound = due.pop()
             self._spare = (segment.log, bound)
-            self._submit(segment.delete_indexes, "deleting a removed segment")
+            self._submit(segment.close_for_removal(with_data=False), "deleting a removed segment")
         for _, segment, _ in due:
-            self._submit(segment.delete, "deleting a removed segment")
+            self._submit(segment.close_for_removal(), "deleting a removed segment")
         return count
 
     def replace_segments(self, new_segment: LogSegment, old_segments: Sequence[LogSegment]) -> None:
@@ -567,6 +588,7 @@ class LocalLog:
         ):
             raise ValueError(f"{self.dir.name}: cannot replace segments {list(old_segments)}")
         self.remove_and_delete_segments(old_segments)
+        new_segment.use_cache(self._cache)
         new_segment.change_file_suffixes(SWAP_FILE_SUFFIX, "")
         self._segments.insert(first, new_segment)
         self._bases.insert(first, new_segment.base_offset)
@@ -622,14 +644,18 @@ class LocalLog:
         target = self._log_end_offset if offset is None else min(offset, self._log_end_offset)
         if target <= start:
             return None
-        fds: list[int] = []
+        files: list[CachedFile] = []
+        created = False  # a data file created since the last sync: its name is synced too
         for i in range(self.segment_index_for(start), len(self._segments)):
             if self._bases[i] >= target:
                 break
-            fds.extend(self._segments[i].files_to_sync())
+            segment = self._segments[i]
+            files.extend(segment.files_to_sync())
+            created |= segment.log.take_created()
+        directory = self.dir if created else None
         if detached:
-            fds = _duplicated(fds)
-        return FlushWork(target, fds, self._truncations, detached)
+            return FlushWork(target, _duplicated(files), self._truncations, True, directory)
+        return FlushWork(target, files, self._truncations, False, directory)
 
     def flush_in_background(self, offset: int) -> None:
         """Have the file work fsync the segments below ``offset`` and the directory

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
@@ -23,6 +24,7 @@ from sluice.log.cleaner.files import truncate_cleaner_checkpoint
 from sluice.log.cleaner.records import check_keys_present
 from sluice.log.config import LogConfig
 from sluice.log.errors import KafkaStorageException, OffsetOutOfRangeException
+from sluice.log.file_cache import UNBOUNDED, FileCache
 from sluice.log.file_records import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
 from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.loader import load_log
@@ -115,27 +117,38 @@ class Log:
         had_clean_shutdown: bool = False,
         file_work: FileWork | None = None,
         log_dir_failure_channel: LogDirFailureChannel | None = None,
+        file_cache: FileCache = UNBOUNDED,
     ) -> None:
         """Open (creating if needed) the log in ``directory``; without ``had_clean_shutdown``
         every segment at or after the recovery point is validated and torn tails are cut.
         ``file_work``: where its background file work runs (sluice.log.file_work; inline
         by default); ``log_dir_failure_channel``: where its I/O errors report the log
-        directory (one of its own by default). An I/O error while opening is raised as
-        the ``OSError`` it is."""
+        directory (one of its own by default); ``file_cache``: what holds its segments'
+        descriptors, opened when first used (sluice.log.file_cache; by default nothing is
+        closed while in use). An I/O error while opening is raised as the ``OSError`` it
+        is."""
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            names = os.listdir(self.dir)  # read once, for the loader and the snapshots
+        except FileNotFoundError:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            names = []
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         config = config if config is not None else LogConfig()
         self._clock = clock
         self._lso_checkpoint = OffsetCheckpointFile(self.dir / LOG_START_OFFSET_CHECKPOINT)
         rp_checkpoint = OffsetCheckpointFile(self.dir / RECOVERY_POINT_CHECKPOINT)
+        # 0 when absent, as a new log's are
+        recovery_point = _read_single(rp_checkpoint, names)
         loaded = load_log(
             self.dir,
             config,
             clock,
             had_clean_shutdown=had_clean_shutdown,
-            recovery_point=_single_value(rp_checkpoint.read()),
-            log_start_offset=_single_value(self._lso_checkpoint.read()),
+            recovery_point=recovery_point,
+            log_start_offset=_read_single(self._lso_checkpoint, names),
+            cache=file_cache,
+            names=names,
         )
         self._log_start_offset = loaded.log_start_offset
         self._local = LocalLog(
@@ -151,8 +164,10 @@ class Log:
             log_dir_failure_channel
             if log_dir_failure_channel is not None
             else LogDirFailureChannel(),
+            file_cache,
+            checkpointed=recovery_point,
         )
-        self._producer_state = ProducerStateManager(self.dir)
+        self._producer_state = ProducerStateManager(self.dir, names=names)
         self._load_producer_state(had_clean_shutdown)
         # Set by a broker that batches flushes (sluice.log.group_flush): called with this
         # log when a leader's append made a flush.messages flush due, which it then does.
@@ -644,3 +659,8 @@ class Log:
 def _single_value(offsets: dict[tuple[str, int], int]) -> int:
     """The offset of a one-partition checkpoint file (0 when absent)."""
     return next(iter(offsets.values()), 0)
+
+
+def _read_single(checkpoint: OffsetCheckpointFile, names: list[str]) -> int:
+    """The offset of a one-partition checkpoint file, 0 when it is not among ``names``."""
+    return _single_value(checkpoint.read()) if checkpoint.path.name in names else 0

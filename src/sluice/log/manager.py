@@ -18,6 +18,7 @@ from sluice.base.clock import SYSTEM_CLOCK, Clock
 from sluice.log.checkpoint import fsync_directory
 from sluice.log.config import LogConfig
 from sluice.log.errors import InvalidTopicException, KafkaStorageException
+from sluice.log.file_cache import UNBOUNDED, FileCache
 from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.log import Log, parse_topic_partition
 from sluice.log.log_dir_failure_channel import LogDirFailureChannel, describe_os_error
@@ -55,13 +56,17 @@ class LogManager:
         topic_config: Callable[[str], LogConfig | None] | None = None,
         file_work: FileWork | None = None,
         log_dir_failure_channel: LogDirFailureChannel | None = None,
+        file_cache: FileCache = UNBOUNDED,
     ) -> None:
         """``topic_config(topic)`` supplies per-topic overrides for logs found on disk.
         ``file_work`` is where every managed log's background file work runs
         (sluice.log.file_work; inline when not given); a ``FileThread`` is started
         by the owner before and stopped after this manager's life.
         ``log_dir_failure_channel``: where the logs report I/O errors (a new one when
-        not given). Raises ``KafkaStorageException`` when no directory can be loaded."""
+        not given). ``file_cache`` holds the descriptors of every managed log's segment
+        files (sluice.log.file_cache), made on the thread that uses the logs; by default
+        none is closed while in use. Raises ``KafkaStorageException`` when no directory
+        can be loaded."""
         dirs = [log_dirs] if isinstance(log_dirs, str | Path) else list(log_dirs)
         if not dirs:
             raise ValueError("log.dirs must name at least one directory")
@@ -70,6 +75,7 @@ class LogManager:
         self._clock = clock
         self._topic_config = topic_config
         self.file_work: FileWork = file_work if file_work is not None else InlineFileWork()
+        self.file_cache = file_cache
         self._logs: dict[TopicPartition, Log] = {}
         self._flush_group: Callable[[Log], None] | None = None
         self._lock_fds: list[int] = []
@@ -111,21 +117,27 @@ class LogManager:
         self._had_clean_shutdown[directory] = clean
         if not clean:
             logger.info("%s: no clean shutdown marker; logs will be recovered", directory)
-        for child in sorted(directory.iterdir()):
-            if not child.is_dir():
-                continue
-            if child.name.endswith(DELETE_DIR_SUFFIX):
+        configs: dict[str, LogConfig] = {}  # by topic
+        with os.scandir(directory) as entries:
+            children = sorted(entry.name for entry in entries if entry.is_dir())
+        for name in children:
+            child = directory / name
+            if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(child, ignore_errors=True)  # a deletion cut short
                 continue
-            topic, partition = parse_topic_partition(child.name)
+            topic, partition = parse_topic_partition(name)
             if partition < 0:
                 continue
             key = TopicPartition(topic, partition)
             if key in self._logs:
                 raise KafkaStorageException(f"Duplicate log directories for {key}: {child}")
+            config = configs.get(topic)
+            if config is None:
+                config = configs[topic] = self._config_for(topic)
             self._logs[key] = Log(
-                child, self._config_for(topic), clock=self._clock, had_clean_shutdown=clean,
+                child, config, clock=self._clock, had_clean_shutdown=clean,
                 file_work=self.file_work, log_dir_failure_channel=self.failure_channel,
+                file_cache=self.file_cache,
             )  # fmt: skip
         if clean:
             marker.unlink()
@@ -221,7 +233,8 @@ class LogManager:
         if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
             raise InvalidTopicException(f"Illegal topic name {topic!r}")
         live = self.live_log_dirs
-        counts = {directory: self._log_count(directory) for directory in live}
+        single = len(live) == 1  # no count to make
+        counts = {directory: 0 if single else self._log_count(directory) for directory in live}
         planned: dict[int, Path] = {}
         for partition in partitions:
             if partition < 0:
@@ -240,25 +253,54 @@ class LogManager:
         directory fsynced, not managed yet (:meth:`add_log`). Touches only its own files,
         so it may run on a worker thread. An I/O error takes the directory offline
         (``KafkaStorageException``)."""
-        log = None
+        return self.create_logs({0: log_dir}, config)[0]
+
+    def create_logs(self, planned: Mapping[int, Path], config: LogConfig) -> dict[int, Log]:
+        """New, empty logs in the directories ``planned`` (partition -> a path from
+        :meth:`new_log_dirs`), not managed yet (:meth:`add_log`), each parent directory
+        fsynced once at the end. A new log is its directory alone: its files are created
+        by their first writes. All or none: when one cannot be made (ENOSPC, EIO, a file
+        in the way, ...) every planned directory is removed, the log directory where it
+        failed is taken offline, as Kafka does for an I/O error, and
+        ``KafkaStorageException`` is raised. Touches only their own files and opens none,
+        so it may run on a worker thread."""
+        logs: dict[int, Log] = {}
+        where = (Path(), "")  # the log directory and what was being done there
         try:
-            log = Log(
-                log_dir, config, clock=self._clock, file_work=self.file_work,
-                log_dir_failure_channel=self.failure_channel,
-            )  # fmt: skip
-            fsync_directory(log_dir.parent)
+            for partition, path in planned.items():
+                where = (path.parent, f"creating the log {path.name}")
+                logs[partition] = Log(
+                    path, config, clock=self._clock, file_work=self.file_work,
+                    log_dir_failure_channel=self.failure_channel, file_cache=self.file_cache,
+                )  # fmt: skip
+            for parent in {path.parent for path in planned.values()}:
+                where = (parent, "syncing new logs' directory")
+                fsync_directory(parent)
         except OSError as exc:
-            if log is not None:
-                log.take_offline(exc)
-                log.close()
-            self.failure_channel.maybe_add_offline_log_dir(
-                log_dir.parent, f"creating the log {log_dir.name}", exc
-            )
+            self.remove_unmanaged(logs.values(), planned.values())
+            failed, what = where
+            self.failure_channel.maybe_add_offline_log_dir(failed, what, exc)
             raise KafkaStorageException(
-                f"cannot create the log {log_dir.name} in {log_dir.parent}: "
-                f"{describe_os_error(exc)}"
+                f"{what} in {failed} failed: {describe_os_error(exc)}"
             ) from exc
-        return log
+        except BaseException:
+            self.remove_unmanaged(logs.values(), planned.values())
+            raise
+        return logs
+
+    @staticmethod
+    def remove_unmanaged(logs: Iterable[Log], directories: Iterable[Path] = ()) -> None:
+        """Close and remove logs that were never managed, and ``directories`` (a creation
+        rolled back); on any thread. Errors are logged: what stays is removed at the next
+        start, as a directory no topic holds."""
+        logs = list(logs)
+        for log in logs:
+            try:
+                log.close()
+            except (OSError, KafkaStorageException) as exc:
+                logger.warning("%s: not closed cleanly: %s", log.dir.name, exc)
+        for directory in {*(log.dir for log in logs), *directories}:
+            shutil.rmtree(directory, ignore_errors=True)
 
     def add_log(self, topic: str, partition: int, log: Log) -> Log:
         """Manage ``log`` (from :meth:`create_log`) as ``topic``/``partition``'s log."""

@@ -14,6 +14,7 @@ are replayed (:func:`rebuild_producer_state`).
 from __future__ import annotations
 
 import logging
+import os
 import re
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -86,12 +87,15 @@ class ProducerStateManager:
         "tp",
     )
 
-    def __init__(self, directory: Path, tp: str | None = None) -> None:
+    def __init__(
+        self, directory: Path, tp: str | None = None, names: Iterable[str] | None = None
+    ) -> None:
+        """``names``: the directory's, if the caller listed it."""
         self.dir = directory
         self.tp = tp if tp is not None else directory.name
         self._producers: dict[int, ProducerStateEntry] = {}
         self._ongoing_txns: dict[int, TxnMetadata] = {}  # first offset -> transaction
-        self._snapshots: dict[int, Path] = self._find_snapshots()
+        self._snapshots: dict[int, Path] = self._find_snapshots(names)
         self._last_map_offset = 0
 
     # -- state ---------------------------------------------------------------------------
@@ -198,13 +202,15 @@ class ProducerStateManager:
         return len(expired)
 
     # -- snapshots -----------------------------------------------------------------------
-    def _find_snapshots(self) -> dict[int, Path]:
+    def _find_snapshots(self, names: Iterable[str] | None) -> dict[int, Path]:
         found: dict[int, Path] = {}
-        if self.dir.is_dir():
-            for path in self.dir.iterdir():
-                match = _SNAPSHOT_FILE.match(path.name)
+        if names is None:
+            names = os.listdir(self.dir) if self.dir.is_dir() else []
+        for name in names:
+            if name.endswith(PRODUCER_SNAPSHOT_SUFFIX):
+                match = _SNAPSHOT_FILE.match(name)
                 if match is not None:
-                    found[int(match.group(1))] = path
+                    found[int(match.group(1))] = self.dir / name
         return dict(sorted(found.items()))
 
     def snapshot_offsets(self) -> list[int]:

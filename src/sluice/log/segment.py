@@ -1,4 +1,9 @@
-"""``LogSegment``: one ``<base>.log`` data file with its ``.index`` and ``.timeindex``."""
+"""``LogSegment``: one ``<base>.log`` data file with its ``.index`` and ``.timeindex``.
+
+A segment's files are opened when first needed, through the broker's file cache
+(sluice.log.file_cache), which closes idle ones; a new segment creates its data file at
+its first append and each index at its first entry.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,12 @@ import bisect
 import contextlib
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from sluice.base.clock import SYSTEM_CLOCK, Clock
+from sluice.log.file_cache import UNBOUNDED, CachedFile, FileCache
 from sluice.log.file_records import (
     LOG_FILE_SUFFIX,
     Corruption,
@@ -106,9 +112,12 @@ class LogSegment:
         self._index_interval_bytes = index_interval_bytes
         self._clock = clock
         self.created_ms = clock.milliseconds()
-        self._last_modified_ms = (
-            os.stat(log.path).st_mtime_ns // 1_000_000 if log.size else self.created_ms
-        )
+        self._last_modified_ms = self.created_ms
+        if log.size:
+            mtime = log.opened_mtime_ms
+            self._last_modified_ms = (
+                mtime if mtime >= 0 else os.stat(log.path).st_mtime_ns // 1_000_000
+            )
         self._rolling_based_timestamp: int | None = None
         self._max_timestamp: int | None = None  # loaded lazily from the time index
         self._offset_of_max_timestamp = base_offset
@@ -137,38 +146,53 @@ class LogSegment:
         prepared: PreparedFiles | None = None,
         segment_bytes: int = 0,
         preallocate: bool = False,
+        cache: FileCache = UNBOUNDED,
+        present: Container[str] | None = None,
     ) -> LogSegment:
-        """Open the segment files for ``base_offset`` in ``directory``, creating missing ones;
+        """The segment of ``base_offset`` in ``directory``: its files are opened through
+        ``cache`` when first used, and those missing are created by their first write;
+        ``present``: the names in the directory, when the caller listed it (a file not
+        among them is not looked for).
         ``recycled``: a removed segment's data file to write into (see
         :meth:`FileRecords.recycle_as`); ``prepared``: files created ahead under temporary
         names (next_segment.py, allocated there with ``preallocate``), which keep them
         until :meth:`take_final_names`. ``preallocate`` (Kafka's topic setting) allocates
         all ``segment_bytes`` of an empty data file now."""
         stem = filename_prefix_from_offset(base_offset)
-        path = directory / f"{stem}{LOG_FILE_SUFFIX}{file_suffix}"
-        index_path = directory / f"{stem}{INDEX_FILE_SUFFIX}{file_suffix}"
-        time_index_path = directory / f"{stem}{TIME_INDEX_FILE_SUFFIX}{file_suffix}"
+        names = [
+            f"{stem}{suffix}{file_suffix}"
+            for suffix in (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX)
+        ]
+        absent = [present is not None and name not in present for name in names]
+        path, index_path, time_index_path = (directory / name for name in names)
         index_fd = time_index_fd = None
         if prepared is not None:
             log = prepared.log
+            log.move_to(cache)
             index_path, index_fd = prepared.index_path, prepared.index_fd
             time_index_path, time_index_fd = prepared.time_index_path, prepared.time_index_fd
         else:
             reused = recycled.recycle_as(path) if recycled is not None else None
-            log = reused if reused is not None else FileRecords.open(path)
+            log = reused if reused is not None else FileRecords.open(path, cache, absent[0])
         if preallocate and prepared is None and log.size == 0:
             log.preallocate(segment_bytes)
-        offset_index = OffsetIndex(index_path, base_offset, max_index_size, index_fd)
-        time_index = TimeIndex(time_index_path, base_offset, max_index_size, time_index_fd)
-        # A prepared segment's base offset is new: no transaction index to look for.
-        txn_index = TransactionIndex(
-            directory / f"{stem}{TXN_INDEX_FILE_SUFFIX}{file_suffix}", new=prepared is not None
+        offset_index = OffsetIndex(
+            index_path, base_offset, max_index_size, index_fd, cache, absent[1]
         )
+        time_index = TimeIndex(
+            time_index_path, base_offset, max_index_size, time_index_fd, cache, absent[2]
+        )
+        # A prepared segment's base offset is new: no transaction index to look for.
+        txn_name = f"{stem}{TXN_INDEX_FILE_SUFFIX}{file_suffix}"
+        txn_absent = prepared is not None or (present is not None and txn_name not in present)
+        txn_index = TransactionIndex(directory / txn_name, txn_absent, cache)
         segment = cls(
             log, offset_index, time_index, base_offset, index_interval_bytes, clock, txn_index
         )
         if prepared is not None:
             segment._naming = threading.Lock()
+            for file in (log, offset_index, time_index):
+                file.pinned = True  # renamed on the file thread: the cache leaves them open
         return segment
 
     @property
@@ -197,6 +221,7 @@ class LogSegment:
             except FileNotFoundError:
                 pass  # the partition directory was renamed for deletion meanwhile
             finally:
+                self._unpin()
                 self._naming = None
 
     def _forgo_final_names(self) -> None:
@@ -204,7 +229,28 @@ class LogSegment:
         lock = self._naming
         if lock is not None:
             with lock:
+                self._unpin()
                 self._naming = None
+
+    def _unpin(self) -> None:
+        for file in self._files():
+            file.pinned = False
+
+    def _files(self) -> tuple[CachedFile, ...]:
+        return (self._log, self._offset_index, self._time_index, self.txn_index)
+
+    def use_cache(self, cache: FileCache) -> None:
+        """Have ``cache`` hold the files' descriptors from now on (a segment opened on
+        its own, such as the cleaner's, joining a log)."""
+        for file in self._files():
+            file.move_to(cache)
+
+    def release_files(self) -> None:
+        """Close the open descriptors (they open again when next needed): after the
+        loader read the segment, or on another thread than the cache's before the files
+        are handed over."""
+        for file in self._files():
+            file.release()
 
     # -- properties --------------------------------------------------------------------
     @property
@@ -543,22 +589,23 @@ class LogSegment:
 
     # -- file lifecycle ----------------------------------------------------------------
     def flush(self) -> None:
-        """fsync the data file and both indexes."""
-        for fd in self.files_to_sync():
-            os.fsync(fd)
+        """fsync the data file and the indexes written since their last sync."""
+        for file in self.files_to_sync():
+            os.fsync(file.fileno())
 
-    def files_to_sync(self) -> list[int]:
-        """The descriptors :meth:`flush` syncs: the data file, the indexes with entries
-        not yet synced (which then count as synced) and the transaction index."""
-        fds = [self._log.fileno()]
-        for index in (self._offset_index, self._time_index):
-            fd = index.take_unsynced()
-            if fd is not None:
-                fds.append(fd)
-        txn_fd = self.txn_index.fileno()
-        if txn_fd is not None:
-            fds.append(txn_fd)
-        return fds
+    def files_to_sync(self) -> list[CachedFile]:
+        """The files :meth:`flush` syncs: the data file (once it exists), the indexes
+        with entries not yet synced (which then count as synced) and the transaction
+        index likewise. Each one's descriptor is to be asked for just before its sync
+        (or duplicated at once), the cache may close it in between."""
+        files: list[CachedFile] = []
+        if self._log.on_disk:
+            files.append(self._log)
+        for index in (self._offset_index, self._time_index, self.txn_index):
+            unsynced = index.take_unsynced()
+            if unsynced is not None:
+                files.append(unsynced)
+        return files
 
     def close(self) -> None:
         """Record the final time index entry, sync the indexes and close every file (with
@@ -608,6 +655,25 @@ class LogSegment:
         self._offset_index.delete()
         self._time_index.delete()
         self.txn_index.delete()
+
+    def close_for_removal(self, with_data: bool = True) -> Callable[[], None]:
+        """Close the files now (on the cache's thread) and return what removes them, to
+        run on any thread (the file thread); ``with_data=False``: the index files only
+        (the data file stays open, to be reused)."""
+        self._forgo_final_names()
+        files: tuple[CachedFile, ...] = (self._offset_index, self._time_index, self.txn_index)
+        if with_data:
+            files = (self._log, *files)
+        paths = []
+        for file in files:
+            file.close_descriptor()
+            paths.append(file.path)
+
+        def remove() -> None:
+            for path in paths:
+                path.unlink(missing_ok=True)
+
+        return remove
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._log.size})"

@@ -16,6 +16,8 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
+from sluice.log.file_cache import UNBOUNDED, CachedFile, FileCache
+
 __all__ = ["TXN_INDEX_FILE_SUFFIX", "AbortedTxn", "TransactionIndex"]
 
 log = logging.getLogger(__name__)
@@ -35,21 +37,29 @@ class AbortedTxn(NamedTuple):
     last_stable_offset: int
 
 
-class TransactionIndex:
+class TransactionIndex(CachedFile):
     """The aborted transactions of one segment, kept in memory and in ``<base>.txnindex``
-    (created on the first entry, as Kafka does)."""
+    (created on the first entry, as Kafka does; its descriptor opened for appends when
+    needed, through the broker's file cache)."""
 
-    __slots__ = ("_entries", "_fd", "path")
+    __slots__ = ("_dirty", "_entries")
 
-    def __init__(self, path: Path, new: bool = False) -> None:
-        """``new``: no file can be at ``path`` yet (a segment at a new base offset), so
-        none is looked for: the look-up waits for the directory while another thread
-        creates or renames files in it (next_segment.py)."""
-        self.path = path
-        self._fd: int | None = None
+    def __init__(self, path: Path, absent: bool = False, cache: FileCache = UNBOUNDED) -> None:
+        """``absent``: the caller knows there is no file at ``path`` (a segment at a new
+        base offset, or not among the directory's names), so none is looked for: the
+        look-up would wait for the directory while another thread creates or renames
+        files in it (next_segment.py)."""
+        super().__init__(path, cache)
         self._entries: list[AbortedTxn] = []
-        if not new and path.exists():
+        self._dirty = False
+        if not absent and path.exists():
             self._entries = self._read(path)
+
+    def _open_descriptor(self) -> int:
+        return os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def _may_be_absent(self) -> bool:
+        return not self._entries
 
     @staticmethod
     def _read(path: Path) -> list[AbortedTxn]:
@@ -83,9 +93,8 @@ class TransactionIndex:
                 f"offset {self.last_offset} in {self.path.name}"
             )
         self._entries.append(txn)
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.write(self._fd, _ENTRY.pack(_VERSION, *txn))
+        os.write(self.fileno(), _ENTRY.pack(_VERSION, *txn))
+        self._dirty = True
 
     def collect(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Entries of transactions overlapping ``[fetch_offset, upper_bound)``."""
@@ -101,40 +110,36 @@ class TransactionIndex:
         if len(keep) == len(self._entries):
             return
         self._entries = keep
-        self._close_fd()
+        self.release()
         if keep:
             self.path.write_bytes(b"".join(_ENTRY.pack(_VERSION, *t) for t in keep))
         else:
             self.path.unlink(missing_ok=True)
+        self._dirty = bool(keep)
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        file = self.take_unsynced()
+        if file is not None:
+            os.fsync(file.fileno())
 
-    def fileno(self) -> int | None:
-        """The open descriptor, None before the first entry is written."""
-        return self._fd
-
-    def _close_fd(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    def take_unsynced(self) -> TransactionIndex | None:
+        """This index if entries were written since the last sync, which they then count
+        as; None when clean."""
+        if self._dirty and not self.closed:
+            self._dirty = False
+            return self
+        return None
 
     def close(self) -> None:
         self.flush()
-        self._close_fd()
+        self.close_descriptor()
 
     def close_handler(self) -> None:
         """Close the file without syncing it (its log directory is offline)."""
-        self._close_fd()
-
-    def rename_to(self, path: Path) -> None:
-        if self.path.exists():
-            os.replace(self.path, path)
-        self.path = path
+        self.close_descriptor()
 
     def delete(self) -> None:
-        self._close_fd()
+        self.close_descriptor()
         self.path.unlink(missing_ok=True)
         self._entries = []
 

@@ -10,9 +10,26 @@ tested without sockets and the shell only carries bytes and decisions:
   splits the frames, large ones into buffers of their own. A bad size prefix raises
   :class:`~sluice.protocol.errors.FrameSizeError` and closes the connection. Two decisions
   come back for the shell to apply: :attr:`~ServerConnection.reading_paused` (the frames
-  not handled yet exceed ``max_queued_bytes``; reading resumes once they are down to
-  half of it) and :attr:`~ServerConnection.receive_rest` (the bytes of a large frame still
-  to come, for the socket's receive low-water mark).
+  not handled yet exceed ``max_queued_bytes``, and reading resumes once they are down to
+  half of it; or the connection waits for memory, below) and
+  :attr:`~ServerConnection.receive_rest` (the bytes of a large frame still to come, for
+  the socket's receive low-water mark).
+* **Memory.** Given the broker's :class:`~sluice.protocol.memory_pool.MemoryPool`
+  (``queued.max.request.bytes``), the connection charges it every request from its
+  first bytes until its answer is given (the frame's room while it arrives, see
+  :class:`~sluice.protocol.frames.FrameDecoder`, then its size) and releases the
+  charge then, or when the connection closes. While the pool is spent, a connection
+  that holds some of it (and is not filling room already given to a large frame), or
+  whose large frame was refused room, :attr:`~ServerConnection.waiting_for_memory`:
+  reading is paused, and resumes when its own answers release what it holds or when
+  the shell calls :meth:`~ServerConnection.memory_available` because the pool has
+  memory again. A connection holding nothing still reads into its receive buffer, so
+  small requests are served while large frames wait. Idle,
+  :meth:`~ServerConnection.trim` lets go of the receive buffers.
+* **Read timeout.** :meth:`~ServerConnection.read_timed_out`, called periodically,
+  says whether one frame has been arriving for longer than a bound (a peer that
+  announces a frame and never finishes it); the clock stops while reading is paused
+  because of the connection's own backlog.
 * **Requests out.** :meth:`~ServerConnection.next_request` decodes the next frame that may
   be handled now. Like Kafka, a connection handles one request at a time, with one
   exception: Produce is pipelined. A Produce may start while up to ``max_pipelined - 1``
@@ -59,6 +76,7 @@ from .codec import Request, decode_request, encode_response_segments
 from .errors import FrameSizeError, ProtocolError, UnsupportedApiVersionsError
 from .fetch import is_file_region
 from .frames import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
+from .memory_pool import MemoryPool
 from .produce_response import EncodedResponse
 from .versions import VersionTable
 
@@ -103,7 +121,7 @@ class PendingAnswer(Generic[H]):
     """A request handed out whose answer is not written yet. ``segments`` is None until
     the answer is given; ``handle`` is the shell's (its future), until then."""
 
-    __slots__ = ("correlation_id", "handle", "pipelined", "segments")
+    __slots__ = ("charge", "correlation_id", "handle", "pipelined", "segments")
 
     def __init__(
         self,
@@ -111,19 +129,22 @@ class PendingAnswer(Generic[H]):
         pipelined: bool,
         handle: H | None,
         segments: list[BytesLike] | None,
+        charge: int = 0,
     ) -> None:
         self.correlation_id = correlation_id
         self.pipelined = pipelined
         self.handle = handle
         self.segments = segments
+        self.charge = charge  # bytes of the memory pool held until the answer is given
 
 
 class ServerConnection(Generic[H]):
     """The receive framing, request order and answer order of one client connection."""
 
-    __slots__ = ("_closed", "_decoder", "_has_file", "_in_hand", "_in_hand_id",
-                 "_in_hand_pipelined", "_max_pipelined", "_max_queued", "_output", "_pending",
-                 "_raw_api_keys", "_sending", "_versions", "reading_paused")  # fmt: skip
+    __slots__ = ("_backlogged", "_closed", "_decoder", "_has_file", "_held", "_in_hand",
+                 "_in_hand_charge", "_in_hand_id", "_in_hand_pipelined", "_max_pipelined",
+                 "_max_queued", "_output", "_partial_count", "_partial_since", "_pending",
+                 "_pool", "_raw_api_keys", "_sending", "_versions")  # fmt: skip
 
     def __init__(
         self,
@@ -133,11 +154,16 @@ class ServerConnection(Generic[H]):
         raw_api_keys: frozenset[int] = frozenset(),
         max_pipelined: int = MAX_PIPELINED_PRODUCES,
         max_queued_bytes: int = MAX_QUEUED_BYTES,
+        pool: MemoryPool | None = None,
     ) -> None:
+        """``pool``: the broker's memory pool, charged for the requests (None: nothing
+        is counted and reading never waits for memory)."""
         if max_pipelined < 1:
             raise ValueError("max_pipelined must be at least 1")
         self._versions = versions
-        self._decoder = FrameDecoder(max_frame_size)
+        self._decoder = FrameDecoder(max_frame_size, pool=pool)
+        self._pool = pool
+        self._held = 0  # pool bytes of the requests handed out and not answered
         self._raw_api_keys = raw_api_keys
         self._max_pipelined = max_pipelined
         self._max_queued = max_queued_bytes
@@ -146,12 +172,15 @@ class ServerConnection(Generic[H]):
         self._in_hand = False  # a request handed out, neither answered nor deferred yet
         self._in_hand_id = 0  # its correlation id
         self._in_hand_pipelined = False
+        self._in_hand_charge = 0
         self._output: list[BytesLike] | None = None  # answers ready to be written
         self._has_file = False  # _output holds a file region
         self._sending = False  # the shell is sending a file region handed out
         self._closed = False
-        self.reading_paused = False
-        """Whether reading should be paused now (the shell applies it when it changes)."""
+        self._backlogged = False  # frames not handled yet exceeded max_queued_bytes
+        # The read timeout: when a frame was first seen partly received, and which one.
+        self._partial_since: float | None = None
+        self._partial_count = 0
 
     # -- state -------------------------------------------------------------------------
     @property
@@ -183,6 +212,34 @@ class ServerConnection(Generic[H]):
         """Bytes of the large frame being received still to come (0: none is)."""
         return self._decoder.frame_rest
 
+    @property
+    def reading_paused(self) -> bool:
+        """Whether reading should be paused now (the shell applies it when it changes):
+        too many frames wait to be handled, or the connection waits for memory."""
+        return self._backlogged or self.waiting_for_memory
+
+    @property
+    def waiting_for_memory(self) -> bool:
+        """Reading must wait until the memory pool has memory again: room for a large
+        frame was refused, or the pool is spent and the connection holds some of it
+        (requests not answered, frames queued) and its next read is not into room
+        already given. A connection that holds none may read into its receive buffer
+        even then: its small requests are served while large frames wait."""
+        decoder = self._decoder
+        if decoder.waiting_for_memory:
+            return True
+        pool = self._pool
+        return (
+            pool is not None and pool.out_of_memory and not decoder.room and not self._closed
+            and self._held + decoder.charged > 0
+        )  # fmt: skip
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the memory pool this connection holds: the requests handed out and not
+        answered, the frames queued and the room of the frame being received."""
+        return self._held + self._decoder.charged
+
     # -- bytes in ----------------------------------------------------------------------
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Where the next received bytes go (never empty)."""
@@ -202,7 +259,36 @@ class ServerConnection(Generic[H]):
             self.close()
             raise
         if decoder.queued_bytes > self._max_queued:
-            self.reading_paused = True
+            self._backlogged = True
+
+    # -- memory and time ----------------------------------------------------------------
+    def memory_available(self) -> bool:
+        """The memory pool has memory again: take the room refused, if any. Returns
+        whether the connection got what it waited for (False: it still waits)."""
+        if self._closed:
+            return True
+        self._decoder.retry_memory()
+        return not self.waiting_for_memory
+
+    def trim(self) -> int:
+        """The connection is idle: let go of its receive buffers not in use. Returns the
+        bytes let go."""
+        return self._decoder.trim()
+
+    def read_timed_out(self, now: float, timeout: float) -> bool:
+        """Called periodically (``now`` in seconds, any origin): whether the frame being
+        received now was already being received ``timeout`` seconds ago, as first seen by
+        an earlier call. Time while reading is paused for the connection's own backlog
+        does not count."""
+        decoder = self._decoder
+        if self._closed or self._backlogged or not decoder.buffered:
+            self._partial_since = None
+            return False
+        received = decoder.frames_received
+        if self._partial_since is None or received != self._partial_count:
+            self._partial_since, self._partial_count = now, received
+            return False
+        return now - self._partial_since >= timeout
 
     # -- requests out ------------------------------------------------------------------
     def next_request(self) -> Request | RawRequest | None:
@@ -229,45 +315,52 @@ class ServerConnection(Generic[H]):
             ):
                 return None
             decoder.next_frame()
-            if self.reading_paused and decoder.queued_bytes <= self._max_queued // 2:
-                self.reading_paused = False
+            if self._backlogged and decoder.queued_bytes <= self._max_queued // 2:
+                self._backlogged = False
+            charge = len(frame) if self._pool is not None else 0
             if self._raw_api_keys and len(frame) >= _RAW_MIN_FRAME:
                 api_key = int.from_bytes(frame[0:2], "big", signed=True)
                 if api_key in self._raw_api_keys:
                     self._in_hand, self._in_hand_pipelined = True, False
                     self._in_hand_id = int.from_bytes(frame[4:8], "big", signed=True)
+                    self._in_hand_charge = charge
+                    self._held += charge
                     return RawRequest(api_key, bytes(frame))
             try:
                 request = decode_request(frame, self._versions)
             except UnsupportedApiVersionsError as exc:  # answered here; nothing is ahead
+                self._release(charge)
                 self._emit([exc.response])
                 continue
             except ProtocolError:
+                self._release(charge)
                 self.close()
                 raise
             self._in_hand = True
             self._in_hand_id = request.header.correlation_id
             self._in_hand_pipelined = pipelined
+            self._in_hand_charge = charge
+            self._held += charge
             return request
 
     # -- answers in --------------------------------------------------------------------
     def respond(self, response: Response | None) -> None:
         """Answer the request handed out last, now (None: it has no answer, as an acks=0
         Produce). It is written when every earlier answer is."""
-        self._take_in_hand()
+        self._release(self._take_in_hand())
         if response is not None:
             self._queue(encode_response_segments(self._in_hand_id, response))
 
     def respond_framed(self, data: bytes) -> None:
         """Answer the request handed out last with a response already framed."""
-        self._take_in_hand()
+        self._release(self._take_in_hand())
         self._queue([data])
 
     def defer(self, handle: H) -> PendingAnswer[H]:
         """The request handed out last is answered later, through the returned
         :class:`PendingAnswer`; ``handle`` is returned by :meth:`close` if it never is."""
-        self._take_in_hand()
-        pending = PendingAnswer(self._in_hand_id, self._in_hand_pipelined, handle, None)
+        charge = self._take_in_hand()
+        pending = PendingAnswer(self._in_hand_id, self._in_hand_pipelined, handle, None, charge)
         self._pending.append(pending)
         return pending
 
@@ -280,7 +373,7 @@ class ServerConnection(Generic[H]):
             else encode_response_segments(pending.correlation_id, response)
         )  # fmt: skip
         pending.handle = None
-        self._release()
+        self._answered(pending)
 
     def answer_framed(self, pending: PendingAnswer[H], data: bytes) -> None:
         """Give a deferred answer already framed; ignored once the connection is closed."""
@@ -288,7 +381,7 @@ class ServerConnection(Generic[H]):
             return
         pending.segments = [data]
         pending.handle = None
-        self._release()
+        self._answered(pending)
 
     # -- bytes out ---------------------------------------------------------------------
     def data_to_send(self) -> list[BytesLike] | None:
@@ -320,15 +413,30 @@ class ServerConnection(Generic[H]):
         self._pending.clear()
         self._output = None
         self._has_file = self._sending = self._in_hand = False
-        self.reading_paused = False
+        self._backlogged = False
+        self._release(self._held)
         self._decoder.clear()
         return handles
 
     # -- ordering ----------------------------------------------------------------------
-    def _take_in_hand(self) -> None:
+    def _take_in_hand(self) -> int:
+        """The request in hand is answered or deferred; returns its charge."""
         if not self._in_hand:
             raise RuntimeError("no request is waiting for its answer")
         self._in_hand = False
+        return self._in_hand_charge
+
+    def _release(self, charge: int) -> None:
+        """A request's answer is given: its bytes go back to the pool."""
+        if charge:
+            self._held -= charge
+            assert self._pool is not None
+            self._pool.release(charge)
+
+    def _answered(self, pending: PendingAnswer[H]) -> None:
+        charge, pending.charge = pending.charge, 0
+        self._release(charge)
+        self._flush_pending()
 
     def _queue(self, segments: list[BytesLike]) -> None:
         """The request handed out last is answered: written after the earlier answers."""
@@ -339,7 +447,7 @@ class ServerConnection(Generic[H]):
         else:
             self._emit(segments)
 
-    def _release(self) -> None:
+    def _flush_pending(self) -> None:
         """Hand out the answered requests at the head of the line."""
         pending = self._pending
         while pending:

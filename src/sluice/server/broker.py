@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -30,16 +31,20 @@ from sluice.config import BrokerConfig, ConfigError, parse_listener
 from sluice.controller.model import Broker as BrokerInfo
 from sluice.controller.model import EndPoint
 from sluice.log import Log, LogDirFailureChannel, LogManager
+from sluice.log.file_cache import FileCache, default_capacity
 from sluice.log.file_work import FileThread
 from sluice.log.group_flush import GroupFlusher
 from sluice.protocol import VersionTable
+from sluice.protocol.memory_pool import MemoryPool
 from sluice.purgatory import DelayedOperation, DelayedOperationPurgatory
 from sluice.replication.fetch_session import FetchSessionCache
 from sluice.replication.metadata_cache import MetadataCache
 from sluice.replication.producer_ids import ProducerIdManager
 from sluice.replication.replica_manager import ReplicaManager
+from sluice.server import gc_policy
 from sluice.server.apis import registry
 from sluice.server.congestion import checked_algorithm
+from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
@@ -197,11 +202,14 @@ class Broker:
         self.cluster_id = self._load_meta_properties()
         self.registry = TopicRegistry(self.log_dir, self.log_dir_failure_channel)
         self.log_dir_failure_channel.on_offline = self._on_log_dir_offline
-        self.log_manager = LogManager(
-            self.log_dirs, topic_log_config(self.config, {}), clock=self.clock,
-            topic_config=registered_log_configs(self.config, self.registry),
-            file_work=self._file_thread, log_dir_failure_channel=self.log_dir_failure_channel,
-        )  # fmt: skip
+        with gc_policy.paused():  # many objects made to last: no pass over them meanwhile
+            self.log_manager = LogManager(
+                self.log_dirs, topic_log_config(self.config, {}), clock=self.clock,
+                topic_config=registered_log_configs(self.config, self.registry),
+                file_work=self._file_thread, log_dir_failure_channel=self.log_dir_failure_channel,
+                file_cache=self._file_cache(),
+            )  # fmt: skip
+        gc_policy.freeze_long_lived()
         self.purgatories = EventLoopPurgatories(self.broker_id, self.clock, self._loop)
         self.replica_manager = ReplicaManager(
             self.broker_id, self.purgatories,
@@ -240,7 +248,9 @@ class Broker:
             self.config, self.registry, self.log_manager, self.metadata_cache,
             self.coordinators, self.replica_manager,
         )  # fmt: skip
-        topic_admin.host_registered_topics()
+        with gc_policy.paused():
+            topic_admin.host_registered_topics()
+        gc_policy.freeze_long_lived()
         self.topic_admin = topic_admin
         self.request_context = self._request_context(
             SingleNodeController(self.broker_id, self.replica_manager)
@@ -285,6 +295,15 @@ class Broker:
         )
         await self._open_listeners(handlers, registry().raw_handlers(cluster), alive=False)
         await cluster.start()
+
+    def _file_cache(self) -> FileCache:
+        """The cache of the logs' segment descriptors (``log.open.files.max``), made once
+        the open-file limit is raised as far as it goes."""
+        soft = raise_open_file_limit()
+        configured = self.config["log.open.files.max"]
+        capacity = configured if configured > 0 else default_capacity(soft)
+        log.info("open-file limit %d: up to %d segment files open", soft, capacity)
+        return FileCache(capacity)
 
     def _request_context(self, controller: Controller) -> RequestContext:
         """What the request handlers may use; the network layer adds each client's
@@ -378,12 +397,18 @@ class Broker:
         self.handlers = handlers
         congestion = self.config["socket.loopback.congestion.control"]
         checked_algorithm(congestion)  # a refused name is reported now, not at a connection
+        # One memory pool and one set of connection counts for all the listeners, as
+        # Kafka's SocketServer has.
+        pool = MemoryPool(self.config["queued.max.request.bytes"])
+        quotas = ConnectionQuotas.from_config(self.config)
         for listener in self.config.listeners:
             _, host, port = parse_listener(listener)
             server = KafkaServer(
                 host, port, handlers, self.versions,
                 self.config["socket.request.max.bytes"], self.config["connections.max.idle.ms"],
                 self.request_context, raw_handlers=raw_handlers, loopback_congestion=congestion,
+                quotas=quotas, pool=pool,
+                read_timeout_ms=self.config["socket.request.read.timeout.ms"],
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
@@ -587,3 +612,13 @@ class Broker:
         """Forget producer ids idle for producer.id.expiration.ms in every partition."""
         expiration_ms = self.config["producer.id.expiration.ms"]
         return sum(log_.remove_expired_producers(expiration_ms) for log_ in self.log_manager)
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's soft open-file limit (``RLIMIT_NOFILE``) to its hard limit, as
+    Kafka's start scripts leave to the operator, and return the soft limit then."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:  # an unlimited hard limit beyond the kernel's nr_open is refused
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]

@@ -377,7 +377,10 @@ class _ResponseReader(asyncio.BufferedProtocol):
     socket wakes the loop once for its rest (:class:`ReceiveLowWater`)."""
 
     def __init__(self) -> None:
-        self._decoder = FrameDecoder(MAX_RESPONSE_BYTES, spare_buffers=RESPONSE_SPARE_BUFFERS)
+        self._decoder = FrameDecoder(
+            MAX_RESPONSE_BYTES, spare_buffers=RESPONSE_SPARE_BUFFERS,
+            max_spare_bytes=MAX_RESPONSE_BYTES,
+        )  # fmt: skip
         self._waiter: asyncio.Future[bytes | memoryview] | None = None
         self._error: BaseException | None = None
         self.transport: asyncio.Transport | None = None

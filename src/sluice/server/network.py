@@ -5,12 +5,19 @@ when, Produce pipelining, answers in request order, back-pressure — is its san
 :class:`~sluice.protocol.server_connection.ServerConnection`. This module only carries
 bytes and decisions between it, the socket and the handlers:
 
-* :class:`KafkaServer` accepts clients on one listener, keeps the handler table and the
-  broker's context, closes idle connections and drains or drops them all at shutdown.
+* :class:`KafkaServer` accepts clients on one listener (through an
+  :class:`~sluice.server.acceptor.Acceptor`, within the broker's connection limits),
+  keeps the handler table and the broker's context, and drains or drops its connections
+  at shutdown. Once a second its housekeeping closes connections idle for
+  ``connections.max.idle.ms`` and those whose request has been arriving for longer than
+  ``socket.request.read.timeout.ms``, and lets connections that received nothing since
+  the last round give back their receive buffers (``ServerConnection.trim``).
 * :class:`KafkaConnectionProtocol` is one connection, an ``asyncio.BufferedProtocol``:
   the event loop reads straight into the buffers the ServerConnection offers (a large
   frame into one of its own, with the socket's receive low-water mark raised meanwhile,
-  :mod:`sluice.server.low_water`), and reading pauses and resumes as it decides. Each
+  :mod:`sluice.server.low_water`), and reading pauses and resumes as it decides — also
+  while the broker's memory pool (``queued.max.request.bytes``) is spent: the connection
+  then waits in the pool's line, and reading resumes when memory is released. Each
   request it hands out goes to the API's handler with the connection's context (who the
   client is; for the broker, its ``RequestContext``), right in the read callback.
 
@@ -35,6 +42,7 @@ import asyncio
 import functools
 import inspect
 import logging
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,9 +50,12 @@ from typing import Any, Generic, Protocol, Self, TypeAlias, TypeVar
 
 from sluice.base.rate_limited_log import RateLimitedLog
 from sluice.protocol import FrameSizeError, ProtocolError, Request, VersionTable
+from sluice.protocol.memory_pool import MemoryPool
 from sluice.protocol.server_connection import PendingAnswer, RawRequest, ServerConnection
+from sluice.server.acceptor import Acceptor, bind_listener
 from sluice.server.answer import Answer
 from sluice.server.congestion import set_on_loopback
+from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.low_water import ReceiveLowWater
 from sluice.server.sendfile import write_segments
 
@@ -53,6 +64,10 @@ __all__ = ["ClientContext", "ClientIdentity", "Handler", "KafkaConnectionProtoco
 log = logging.getLogger(__name__)
 client_log = RateLimitedLog(log)
 """What clients cause: each event at DEBUG, per kind one line per 10 s with counts."""
+
+HOUSEKEEPING_S = 1.0
+"""How often idle connections, read timeouts and receive buffers are looked at (more
+often when a timeout is shorter than four of these)."""
 
 
 class ClientContext(Protocol):
@@ -103,7 +118,14 @@ class KafkaServer(Generic[Ctx]):
         context: Ctx,
         raw_handlers: dict[int, RawHandler] | None = None,
         loopback_congestion: str = "",
+        *,
+        quotas: ConnectionQuotas | None = None,
+        pool: MemoryPool | None = None,
+        read_timeout_ms: int = 0,
     ) -> None:
+        """``quotas`` and ``pool``: the broker's, shared by its listeners (None: no
+        connection limits, no memory bound); ``read_timeout_ms`` 0 or less: a request
+        may take any time to arrive."""
         self.host = host
         self.port = port
         self.handlers = handlers  # read per request: may be updated in place
@@ -116,7 +138,11 @@ class KafkaServer(Generic[Ctx]):
         self.max_request_size = max_request_size
         self._loopback_congestion = loopback_congestion  # sluice.server.congestion
         self._idle_timeout_s = idle_timeout_ms / 1000 if idle_timeout_ms > 0 else None
-        self._server: asyncio.Server | None = None
+        self._read_timeout_s = read_timeout_ms / 1000 if read_timeout_ms > 0 else None
+        self.quotas = quotas if quotas is not None else ConnectionQuotas()
+        self.pool = pool
+        self._acceptor: Acceptor | None = None
+        self._opening: set[asyncio.Task[Any]] = set()  # accepted sockets becoming transports
         self._connections: set[KafkaConnectionProtocol[Ctx]] = set()
         self._no_connections = asyncio.Event()
         self._no_connections.set()
@@ -124,26 +150,25 @@ class KafkaServer(Generic[Ctx]):
         self._busy = 0  # connections owing an answer
         self._idle = asyncio.Event()
         self._idle.set()
-        self._reaper: asyncio.Task[None] | None = None
+        self._housekeeper: asyncio.Task[None] | None = None
         # time.monotonic() when a connection was last accepted or a request last read
         self.last_active_at = float("-inf")
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: KafkaConnectionProtocol(self), self.host, self.port, reuse_address=True
+        self._acceptor = Acceptor(
+            bind_listener(self.host, self.port), self._connect, self.quotas, client_log
         )
-        self.port = self._server.sockets[0].getsockname()[1]
-        if self._idle_timeout_s is not None:
-            self._reaper = asyncio.create_task(self._close_idle_connections())
+        self.port = self._acceptor.port
+        self._acceptor.start()
+        self._housekeeper = asyncio.create_task(self._housekeeping())
 
     @property
     def connection_count(self) -> int:
         return len(self._connections)
 
     async def stop_accepting(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        if self._acceptor is not None:
+            self._acceptor.close()
 
     async def drain_and_close(self, timeout_s: float) -> None:
         """Wait (bounded) for requests in flight to be answered, then close connections and
@@ -154,8 +179,10 @@ class KafkaServer(Generic[Ctx]):
         except TimeoutError:
             owed = sum(c.conn.in_flight for c in self._connections)
             log.warning("closing with %d requests still in flight", owed)
-        if self._reaper is not None:
-            self._reaper.cancel()
+        if self._housekeeper is not None:
+            self._housekeeper.cancel()
+        for task in list(self._opening):
+            task.cancel()
         for connection in list(self._connections):
             connection.close()
         deadline = loop.time() + timeout_s
@@ -165,34 +192,89 @@ class KafkaServer(Generic[Ctx]):
             await asyncio.wait_for(self._no_connections.wait(), max(deadline - loop.time(), 0))
         except TimeoutError:
             log.warning("%d connections still open after closing", len(self._connections))
-        if self._server is not None:
-            await self._server.wait_closed()
+        if self._acceptor is not None:
+            self._acceptor.close()
         client_log.flush()  # the counts not written yet
 
     def abort(self) -> None:
         """Drop everything at once, as a killed process would: no answers in flight."""
-        if self._server is not None:
-            self._server.close()
-        if self._reaper is not None:
-            self._reaper.cancel()
+        if self._acceptor is not None:
+            self._acceptor.close()
+        if self._housekeeper is not None:
+            self._housekeeper.cancel()
+        for task in list(self._opening):
+            task.cancel()
         for connection in list(self._connections):
             connection.abort()
         for task in list(self._tasks):
             task.cancel()
 
-    async def _close_idle_connections(self) -> None:
-        assert self._idle_timeout_s is not None
-        period = min(max(self._idle_timeout_s / 4, 0.05), 30.0)
+    # -- accepting ----------------------------------------------------------------------
+    def _connect(self, sock: socket.socket, quota_key: str) -> None:
+        """The acceptor's hand-over: serve ``sock``, counted under ``quota_key``."""
+        loop = asyncio.get_running_loop()
+        made: list[KafkaConnectionProtocol[Ctx]] = []
+
+        def protocol() -> KafkaConnectionProtocol[Ctx]:
+            made.append(KafkaConnectionProtocol(self, quota_key))
+            return made[0]
+
+        task = loop.create_task(loop.connect_accepted_socket(protocol, sock))
+        self._opening.add(task)
+        task.add_done_callback(functools.partial(self._opened, sock, quota_key, made))
+
+    def _opened(
+        self,
+        sock: socket.socket,
+        quota_key: str,
+        made: list[KafkaConnectionProtocol[Ctx]],
+        task: asyncio.Task[Any],
+    ) -> None:
+        self._opening.discard(task)
+        if not task.cancelled() and task.exception() is None:
+            return
+        if not made or made[0].transport is None:  # never connected: nothing will release it
+            self.quotas.remove(quota_key)
+            sock.close()
+        if not task.cancelled():
+            client_log.event("accepting failed", quota_key, task.exception())
+
+    # -- housekeeping -------------------------------------------------------------------
+    async def _housekeeping(self) -> None:
+        period = HOUSEKEEPING_S
+        for timeout in (self._idle_timeout_s, self._read_timeout_s):
+            if timeout is not None:
+                period = min(period, max(timeout / 4, 0.05))
         while True:
             await asyncio.sleep(period)
-            cutoff = time.monotonic() - self._idle_timeout_s
-            for connection in list(self._connections):
-                if connection.last_active < cutoff:
-                    idle = f"idle for over {self._idle_timeout_s:g} s"
-                    client_log.event(
-                        "closed an idle connection", connection.peer, idle, level=logging.INFO
-                    )
-                    connection.close()
+            self.housekeep(time.monotonic())
+
+    def housekeep(self, now: float) -> None:
+        """One round: close connections idle or too slow to send a request; let those
+        that received nothing since the last round give back their receive buffers."""
+        idle_cutoff = now - self._idle_timeout_s if self._idle_timeout_s is not None else None
+        read_timeout = self._read_timeout_s
+        for connection in list(self._connections):
+            if idle_cutoff is not None and connection.last_active < idle_cutoff:
+                idle = f"idle for over {self._idle_timeout_s:g} s"
+                client_log.event(
+                    "closed an idle connection", connection.peer, idle, level=logging.INFO
+                )
+                connection.close()
+                continue
+            conn = connection.conn
+            if read_timeout is not None and conn.read_timed_out(now, read_timeout):
+                client_log.event(
+                    "closed a connection", connection.peer,
+                    f"a request has been arriving for over {read_timeout:g} s "
+                    "(socket.request.read.timeout.ms)",
+                )  # fmt: skip
+                connection.close()
+                continue
+            if connection.received:
+                connection.received = False
+            else:
+                conn.trim()
 
     # -- called by the connections ----------------------------------------------------
     def _accepted(self, connection: KafkaConnectionProtocol[Ctx]) -> None:
@@ -206,6 +288,9 @@ class KafkaServer(Generic[Ctx]):
         self._connections.discard(connection)
         if not self._connections:
             self._no_connections.set()
+        key, connection.quota_key = connection.quota_key, None
+        if key is not None:
+            self.quotas.remove(key)
 
     def _busy_changed(self, busy: bool) -> None:
         self._busy += 1 if busy else -1
@@ -226,14 +311,19 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
     ``writelines``, ``drain``)."""
 
     __slots__ = ("_busy", "_closed", "_dispatch_soon", "_drain_waiters", "_reading_paused",
-                 "_write_paused", "conn", "context", "host", "last_active", "low_water", "peer",
-                 "server", "transport")  # fmt: skip
+                 "_waiting_memory", "_write_paused", "conn", "context", "host", "last_active",
+                 "low_water", "peer", "quota_key", "received", "server",
+                 "transport")  # fmt: skip
 
-    def __init__(self, server: KafkaServer[Ctx]) -> None:
+    def __init__(self, server: KafkaServer[Ctx], quota_key: str | None = None) -> None:
+        """``quota_key``: what the server's connection quotas counted this connection
+        under (released when it is lost)."""
         self.server = server
         self.conn: ServerConnection[asyncio.Future[Any]] = ServerConnection(
-            server.versions, server.max_request_size, raw_api_keys=server.raw_api_keys
-        )
+            server.versions, server.max_request_size, raw_api_keys=server.raw_api_keys,
+            pool=server.pool,
+        )  # fmt: skip
+        self.quota_key = quota_key
         self.transport: asyncio.Transport | None = None
         self.low_water = ReceiveLowWater()  # bound to the socket once connected
         self.peer = "?"
@@ -241,6 +331,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         self.context: Ctx | None = None  # for the client id of its latest request
         self.last_active = time.monotonic()
         self._reading_paused = False  # as applied to the transport
+        self._waiting_memory = False  # in the memory pool's line
+        self.received = False  # bytes came since the server's last housekeeping round
         self._write_paused = False
         self._closed = False
         self._busy = False  # as last reported to the server
@@ -280,6 +372,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
 
     def buffer_updated(self, nbytes: int) -> None:
         conn = self.conn
+        self.received = True
         try:
             conn.buffer_updated(nbytes)
         except FrameSizeError as exc:
@@ -287,11 +380,41 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self.close()
             return
         self.low_water.expect(conn.receive_rest)
-        if conn.reading_paused and not self._reading_paused and self.transport is not None:
-            self._reading_paused = True
-            self.transport.pause_reading()
+        if conn.reading_paused:
+            self._apply_reading()
         if conn.has_frames:
             self._dispatch()
+
+    # -- reading decisions -----------------------------------------------------------------
+    def _apply_reading(self) -> None:
+        """Pause or resume reading as the connection decides; queue for memory if that is
+        what it waits for."""
+        conn = self.conn
+        transport = self.transport
+        if self._closed or transport is None:
+            return
+        paused = conn.reading_paused
+        if paused is not self._reading_paused:
+            self._reading_paused = paused
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+        if paused and not self._waiting_memory and conn.waiting_for_memory:
+            pool = self.server.pool
+            assert pool is not None
+            self._waiting_memory = True
+            pool.wait(self._memory_available)
+
+    def _memory_available(self) -> bool:
+        """Called by the memory pool once it has memory again: take what was refused and
+        read on (unless the connection is paused for another reason). False: refused
+        again, still in line."""
+        if self._closed or self.conn.memory_available():
+            self._waiting_memory = False
+            self._apply_reading()
+            return True
+        return False
 
     # -- the writer write_segments uses ---------------------------------------------------
     def writelines(self, data: Any) -> None:
@@ -324,6 +447,11 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         if self._closed:
             return
         self._closed = True
+        if self._waiting_memory:
+            self._waiting_memory = False
+            pool = self.server.pool
+            assert pool is not None
+            pool.cancel_wait(self._memory_available)
         for handle in self.conn.close():
             handle.cancel()
         self._note_busy()
@@ -349,9 +477,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             else:
                 self._handle(request)
         self._flush()  # an answer the connection gave itself (ApiVersions fallback)
-        if self._reading_paused and not conn.reading_paused and self.transport is not None:
-            self._reading_paused = False
-            self.transport.resume_reading()
+        if self._reading_paused:
+            self._apply_reading()
         self._note_busy()
 
     def _handle(self, request: Request) -> None:
@@ -438,6 +565,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
                              level=logging.ERROR)  # fmt: skip
             self.close()
         self.last_active = time.monotonic()
+        if self._reading_paused:  # its memory released: it may read again
+            self._apply_reading()
         self._note_busy()
 
     def _flush(self) -> None:

@@ -68,6 +68,18 @@ class TopicAdmin(Protocol):
         assignment: dict[int, list[int]] | None = None,
     ) -> TopicInfo: ...
 
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool = False,
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicInfo:
+        """``create_topic`` with the partition logs made off the event loop (a CreateTopics
+        request; the creation goes on if the wait is cancelled)."""
+
     def create_internal_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
     ) -> None:
@@ -83,6 +95,12 @@ class TopicAdmin(Protocol):
     def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
         """Grow a topic; KeyError, ValueError if not more, InvalidTopicError for an
         internal one."""
+
+    async def add_partitions_async(
+        self, name: str, total: int, validate_only: bool = False
+    ) -> None:
+        """``add_partitions`` with the partition logs made off the event loop (the
+        creation goes on if the wait is cancelled)."""
 
     def check_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """ConfigError or LogError for a value the log refuses, PolicyViolation for

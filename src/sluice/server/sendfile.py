@@ -12,10 +12,11 @@ region's packets instead of packets of their own. Only when the socket is full
 socket descriptor (the event loop refuses a descriptor its transport owns).
 
 Before its first wait it duplicates the descriptors of the regions still to send, so a
-segment file deleted (closed) meanwhile is still read to the end, and the descriptor
-number, if reused, is never written to. A region cut short (the file truncated
-underneath) cannot be completed inside a response whose size is already written: the
-connection is closed (``ConnectionAbortedError``) and the client fetches again.
+segment file deleted or closed meanwhile (the log's file cache closes idle ones) is
+still read to the end, and the descriptor number, if reused, is never written to. A
+region cut short (the file truncated underneath) cannot be completed inside a response
+whose size is already written: the connection is closed (``ConnectionAbortedError``)
+and the client fetches again.
 
 The caller writes one response at a time per connection (as ``loop.sendfile`` also
 requires). Other transports (TLS, or one whose buffer still holds bytes) fall back to
@@ -142,7 +143,9 @@ async def _write_with_loop_sendfile(writer: ResponseWriter, segments: list[Any])
             if pending:
                 writer.writelines(pending)
                 pending = []
-            source = SendfileSource(segment.fileno())
+            # A duplicate, used across event-loop turns: the log's file cache may close
+            # the segment's own descriptor meanwhile.
+            source = SendfileSource(os.dup(segment.fileno()))
             try:  # no fallback: it would read the file through methods a raw fd lacks
                 sent = await loop.sendfile(
                     writer.transport,
@@ -153,6 +156,8 @@ async def _write_with_loop_sendfile(writer: ResponseWriter, segments: list[Any])
                 )
             except asyncio.SendfileNotAvailableError as exc:  # the peer or the file went away
                 raise ConnectionResetError(errno.ECONNRESET, f"sendfile failed: {exc}") from exc
+            finally:
+                os.close(source.fileno())
             if sent != segment.size:
                 raise _cut_short(segment, sent)
         else:

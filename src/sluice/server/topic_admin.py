@@ -21,7 +21,11 @@ What does not depend on the mode is written once, in :class:`TopicAdminBase`:
   (InvalidTopicError, answered INVALID_TOPIC_EXCEPTION), and so are configs under which
   retention would delete its records (PolicyViolation, answered POLICY_VIOLATION), each
   with a message;
-- applying config overrides to the registry and to the topic's logs here.
+- applying config overrides to the registry and to the topic's logs here;
+- a CreateTopics or CreatePartitions request's creation, awaited
+  (:meth:`TopicAdminBase.create_topic_async`, :meth:`TopicAdminBase.add_partitions_async`):
+  a single node makes the partition logs on worker threads and registers them once they
+  all exist, within ``max.broker.partitions``; a cluster's controller makes them.
 
 An internal topic that is missing all the same (deleted below these checks, or lost
 with ZooKeeper's data) is created again by the next FindCoordinator that needs it, as
@@ -34,8 +38,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.base import TopicPartition
@@ -43,6 +48,7 @@ from sluice.config import TOPIC_CONFIGS, BrokerConfig, topic_config_defaults
 from sluice.controller.requests import UpdateMetadataPartitionState
 from sluice.log import KafkaStorageException, Log, LogConfig, LogManager
 from sluice.replication.metadata_cache import INTERNAL_TOPICS
+from sluice.server import gc_policy
 from sluice.server.topics import (
     InvalidReplicaAssignment,
     InvalidReplicationFactor,
@@ -283,6 +289,14 @@ class TopicAdminBase(ABC):
             )
         self._add_partitions(name, total, validate_only)
 
+    async def add_partitions_async(
+        self, name: str, total: int, validate_only: bool = False
+    ) -> None:
+        """:meth:`add_partitions` for a CreatePartitions request: where this broker makes
+        the partition logs (a single node) they are made off the event loop. Cancelling
+        the wait leaves the creation going (a request's timeout)."""
+        self.add_partitions(name, total, validate_only)
+
     def check_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Check a topic's new overrides: ConfigError or LogError for a value the log
         refuses, PolicyViolation for an internal topic that would lose records."""
@@ -338,6 +352,58 @@ class TopicAdminBase(ABC):
         PolicyViolation (an internal topic not compacted), FileExistsError, or
         ValueError for a bad partition count. ``assignment``
         (partition -> replicas) replaces the counts, which must then be -1."""
+        num_partitions, replication_factor = self._checked_counts(
+            name, num_partitions, replication_factor, configs, assignment
+        )
+        return self._register(
+            name, num_partitions, replication_factor, configs, validate_only, assignment
+        )
+
+    async def create_topic_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool = False,
+        assignment: dict[int, list[int]] | None = None,
+    ) -> TopicInfo:
+        """:meth:`create_topic` for a CreateTopics request: where this broker makes the
+        partition logs (a single node) they are made off the event loop and the topic is
+        registered once they all exist; raises as :meth:`create_topic` does, and
+        KafkaStorageException when the logs cannot be made (nothing is registered then).
+        Cancelling the wait leaves the creation going (a request's timeout)."""
+        num_partitions, replication_factor = self._checked_counts(
+            name, num_partitions, replication_factor, configs, assignment
+        )
+        return await self._register_async(
+            name, num_partitions, replication_factor, configs, validate_only, assignment
+        )
+
+    async def _register_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignment: dict[int, list[int]] | None,
+    ) -> TopicInfo:
+        """:meth:`_register`, awaited where the mode makes the logs itself."""
+        return self._register(
+            name, num_partitions, replication_factor, configs, validate_only, assignment
+        )
+
+    def _checked_counts(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        assignment: dict[int, list[int]] | None,
+    ) -> tuple[int, int]:
+        """The partition count and replication factor of a request, checked in Kafka's
+        order with its configs, before anything is written."""
         if assignment is not None:
             if num_partitions != -1 or replication_factor != -1:
                 raise InvalidRequest(
@@ -356,9 +422,7 @@ class TopicAdminBase(ABC):
         if assignment is None:
             check_replication_factor(replication_factor, len(self.live_broker_ids()))
         self.check_topic_configs(name, configs)  # the values, before anything is written
-        return self._register(
-            name, num_partitions, replication_factor, configs, validate_only, assignment
-        )
+        return num_partitions, replication_factor
 
     def create_internal_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
@@ -388,7 +452,7 @@ class TopicAdminBase(ABC):
             return False
         try:
             self.create_topic(name, -1, -1, {})
-        except FileExistsError:  # created meanwhile
+        except FileExistsError:  # created meanwhile, or being created
             return True
         except (InvalidTopicError, ValueError, KafkaStorageException):
             return False
@@ -414,6 +478,10 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         super().__init__(config, registry, log_manager, metadata_cache, coordinators)
         self.broker_id = config.broker_id
         self.replica_manager = replica_manager
+        # Topics whose partition logs are being made off the loop, with their partition
+        # counts: their names are taken, their partitions count towards the limit.
+        self._creating: dict[str, int] = {}
+        self._creations: set[asyncio.Task[TopicInfo]] = set()  # held until done
 
     def topic_info(self, name: str) -> TopicInfo | None:
         return self.registry.get(name)
@@ -422,14 +490,29 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         return [self.broker_id]
 
     def host_registered_topics(self) -> None:
-        """At start-up: host every partition of the registry's topics and publish them."""
+        """At start-up: host every partition of the registry's topics and publish them;
+        remove the logs of partitions no topic holds (a creation cut short by a crash,
+        or a deletion), as Kafka removes stray logs."""
         for info in self.registry.topics.values():
             self._host_partitions(info, list(info.assignment), is_new=False)
+        strays = []
+        for tp in self.log_manager.logs:
+            topic = self.registry.get(tp.topic)
+            if topic is None or tp.partition not in topic.assignment:
+                strays.append(tp)
+        for tp in strays:
+            self.log_manager.delete_log(tp.topic, tp.partition)
+        if strays:
+            log.warning("removed %d partition logs of no registered topic (%s)",
+                        len(strays), ", ".join(sorted({tp.topic for tp in strays})))  # fmt: skip
 
-    def _host_partitions(self, info: TopicInfo, partitions: list[int], is_new: bool) -> None:
-        """Host the topic's ``partitions`` and publish the topic. A partition whose log
-        cannot be opened or created (its log dir is offline: LogManager.get_or_create_log)
-        is not hosted; it is published without a leader."""
+    def _host_partitions(
+        self, info: TopicInfo, partitions: list[int], is_new: bool, publish: bool = True
+    ) -> None:
+        """Host the topic's ``partitions`` (their logs made if missing) and, unless told
+        not to, publish the topic. A partition whose log cannot be opened or created (its
+        log dir is offline: LogManager.get_or_create_log) is not hosted; it is published
+        without a leader."""
         config = self.log_config_for(info.name)
         hosted = []
         for p in partitions:
@@ -444,7 +527,8 @@ class SingleNodeTopicAdmin(TopicAdminBase):
             tp = TopicPartition(info.name, p)
             self.replica_manager.add_partition(tp, log_, replicas, topic_id=info.topic_id)
             hosted.append(tp)
-        self._publish_topic(info)
+        if publish:
+            self._publish_topic(info)
         if info.name in INTERNAL_TOPICS and self.coordinators.built:
             for tp in hosted:
                 self._coordinator_elect(tp)
@@ -473,8 +557,15 @@ class SingleNodeTopicAdmin(TopicAdminBase):
     def _publish_topic(self, info: TopicInfo) -> None:
         """The metadata cache's view of a registry topic, this broker the leader of every
         partition it hosts."""
+        states = self._partition_states(info, info.assignment)
+        self.metadata_cache.put_topic(info.name, info.topic_id, states)
+
+    def _partition_states(
+        self, info: TopicInfo, partitions: Iterable[int]
+    ) -> list[UpdateMetadataPartitionState]:
         states = []
-        for p, replicas in info.assignment.items():
+        for p in partitions:
+            replicas = info.assignment[p]
             tp = TopicPartition(info.name, p)
             partition = self.replica_manager.get_partition(tp)
             isr: tuple[int, ...] = ()
@@ -486,7 +577,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
             states.append(
                 UpdateMetadataPartitionState(tp, 0, leader, epoch, isr, 0, tuple(replicas))
             )
-        self.metadata_cache.put_topic(info.name, info.topic_id, states)
+        return states
 
     def _register(
         self,
@@ -497,16 +588,187 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         validate_only: bool,
         assignment: dict[int, list[int]] | None,
     ) -> TopicInfo:
-        """Into the registry (name, existence, collisions, config keys checked there),
-        then its partitions are hosted here."""
+        """Checked (:meth:`_new_topic`), its partition logs made here, then into the
+        registry and hosted: for the few partitions of an auto-created or internal
+        topic (a CreateTopics request makes them off the loop, :meth:`_register_async`)."""
+        info = self._new_topic(name, num_partitions, configs, validate_only)
+        if validate_only:
+            return info
+        started = time.monotonic()
+        self._create_now(info, list(info.assignment), topic_log_config(self.config, configs),
+                         lambda: self.registry.put(info))  # fmt: skip
+        log.info("created topic %s with %d partitions in %.0f ms",
+                 name, num_partitions, (time.monotonic() - started) * 1000)  # fmt: skip
+        return info
+
+    def _create_now(
+        self,
+        info: TopicInfo,
+        partitions: list[int],
+        config: LogConfig,
+        register: Callable[[], object],
+    ) -> None:
+        """Make the logs of ``partitions`` here, ``register`` them, host and publish."""
+        planned = self.log_manager.new_log_dirs(info.name, partitions)
+        try:
+            logs = self.log_manager.create_logs(planned, config)
+        except KafkaStorageException as exc:
+            raise self._not_created(info.name, len(partitions), exc) from exc
+        self._complete(info, logs, register)
+        self._host_partitions(info, partitions, is_new=True)
+
+    async def _register_async(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignment: dict[int, list[int]] | None,
+    ) -> TopicInfo:
+        """Checked (:meth:`_new_topic`) before anything is written; the logs are made on
+        worker threads, in batches, then the topic is registered and hosted (in slices
+        of the event loop's time). The creation is a task of its own: a caller that
+        stops waiting does not stop it."""
+        info = self._new_topic(name, num_partitions, configs, validate_only)
+        if validate_only:
+            return info
+        config = topic_log_config(self.config, configs)
+        return await self._in_background(
+            info, list(info.assignment), config, lambda: self.registry.put(info),
+            f"created topic {name} with {num_partitions} partitions",
+        )  # fmt: skip
+
+    CREATE_BATCH = 500
+    """Partition logs made per job of a worker thread (a few hundred milliseconds)."""
+    HOST_SLICE = 1000
+    """Partitions hosted or published per slice of the event loop's time (milliseconds)."""
+
+    async def _in_background(
+        self,
+        info: TopicInfo,
+        partitions: list[int],
+        config: LogConfig,
+        register: Callable[[], object],
+        done: str,
+    ) -> TopicInfo:
+        """Run :meth:`_create` as a task of its own, which the topic admin holds: a
+        caller that stops waiting (a request's timeout) does not stop it. The topic's
+        name is taken, and the partitions count towards the limit, until it ends."""
+        self._creating[info.name] = len(partitions)
+        task = asyncio.ensure_future(self._create(info, partitions, config, register, done))
+        self._creations.add(task)
+        task.add_done_callback(self._creation_done)
+        return await asyncio.shield(task)
+
+    async def _create(
+        self,
+        info: TopicInfo,
+        partitions: list[int],
+        config: LogConfig,
+        register: Callable[[], object],
+        done: str,
+    ) -> TopicInfo:
+        """The logs of ``partitions`` made on worker threads, in batches; then
+        ``register`` (the registry written: from there on the partitions exist), and the
+        partitions hosted and the topic published in slices of the loop's time."""
+        started = time.monotonic()
+        name = info.name
+        loop = asyncio.get_running_loop()
+        manager = self.log_manager
+        logs: dict[int, Log] = {}
+        try:
+            try:
+                batch = self.CREATE_BATCH
+                for first in range(0, len(partitions), batch):
+                    planned = manager.new_log_dirs(name, partitions[first : first + batch])
+                    made = await loop.run_in_executor(None, manager.create_logs, planned, config)
+                    logs.update(made)
+                    gc_policy.freeze_long_lived()  # no full pass over them as they grow
+            except KafkaStorageException as exc:  # a log dir failed, or all are offline
+                await loop.run_in_executor(None, manager.remove_unmanaged, list(logs.values()))
+                raise self._not_created(name, len(partitions), exc) from exc
+            except BaseException:  # cancelled (the broker stops), or the manager stopped
+                manager.remove_unmanaged(logs.values())
+                raise
+            self._complete(info, logs, register)
+        finally:
+            del self._creating[name]
+        step = self.HOST_SLICE
+        for first in range(0, len(partitions), step):
+            await asyncio.sleep(0)
+            self._host_partitions(info, partitions[first : first + step], True, publish=False)
+        states: list[UpdateMetadataPartitionState] = []
+        everything = list(info.assignment)
+        for first in range(0, len(everything), step):
+            await asyncio.sleep(0)
+            states.extend(self._partition_states(info, everything[first : first + step]))
+        await asyncio.sleep(0)
+        self.metadata_cache.put_topic(name, info.topic_id, states)
+        await asyncio.sleep(0)
+        gc_policy.freeze_long_lived()
+        log.info("%s in %.0f ms", done, (time.monotonic() - started) * 1000)
+        return info
+
+    def _creation_done(self, task: asyncio.Task[TopicInfo]) -> None:
+        self._creations.discard(task)
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None and not isinstance(exc, KafkaStorageException | KeyError):
+            log.error("creating partitions failed", exc_info=exc)  # else logged, or answered
+
+    def _new_topic(
+        self, name: str, num_partitions: int, configs: dict[str, str], validate_only: bool
+    ) -> TopicInfo:
+        """The topic as it would be registered, after the registry's checks (name,
+        existence, collisions, config keys), a creation of the same name under way,
+        ``max.broker.partitions`` and, unless ``validate_only``, live log dirs; nothing
+        is written."""
+        if name in self._creating:
+            raise FileExistsError(f"Topic '{name}' already exists.")
+        collision = name.replace(".", "_")
+        for creating in self._creating:
+            if creating.replace(".", "_") == collision:
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {creating}")
         assignment = {p: [self.broker_id] for p in range(num_partitions)}
         if not validate_only and not (self.registry.writable and self.log_manager.live_log_dirs):
             raise KafkaStorageException(f"cannot create topic {name}: log dirs are offline")
-        info = self.registry.create(name, assignment, configs, validate_only)
-        if not validate_only:
-            self._host_partitions(info, list(assignment), is_new=True)
-            log.info("created topic %s with %d partitions", name, num_partitions)
+        info = self.registry.create(name, assignment, configs, validate_only=True)
+        self._check_partition_limit(num_partitions)
         return info
+
+    def _check_partition_limit(self, more: int) -> None:
+        """PolicyViolation when ``more`` partitions would take this broker past
+        ``max.broker.partitions`` (those being created count)."""
+        limit = self.config["max.broker.partitions"]
+        hosted = sum(t.num_partitions for t in self.registry.topics.values())
+        total = hosted + sum(self._creating.values()) + more
+        if total > limit:
+            raise PolicyViolation(
+                f"{more} more partitions would make {total} on broker {self.broker_id}, "
+                f"more than max.broker.partitions={limit}."
+            )
+
+    def _not_created(self, name: str, count: int, exc: Exception) -> KafkaStorageException:
+        log.error("could not create %d partition logs of topic %s: %s", count, name, exc)
+        return KafkaStorageException(
+            f"Could not create the partition logs of topic '{name}': {exc}. Nothing was created."
+        )
+
+    def _complete(
+        self, info: TopicInfo, logs: dict[int, Log], register: Callable[[], object]
+    ) -> None:
+        """``register`` the partitions, their logs existing, and have the log manager
+        manage the logs; if the registry cannot be written (or the topic was deleted
+        meanwhile: KeyError), the logs are removed."""
+        try:
+            register()
+        except (KafkaStorageException, OSError, KeyError) as exc:
+            self.log_manager.remove_unmanaged(logs.values())
+            if isinstance(exc, KeyError):
+                raise
+            raise self._not_created(info.name, len(logs), exc) from exc
+        for p, log_ in logs.items():
+            self.log_manager.add_log(info.name, p, log_)
 
     async def create_partition_logs(
         self, name: str, num_partitions: int, configs: dict[str, str]
@@ -521,11 +783,9 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         config = topic_log_config(self.config, configs)
         manager = self.log_manager
         planned = manager.new_log_dirs(name, range(num_partitions))
-
-        def create() -> dict[int, Log]:
-            return {p: manager.create_log(log_dir, config) for p, log_dir in planned.items()}
-
-        logs = await asyncio.get_running_loop().run_in_executor(None, create)
+        logs = await asyncio.get_running_loop().run_in_executor(
+            None, manager.create_logs, planned, config
+        )
         for p, log_ in logs.items():
             manager.add_log(name, p, log_)
 
@@ -563,6 +823,32 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         log.info("deleted topic %s", name)
 
     def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
+        info, new = self._new_partitions(name, total)
+        if validate_only:
+            return
+        self._create_now(info, list(new), self.log_config_for(name),
+                         lambda: self.registry.add_partitions(name, new))  # fmt: skip
+        log.info("topic %s now has %d partitions", name, total)
+
+    async def add_partitions_async(
+        self, name: str, total: int, validate_only: bool = False
+    ) -> None:
+        """:meth:`add_partitions` with the logs made off the event loop, as a topic's
+        creation (:meth:`_register_async`); an internal topic is refused first."""
+        if name in INTERNAL_TOPICS:
+            self.add_partitions(name, total, validate_only)  # raises InvalidTopicError
+        info, new = self._new_partitions(name, total)
+        if validate_only:
+            return
+        await self._in_background(
+            info, list(new), self.log_config_for(name),
+            lambda: self.registry.add_partitions(name, new),
+            f"topic {name} now has {total} partitions",
+        )  # fmt: skip
+
+    def _new_partitions(self, name: str, total: int) -> tuple[TopicInfo, dict[int, list[int]]]:
+        """The topic and its partitions to add, checked: KeyError (no such topic),
+        ValueError (not more), InvalidRequest (some being created), PolicyViolation."""
         info = self.registry.get(name)
         if info is None:
             raise KeyError(name)
@@ -571,12 +857,10 @@ class SingleNodeTopicAdmin(TopicAdminBase):
                 f"Topic currently has {info.num_partitions} partitions, which is higher than "
                 f"or equal to the requested {total}."
             )
-        if validate_only:
-            return
-        new = {p: [self.broker_id] for p in range(info.num_partitions, total)}
-        self.registry.add_partitions(name, new)
-        self._host_partitions(info, list(new), is_new=True)
-        log.info("topic %s now has %d partitions", name, total)
+        if name in self._creating:
+            raise InvalidRequest(f"Partitions of topic '{name}' are being created.")
+        self._check_partition_limit(total - info.num_partitions)
+        return info, {p: [self.broker_id] for p in range(info.num_partitions, total)}
 
     def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.apply_topic_configs(name, configs)

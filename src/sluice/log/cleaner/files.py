@@ -4,7 +4,8 @@ swap, and the startup step that completes or rolls back a swap a crash interrupt
 A cleaned group of segments becomes one new segment named after the group's first base
 offset. It is swapped in as Kafka does:
 
-1. written as ``<base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned``), fsynced;
+1. written as ``<base>.log.cleaned`` (+ ``.index.cleaned``, ``.timeindex.cleaned`` once they
+   have entries), fsynced;
 2. ``<base>.swapend`` is written (atomically) with the group's end offset: the base offset of
    the segment that follows the group;
 3. renamed ``.cleaned`` -> ``.swap``: the index files first, the ``.log`` file last. The rename
@@ -131,9 +132,13 @@ def _open(
 def open_cleaned_segment(
     directory: Path, base_offset: int, config: LogConfig, clock: Clock
 ) -> LogSegment:
-    """A new, empty segment written as ``<base>.*.cleaned`` (leftovers are discarded first)."""
+    """A new, empty segment written as ``<base>.*.cleaned`` (leftovers are discarded first);
+    its data file is created now, since its rename commits the swap even when it stays
+    empty (its indexes are created by their first entries, if any)."""
     remove_cleaning_files(directory, base_offset)
-    return _open(directory, base_offset, config, clock, CLEANED_SUFFIX)
+    segment = _open(directory, base_offset, config, clock, CLEANED_SUFFIX)
+    segment.log.fileno()
+    return segment
 
 
 def commit_cleaned_segment(
@@ -157,9 +162,9 @@ def commit_cleaned_segment(
     seconds = last_modified_ms / 1000
     os.utime(data, (seconds, seconds))
     for kind in _COMMIT_ORDER:
-        os.replace(
-            directory / f"{stem}{kind}{CLEANED_SUFFIX}", directory / f"{stem}{kind}{SWAP_SUFFIX}"
-        )
+        cleaned = directory / f"{stem}{kind}{CLEANED_SUFFIX}"
+        if kind == LOG_FILE_SUFFIX or cleaned.exists():  # an index without entries has none
+            os.replace(cleaned, directory / f"{stem}{kind}{SWAP_SUFFIX}")
     fsync_directory(directory)
 
 

@@ -2,26 +2,33 @@
 
 New partitions are placed on this broker and start empty. Manual assignments are not
 supported yet (INVALID_REQUEST); a count that is not larger than the current one is
-INVALID_PARTITIONS; an internal topic is refused (INVALID_TOPIC_EXCEPTION: its
-coordinator maps keys to partitions by the count); ``validate_only`` checks without
-changing anything. A request that would add more than ``MAX_PARTITIONS_PER_REQUEST``
+INVALID_PARTITIONS, one past ``max.broker.partitions`` POLICY_VIOLATION; an internal
+topic is refused (INVALID_TOPIC_EXCEPTION: its coordinator maps keys to partitions by the
+count); ``validate_only`` checks without changing anything. As for CreateTopics, a
+single node makes the new partitions' logs on worker threads and records them once they
+all exist (KAFKA_STORAGE_ERROR, nothing added, when they cannot be), and those not done
+within the request's ``timeout_ms`` are answered REQUEST_TIMED_OUT while their creation
+goes on. A request that would add more than ``MAX_PARTITIONS_PER_REQUEST``
 (10,000) partitions in all is refused whole, each topic answered POLICY_VIOLATION, as
 Kafka's controller refuses it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
-from sluice.server.messages import build, field
+from sluice.server.messages import build, field, ms
 from sluice.server.topics import (
     EXCESSIVE_BATCH_MESSAGE,
     MAX_PARTITIONS_PER_REQUEST,
+    InvalidRequest,
     InvalidTopicError,
+    PolicyViolation,
 )
 
 if TYPE_CHECKING:
@@ -44,7 +51,9 @@ if TYPE_CHECKING:
 API: ApiSpec[Body] = ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, needs_coordinators=False)
 
 
-def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _create(
+    ctx: RequestContext, topic: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
     name, count = topic.name, topic.count
     current = ctx.metadata_cache.num_partitions(name)
     if current is None:
@@ -54,12 +63,16 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> tuple[Error
     if count == current:
         return ErrorCode.invalid_partitions, f"Topic already has {count} partitions."
     try:
-        ctx.topic_admin.add_partitions(name, count, validate_only)
+        await ctx.topic_admin.add_partitions_async(name, count, validate_only)
     except KeyError:  # deleted meanwhile
         return ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist."
     except InvalidTopicError as exc:  # an internal topic
         return ErrorCode.invalid_topic_exception, str(exc)
-    except KafkaStorageException as exc:  # the topic registry's log dir failed
+    except PolicyViolation as exc:
+        return ErrorCode.policy_violation, str(exc)
+    except InvalidRequest as exc:
+        return ErrorCode.invalid_request, str(exc)
+    except KafkaStorageException as exc:  # a log dir failed, or the logs not made
         return ErrorCode.kafka_storage_error, str(exc)
     except ValueError as exc:
         return ErrorCode.invalid_partitions, str(exc)
@@ -72,19 +85,36 @@ def _new_partitions(ctx: RequestContext, topic: Any) -> int:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    return _answer(ctx, request)
+
+
+async def _answer(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
     validate_only = bool(field(body, "validate_only", False))
     occurrences = Counter(t.name for t in body.topics)
-    results = []
+    results: list[dict[str, Any]] = []
     if sum(_new_partitions(ctx, t) for t in body.topics) > MAX_PARTITIONS_PER_REQUEST:
         results = [{"name": t.name, "error_code": ErrorCode.policy_violation,
                     "error_message": EXCESSIVE_BATCH_MESSAGE} for t in body.topics]  # fmt: skip
         return build(request.response_type, throttle_time=0, results=results)
+    additions: dict[int, asyncio.Task[tuple[ErrorCode, str | None]]] = {}
     for topic in body.topics:
         if occurrences[topic.name] > 1:
-            code: ErrorCode = ErrorCode.invalid_request
-            message: str | None = "Duplicate topic in request."
+            results.append({"name": topic.name, "error_code": ErrorCode.invalid_request,
+                            "error_message": "Duplicate topic in request."})  # fmt: skip
+            continue
+        additions[len(results)] = asyncio.ensure_future(_create(ctx, topic, validate_only))
+        results.append({"name": topic.name})
+    if additions:
+        timeout_ms = ms(body.timeout)
+        timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
+        await asyncio.wait(additions.values(), timeout=timeout_s)
+    for i, task in additions.items():
+        if task.done():
+            code, message = task.result()
         else:
-            code, message = _create(ctx, topic, validate_only)
-        results.append({"name": topic.name, "error_code": code, "error_message": message})
+            task.cancel()  # the wait only: the creation goes on (the topic admin holds it)
+            code = ErrorCode.request_timed_out
+            message = f"Not created within {timeout_ms} ms; the creation goes on."
+        results[i].update(error_code=code, error_message=message)
     return build(request.response_type, throttle_time=0, results=results)

@@ -6,18 +6,29 @@ refuses an operation of more records than that.
 
 A single node holds it until its coordinators are built: it could otherwise create
 ``__consumer_offsets`` before the group coordinator does, with another partition count.
+
 An internal topic created here must stay compacted (POLICY_VIOLATION otherwise).
+
+Every check (the name, the counts, the configs, ``max.broker.partitions``: POLICY_VIOLATION)
+is made before anything is written. A single node then makes the partition logs on
+worker threads and registers the topic once they all exist: a failure (no space, a log
+dir offline) answers KAFKA_STORAGE_ERROR and leaves nothing behind. The topics of a
+request are created together; as in Kafka, those not done within the request's
+``timeout_ms`` are answered REQUEST_TIMED_OUT while their creation goes on. A
+``timeout_ms`` of 0 or less waits for the creation: Kafka answers at once then, but
+Sluice registers a topic only once it is created.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import ConfigError, format_config_value
 from sluice.log import KafkaStorageException, LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
-from sluice.server.messages import build, field
+from sluice.server.messages import build, field, ms
 from sluice.server.topics import (
     EXCESSIVE_BATCH_MESSAGE,
     MAX_PARTITIONS_PER_REQUEST,
@@ -51,7 +62,7 @@ if TYPE_CHECKING:
 API: ApiSpec[Body] = ApiSpec(ApiKey.CREATE_TOPICS, 2, 7)
 
 
-def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
+async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     name = topic.name
     result: dict[str, Any] = {"name": name, "error_code": ErrorCode.none, "error_message": None}
     assignment = None
@@ -60,7 +71,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, A
                       for a in topic.assignments}  # fmt: skip
     configs = {c.name: c.value for c in topic.configs}
     try:
-        info = ctx.topic_admin.create_topic(
+        info = await ctx.topic_admin.create_topic_async(
             name, topic.num_partitions, topic.replication_factor, configs, validate_only,
             assignment,
         )  # fmt: skip
@@ -72,7 +83,7 @@ def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, A
         result.update(error_code=ErrorCode.topic_already_exists, error_message=str(exc))
     except InvalidTopicError as exc:
         result.update(error_code=ErrorCode.invalid_topic_exception, error_message=str(exc))
-    except KafkaStorageException as exc:  # a log dir is offline
+    except KafkaStorageException as exc:  # a log dir is offline, or the logs not made
         result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc))
     except (ConfigError, LogError) as exc:
         result.update(error_code=ErrorCode.invalid_config, error_message=str(exc))
@@ -109,6 +120,10 @@ def _partitions(ctx: RequestContext, topic: Any) -> int:
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
+    return _answer(ctx, request)
+
+
+async def _answer(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
     validate_only = bool(field(body, "validate_only", False))
     seen: set[str] = set()
@@ -117,11 +132,27 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         results = [{"name": t.name, "error_code": ErrorCode.policy_violation,
                     "error_message": EXCESSIVE_BATCH_MESSAGE} for t in body.topics]  # fmt: skip
         return build(request.response_type, throttle_time=0, topics=results)
+    creations: dict[int, asyncio.Task[dict[str, Any]]] = {}
     for topic in body.topics:
         if topic.name in seen:
             results.append({"name": topic.name, "error_code": ErrorCode.invalid_request,
                             "error_message": "Duplicate topic in request"})  # fmt: skip
             continue
         seen.add(topic.name)
-        results.append(_create(ctx, topic, validate_only))
+        # Each one's checks run when its task starts, in the request's order.
+        creations[len(results)] = asyncio.ensure_future(_create(ctx, topic, validate_only))
+        results.append({"name": topic.name})
+    if creations:
+        timeout_ms = ms(body.timeout)
+        timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
+        await asyncio.wait(creations.values(), timeout=timeout_s)
+        for i, task in creations.items():
+            if task.done():
+                results[i] = task.result()
+                continue
+            task.cancel()  # the wait only: the creation goes on (the topic admin holds it)
+            results[i].update(
+                error_code=ErrorCode.request_timed_out,
+                error_message=f"Not created within {timeout_ms} ms; the creation goes on.",
+            )
     return build(request.response_type, throttle_time=0, topics=results)
