@@ -52,6 +52,7 @@ from sluice.base.rate_limited_log import RateLimitedLog
 from sluice.protocol import FrameSizeError, ProtocolError, Request, VersionTable
 from sluice.protocol.memory_pool import MemoryPool
 from sluice.protocol.server_connection import PendingAnswer, RawRequest, ServerConnection
+from sluice.security import DEFAULT_SESSION, Session
 from sluice.server.acceptor import Acceptor, bind_listener
 from sluice.server.answer import Answer
 from sluice.server.congestion import set_on_loopback
@@ -76,8 +77,11 @@ class ClientContext(Protocol):
     @property
     def client_id(self) -> str | None: ...
 
-    def for_client(self, client_id: str | None, client_host: str) -> Self:
-        """This context for the requests of one client (``client_host``: ``/127.0.0.1``)."""
+    def for_client(
+        self, client_id: str | None, client_host: str, session: Session = DEFAULT_SESSION
+    ) -> Self:
+        """This context for the requests of one client (``client_host``: ``/127.0.0.1``;
+        ``session``: the connection's principal and listener)."""
 
 
 Ctx = TypeVar("Ctx", bound=ClientContext)
@@ -98,9 +102,12 @@ class ClientIdentity:
 
     client_id: str | None = None
     client_host: str = ""
+    session: Session = DEFAULT_SESSION
 
-    def for_client(self, client_id: str | None, client_host: str) -> ClientIdentity:
-        return ClientIdentity(client_id, client_host)
+    def for_client(
+        self, client_id: str | None, client_host: str, session: Session = DEFAULT_SESSION
+    ) -> ClientIdentity:
+        return ClientIdentity(client_id, client_host, session)
 
 
 class KafkaServer(Generic[Ctx]):
@@ -312,7 +319,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
 
     __slots__ = ("_busy", "_closed", "_dispatch_soon", "_drain_waiters", "_reading_paused",
                  "_waiting_memory", "_write_paused", "conn", "context", "host", "last_active",
-                 "low_water", "peer", "quota_key", "received", "server",
+                 "low_water", "peer", "quota_key", "received", "server", "session",
                  "transport")  # fmt: skip
 
     def __init__(self, server: KafkaServer[Ctx], quota_key: str | None = None) -> None:
@@ -329,6 +336,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         self.peer = "?"
         self.host = ""  # as Kafka shows a client's address: /127.0.0.1
         self.context: Ctx | None = None  # for the client id of its latest request
+        self.session = DEFAULT_SESSION  # who the client is (set by authentication)
         self.last_active = time.monotonic()
         self._reading_paused = False  # as applied to the transport
         self._waiting_memory = False  # in the memory pool's line
@@ -338,6 +346,12 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         self._busy = False  # as last reported to the server
         self._dispatch_soon = False  # a _dispatch is scheduled on the loop
         self._drain_waiters: list[asyncio.Future[None]] = []
+
+    def set_session(self, session: Session) -> None:
+        """The connection's identity changed (a TLS handshake or a SASL exchange ended):
+        later requests carry ``session``."""
+        self.session = session
+        self.context = None
 
     # -- asyncio callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -491,7 +505,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         context = self.context
         client_id = request.header.client_id
         if context is None or context.client_id != client_id:
-            context = self.context = server.context.for_client(client_id, self.host)
+            context = self.context = server.context.for_client(client_id, self.host, self.session)
         conn = self.conn
         try:
             response = handler(context, request)

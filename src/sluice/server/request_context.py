@@ -2,7 +2,7 @@
 
 As Kafka's ``KafkaApis`` receives its collaborators by name (``replicaManager``,
 ``groupCoordinator``, ``txnCoordinator``, ``metadataCache``, ...) and each request
-carries its ``RequestContext`` (client id, client address, later the principal), a
+carries its ``RequestContext`` (client id, client address, the session's principal), a
 Sluice handler is ``handle(ctx, request)``: ``ctx`` holds the broker's collaborators and
 the identity of the client that sent the request. Handlers never see the ``Broker``,
 the network layer or an ``Any``.
@@ -21,6 +21,8 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from sluice.security import DEFAULT_SESSION, KafkaPrincipal, Session
 
 if TYPE_CHECKING:
     from sluice.base import TopicPartition
@@ -193,6 +195,8 @@ class RequestContext:
     """The request header's client id."""
     client_host: str = ""
     """The client's address as Kafka shows it (``/127.0.0.1``)."""
+    session: Session = DEFAULT_SESSION
+    """The connection's principal and listener (:mod:`sluice.security`)."""
 
     @property
     def group_coordinator(self) -> GroupCoordinator:
@@ -202,6 +206,15 @@ class RequestContext:
     def txn_coordinator(self) -> TransactionCoordinator:
         return self.coordinators.txn
 
-    def for_client(self, client_id: str | None, client_host: str) -> RequestContext:
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who sent the request (``User:ANONYMOUS`` when not authenticated)."""
+        return self.session.principal
+
+    def for_client(
+        self, client_id: str | None, client_host: str, session: Session = DEFAULT_SESSION
+    ) -> RequestContext:
         """This context for the requests of one client connection."""
-        return dataclasses.replace(self, client_id=client_id, client_host=client_host)
+        return dataclasses.replace(
+            self, client_id=client_id, client_host=client_host, session=session
+        )
