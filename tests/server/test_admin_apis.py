@@ -177,10 +177,10 @@ def test_create_partitions_confluent(broker: sluice.EmbeddedBroker, admin: Admin
     error = kafka_error(admin.create_partitions([NewPartitions(missing, 2)])[missing])
     assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
-    manual = NewPartitions(topic, 4, replica_assignment=[[0]])
+    manual = NewPartitions(topic, 4, replica_assignment=[[broker.broker.broker_id + 1]])
     error = kafka_error(admin.create_partitions([manual])[topic])
-    assert error.code() == KafkaError.INVALID_REQUEST
-    assert "assignment" in error.str()
+    assert error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert "no such broker is registered" in error.str()
     assert partition_count(admin, topic) == 3
 
 
