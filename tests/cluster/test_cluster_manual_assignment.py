@@ -168,3 +168,33 @@ def test_create_topics_times_out_while_no_leader_is_elected(cluster3: EmbeddedCl
     assert waited >= 1.4
     wait_until(lambda: layout(cluster3, receiver, name) == {0: (receiver, [receiver])},
                TIMEOUT_S, "the topic led once the controller runs")  # fmt: skip
+
+
+def test_each_broker_reports_kafkas_config_flags(cluster3: EmbeddedCluster) -> None:
+    """DescribeConfigs of each member's BROKER resource (answered by that broker) carries
+    Kafka's read-only flags and types, with confluent-kafka and kafka-python."""
+    from confluent_kafka.admin import ConfigResource
+    from kafka.admin import ConfigResource as KConfigResource
+    from kafka.admin import ConfigResourceType
+
+    admin = AdminClient({"bootstrap.servers": cluster3.bootstrap_servers})
+    kadmin = KafkaAdminClient(bootstrap_servers=cluster3.bootstrap_servers,
+                              request_timeout_ms=20000)  # fmt: skip
+    try:
+        for broker_id in cluster3.broker_ids:
+            resource = ConfigResource("broker", str(broker_id))
+            configs = admin.describe_configs([resource])[resource].result(timeout=TIMEOUT_S)
+            assert configs["advertised.listeners"].value == (
+                f"PLAINTEXT://127.0.0.1:{cluster3.ports[broker_id]}"
+            )
+            assert not configs["advertised.listeners"].is_read_only
+            assert configs["zookeeper.connect"].is_read_only
+            dynamic = kadmin.describe_configs(
+                [KConfigResource(ConfigResourceType.BROKER, str(broker_id))],
+                config_filter="dynamic",
+            )["broker"][str(broker_id)]
+            assert {"advertised.listeners", "listeners", "log.retention.ms"} <= set(dynamic)
+            assert dynamic["listeners"]["config_type"] == "STRING"
+            assert "broker.id" not in dynamic
+    finally:
+        kadmin.close()

@@ -259,7 +259,8 @@ def test_describe_broker_configs_confluent(admin: AdminClient) -> None:
     segment = configs["log.segment.bytes"]
     assert segment.value == str(SEGMENT_BYTES)
     assert segment.source == ConfigSource.STATIC_BROKER_CONFIG.value
-    assert segment.is_read_only  # no dynamic broker configs
+    assert not segment.is_read_only  # Kafka changes it at run time (cluster-wide)
+    assert configs["log.dirs"].is_read_only
     partitions = configs["num.partitions"]
     assert (partitions.value, partitions.source) == ("1", ConfigSource.DEFAULT_CONFIG.value)
     assert configs["auto.create.topics.enable"].value == "true"
