@@ -53,19 +53,10 @@ def hosts(cluster: EmbeddedCluster, topic: str, partition: int) -> set[int]:
     }  # fmt: skip
 
 
-def raw_create_topic(
-    cluster: EmbeddedCluster, broker_id: int, name: str, assignment: dict[int, list[int]],
-    timeout_ms: int,
-) -> Any:  # fmt: skip
-    """A CreateTopics v4 request to ``broker_id`` alone; the topic's result."""
-    body = build(
-        load_request_schema(19, 4),
-        topics=[{"name": name, "num_partitions": -1, "replication_factor": -1,
-                 "assignments": [{"partition_index": p, "broker_ids": r}
-                                 for p, r in assignment.items()],
-                 "configs": []}],
-        timeout=datetime.timedelta(milliseconds=timeout_ms), validate_only=False,
-    )  # fmt: skip
+def raw_call(cluster: EmbeddedCluster, broker_id: int, api_key: int, version: int,
+             **values: Any) -> Any:  # fmt: skip
+    """One request (a version with a v0 response header) to ``broker_id`` alone."""
+    body = build(load_request_schema(api_key, version), **values)
     port = cluster.ports[broker_id]
     with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S) as sock:
         sock.sendall(encode_request(7, body))
@@ -74,8 +65,38 @@ def raw_create_topic(
             chunk = sock.recv(65536)
             assert chunk, "the broker closed the connection"
             data += chunk
-    response, _ = entity_reader(response_type(19, 4))(data[4:], 4)  # past the correlation id
+    response, _ = entity_reader(response_type(api_key, version))(data[4:], 4)  # past the id
+    return response
+
+
+def raw_create_topic(
+    cluster: EmbeddedCluster, broker_id: int, name: str, assignment: dict[int, list[int]],
+    timeout_ms: int,
+) -> Any:  # fmt: skip
+    """A CreateTopics v4 request to ``broker_id`` alone; the topic's result."""
+    response = raw_call(
+        cluster, broker_id, 19, 4,
+        topics=[{"name": name, "num_partitions": -1, "replication_factor": -1,
+                 "assignments": [{"partition_index": p, "broker_ids": r}
+                                 for p, r in assignment.items()],
+                 "configs": []}],
+        timeout=datetime.timedelta(milliseconds=timeout_ms), validate_only=False,
+    )  # fmt: skip
     (result,) = response.topics
+    return result
+
+
+def raw_create_partitions(
+    cluster: EmbeddedCluster, broker_id: int, name: str, count: int, new: list[list[int]]
+) -> Any:
+    """A CreatePartitions v1 request to ``broker_id`` alone; the topic's result."""
+    response = raw_call(
+        cluster, broker_id, 37, 1,
+        topics=[{"name": name, "count": count,
+                 "assignments": [{"broker_ids": r} for r in new]}],
+        timeout=datetime.timedelta(milliseconds=15000), validate_only=False,
+    )  # fmt: skip
+    (result,) = response.results
     return result
 
 
@@ -198,3 +219,23 @@ def test_each_broker_reports_kafkas_config_flags(cluster3: EmbeddedCluster) -> N
             assert "broker.id" not in dynamic
     finally:
         kadmin.close()
+
+
+def test_partitions_added_through_brokers_that_host_none_of_them(
+    cluster3: EmbeddedCluster,
+) -> None:
+    """Each broker counts the topic's partitions from ZooKeeper, not from the replicas it
+    hosts: partitions added elsewhere are counted."""
+    name = unique("grown")
+    assert raw_create_topic(cluster3, 1, name, {0: [1], 1: [2]}, 15000).error_code == 0
+    result = raw_create_partitions(cluster3, 2, name, 3, [[3]])  # on 3, through 2
+    assert (result.error_code, result.error_message) == (ErrorCode.none, None)
+    result = raw_create_partitions(cluster3, 1, name, 5, [[2], [3]])  # through 1
+    assert (result.error_code, result.error_message) == (ErrorCode.none, None)
+    assert layout(cluster3, 1, name) == {0: (1, [1]), 1: (2, [2]), 2: (3, [3]), 3: (2, [2]),
+                                         4: (3, [3])}  # fmt: skip
+    result = raw_create_partitions(cluster3, 1, name, 7, [[2]])
+    assert (result.error_code, result.error_message) == (
+        ErrorCode.invalid_replica_assignment,
+        "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.",
+    )

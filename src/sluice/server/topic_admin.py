@@ -221,6 +221,11 @@ class TopicAdminBase(ABC):
     @abstractmethod
     def live_broker_ids(self) -> list[int]: ...
 
+    def _whole_topic(self, name: str) -> TopicInfo | None:
+        """The topic with every partition (the registry of a cluster member holds only
+        those with a replica here)."""
+        return self.topic_info(name)
+
     @abstractmethod
     def _register(
         self,
@@ -316,7 +321,7 @@ class TopicAdminBase(ABC):
         ``total`` is no increase (which the mode refuses)."""
         if assignments is None:
             return None
-        info = self.topic_info(name)
+        info = self._whole_topic(name)
         if info is None:
             raise KeyError(name)
         current = info.num_partitions

@@ -84,6 +84,9 @@ class ZkTopicAdmin(TopicAdminBase):
             self.zk.get_topic_config(name),
         )  # fmt: skip
 
+    def _whole_topic(self, name: str) -> TopicInfo | None:
+        return self.existing_topic(name)
+
     def live_broker_ids(self) -> list[int]:
         return sorted(b.id for b in self.zk.get_all_broker_and_epochs_in_cluster())
 
