@@ -117,6 +117,11 @@ def test_kafka_python_create_topic_with_assignments_errors(
          "A manual partition assignment was specified, but replication factor was not set "
          "to -1."),
     ]  # fmt: skip
+    checked = unique("manual-v")
+    response = kadmin.create_topics([KNewTopic(checked, -1, -1, {0: [me], 1: [me]})],
+                                    validate_only=True)  # fmt: skip
+    assert [(t["name"], t["error_code"]) for t in response["topics"]] == [(checked, 0)]
+    assert led_partitions(broker, checked) == {}  # checked only
     for partitions, rf, assignments, code, message in cases:
         name = unique("manual-e")
         response = kadmin.create_topics(
