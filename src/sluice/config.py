@@ -334,7 +334,17 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         ("log.flush.interval.ms", ConfigDef("flush.ms", "long", None, "", min=0)),
         ("log.index.interval.bytes", ConfigDef("index.interval.bytes", "int", None, "", min=0)),
         ("message.max.bytes", ConfigDef("max.message.bytes", "int", None, "", min=0)),
-        (None, ConfigDef("message.timestamp.difference.max.ms", "long", LONG_MAX, "", min=0)),
+        (
+            None,
+            ConfigDef(
+                "message.timestamp.difference.max.ms",
+                "long",
+                LONG_MAX,
+                "Kafka refuses a batch whose CreateTime timestamps differ from the broker's "
+                "clock by more than this (ms); Sluice does not check it yet.",
+                min=0,
+            ),
+        ),
         (
             "log.message.timestamp.type",
             ConfigDef("message.timestamp.type", "string", None, "", choices=_TS_TYPES),
@@ -347,7 +357,17 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
             "log.cleaner.min.compaction.lag.ms",
             ConfigDef("min.compaction.lag.ms", "long", None, "", min=0),
         ),
-        (None, ConfigDef("max.compaction.lag.ms", "long", LONG_MAX, "", min=1)),
+        (
+            None,
+            ConfigDef(
+                "max.compaction.lag.ms",
+                "long",
+                LONG_MAX,
+                "Longest time (ms) a record stays ineligible for compaction: a log with "
+                "older uncompacted records is cleaned whatever its dirty ratio.",
+                min=1,
+            ),
+        ),
         ("min.insync.replicas", ConfigDef("min.insync.replicas", "int", None, "", min=1)),
         ("log.preallocate", ConfigDef("preallocate", "bool", None, "")),
         ("log.retention.bytes", ConfigDef("retention.bytes", "long", None, "")),

@@ -177,10 +177,10 @@ def test_create_partitions_confluent(broker: sluice.EmbeddedBroker, admin: Admin
     error = kafka_error(admin.create_partitions([NewPartitions(missing, 2)])[missing])
     assert error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
-    manual = NewPartitions(topic, 4, replica_assignment=[[0]])
+    manual = NewPartitions(topic, 4, replica_assignment=[[broker.broker.broker_id + 1]])
     error = kafka_error(admin.create_partitions([manual])[topic])
-    assert error.code() == KafkaError.INVALID_REQUEST
-    assert "assignment" in error.str()
+    assert error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert "no such broker is registered" in error.str()
     assert partition_count(admin, topic) == 3
 
 
@@ -259,7 +259,8 @@ def test_describe_broker_configs_confluent(admin: AdminClient) -> None:
     segment = configs["log.segment.bytes"]
     assert segment.value == str(SEGMENT_BYTES)
     assert segment.source == ConfigSource.STATIC_BROKER_CONFIG.value
-    assert segment.is_read_only  # no dynamic broker configs
+    assert not segment.is_read_only  # Kafka changes it at run time (cluster-wide)
+    assert configs["log.dirs"].is_read_only
     partitions = configs["num.partitions"]
     assert (partitions.value, partitions.source) == ("1", ConfigSource.DEFAULT_CONFIG.value)
     assert configs["auto.create.topics.enable"].value == "true"

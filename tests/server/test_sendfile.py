@@ -262,3 +262,50 @@ def test_the_transport_closing_during_a_wait_ends_the_send(
 
     asyncio.run(run())
     records.close()
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "loop-sendfile"])
+def test_a_closed_transport_is_a_connection_reset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    """The client went away before its answer (its reset closed the transport): the write
+    ends with ConnectionResetError, never loop.sendfile's RuntimeError."""
+    if not direct:
+        monkeypatch.setattr(sendfile, "_direct_socket", lambda _transport: None)
+    records = log_file(tmp_path, "c.log", pattern(LARGE))
+
+    async def run() -> None:
+        async for pair in tcp_pair(small=True):
+            pair.writer.transport.close()
+            with pytest.raises(ConnectionResetError):
+                await write_segments(pair.writer, [b"h", FileSlice(records, 0, LARGE)])
+
+    asyncio.run(run())
+    records.close()
+
+
+def test_a_reset_between_two_regions_is_a_connection_reset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through loop.sendfile, the transport closed after the first of two regions: the
+    second is not attempted on it."""
+    monkeypatch.setattr(sendfile, "_direct_socket", lambda _transport: None)
+    records = log_file(tmp_path, "r.log", pattern(LARGE))
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        original = loop.sendfile
+
+        async def then_close(transport: Any, *args: Any, **kwargs: Any) -> int:
+            sent = await original(transport, *args, **kwargs)
+            transport.close()
+            return sent
+
+        loop.sendfile = then_close  # type: ignore[method-assign]
+        async for pair in tcp_pair(small=False):
+            regions = [FileSlice(records, 0, 1000), b"-", FileSlice(records, 1000, 1000)]
+            with pytest.raises(ConnectionResetError):
+                await write_segments(pair.writer, regions)
+
+    asyncio.run(run())
+    records.close()

@@ -1,9 +1,10 @@
-"""The broker's delayed operations: DelayedProduce, DelayedFetch, DelayedDeleteRecords."""
+"""The broker's delayed operations: DelayedProduce, DelayedFetch, DelayedDeleteRecords,
+DelayedCreatePartitions."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from sluice.base import TopicPartition
@@ -13,9 +14,16 @@ from sluice.purgatory import DelayedOperation
 from sluice.replication.partition import FetchIsolation
 
 if TYPE_CHECKING:
+    from sluice.replication.metadata_cache import MetadataCache
     from sluice.replication.replica_manager import FetchParams, PartitionFetch, ReplicaManager
 
-__all__ = ["DelayedDeleteRecords", "DelayedFetch", "DelayedProduce", "ProducePartitionStatus"]
+__all__ = [
+    "DelayedCreatePartitions",
+    "DelayedDeleteRecords",
+    "DelayedFetch",
+    "DelayedProduce",
+    "ProducePartitionStatus",
+]
 
 
 @dataclasses.dataclass(slots=True)
@@ -191,3 +199,45 @@ class DelayedDeleteRecords(DelayedOperation):
             if error == ErrorCode.none and lagging:
                 self.results[tp] = (-1, ErrorCode.request_timed_out)
         self.callback(self.results)
+
+
+class DelayedCreatePartitions(DelayedOperation):
+    """A CreateTopics or CreatePartitions answer waiting until this broker's metadata has
+    a live leader for every new partition (in a cluster the controller's UpdateMetadata
+    brings them, and completes it), as Kafka's. Watched under the topics' names; on
+    completion, ``callback`` gets the topics some of whose partitions still have none
+    (answered REQUEST_TIMED_OUT)."""
+
+    __slots__ = ("callback", "metadata_cache", "partitions")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        partitions: Mapping[str, Iterable[int]],
+        metadata_cache: MetadataCache,
+        callback: Callable[[set[str]], None],
+    ) -> None:
+        super().__init__(delay_ms)
+        self.partitions = {topic: tuple(ids) for topic, ids in partitions.items()}
+        self.metadata_cache = metadata_cache
+        self.callback = callback
+
+    def missing_leaders(self) -> set[str]:
+        """The topics with a new partition that has no live leader here yet."""
+        leader = self.metadata_cache.leader
+        return {
+            topic
+            for topic, ids in self.partitions.items()
+            if any(leader(TopicPartition(topic, p)) is None for p in ids)
+        }
+
+    def try_complete(self) -> bool:
+        if self.missing_leaders():
+            return False
+        return self.force_complete()
+
+    def on_expiration(self) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        self.callback(self.missing_leaders())

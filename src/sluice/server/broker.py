@@ -439,6 +439,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.stop()
         self.log_cleaner.shutdown()  # drops a half-written cleaned segment
+        self.topic_admin.shutdown()
         self.replica_manager.shutdown()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
@@ -458,6 +459,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.crash()
         self.log_cleaner.shutdown()
+        self.topic_admin.shutdown()
         self.replica_manager.shutdown()
         self.log_manager.abandon()
         self._stop_file_thread()

@@ -507,6 +507,10 @@ class ClusterManager:
         self.metadata_cache.update_metadata(
             request.live_brokers, request.partition_states, topic_ids
         )
+        # CreateTopics and CreatePartitions answers waiting for these leaders (Kafka's
+        # tryCompleteDelayedTopicOperations)
+        topics = {s.topic_partition.topic for s in request.partition_states}
+        self.topic_admin.try_complete_delayed_topic_operations(topics)
         return UpdateMetadataResponse()
 
     def handle_stop_replica(self, request: StopReplicaRequest) -> StopReplicaResponse:

@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sluice.security import DEFAULT_SESSION, KafkaPrincipal, Session
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Iterable, Mapping, Sequence
+
     from sluice.base import TopicPartition
     from sluice.base.clock import Clock
     from sluice.config import BrokerConfig
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from sluice.replication.metadata_cache import MetadataCache
     from sluice.replication.producer_ids import ProducerIdManager
     from sluice.replication.replica_manager import ReplicaManager
+    from sluice.server.replica_assignment import Assignments
     from sluice.server.topics import TopicInfo
 
 __all__ = ["ActiveController", "Controller", "Coordinators", "RequestContext", "TopicAdmin"]
@@ -67,7 +71,7 @@ class TopicAdmin(Protocol):
         replication_factor: int,
         configs: dict[str, str],
         validate_only: bool = False,
-        assignment: dict[int, list[int]] | None = None,
+        assignments: Assignments | None = None,
     ) -> TopicInfo: ...
 
     async def create_topic_async(
@@ -77,7 +81,7 @@ class TopicAdmin(Protocol):
         replication_factor: int,
         configs: dict[str, str],
         validate_only: bool = False,
-        assignment: dict[int, list[int]] | None = None,
+        assignments: Assignments | None = None,
     ) -> TopicInfo:
         """``create_topic`` with the partition logs made off the event loop (a CreateTopics
         request; the creation goes on if the wait is cancelled)."""
@@ -94,15 +98,33 @@ class TopicAdmin(Protocol):
         """Delete a topic; KeyError if there is none, InvalidTopicError for an internal
         one."""
 
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
-        """Grow a topic; KeyError, ValueError if not more, InvalidTopicError for an
-        internal one."""
+    def add_partitions(
+        self,
+        name: str,
+        total: int,
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None:
+        """Grow a topic (on the replicas ``assignments`` names for each new partition);
+        KeyError, ValueError if not more, InvalidReplicaAssignment, InvalidTopicError
+        for an internal one."""
 
     async def add_partitions_async(
-        self, name: str, total: int, validate_only: bool = False
+        self,
+        name: str,
+        total: int,
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
     ) -> None:
         """``add_partitions`` with the partition logs made off the event loop (the
         creation goes on if the wait is cancelled)."""
+
+    def await_leaders(
+        self, partitions: Mapping[str, Iterable[int]], timeout_ms: int
+    ) -> asyncio.Future[set[str]]:
+        """Kafka's DelayedCreatePartitions: the topics whose given partitions still have
+        no leader in this broker's metadata once every one has one or ``timeout_ms``
+        has passed (none: all led)."""
 
     def check_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """ConfigError or LogError for a value the log refuses, PolicyViolation for

@@ -21,6 +21,10 @@ and the client fetches again.
 The caller writes one response at a time per connection (as ``loop.sendfile`` also
 requires). Other transports (TLS, or one whose buffer still holds bytes) fall back to
 ``loop.sendfile``.
+
+A client that goes away before or during its answer (its reset closes the transport,
+also between two regions sent with ``loop.sendfile``) ends the write with
+``ConnectionResetError``, which the connection takes as closed: no error is logged.
 """
 
 from __future__ import annotations
@@ -94,6 +98,8 @@ async def write_segments(writer: ResponseWriter, segments: list[Any]) -> None:
         await writer.drain()
         return
     transport: Any = writer.transport
+    if transport.is_closing():  # the client went away before its answer
+        raise _closed()
     sock = _direct_socket(transport)
     if sock is None:
         await _write_with_loop_sendfile(writer, segments)
@@ -143,12 +149,15 @@ async def _write_with_loop_sendfile(writer: ResponseWriter, segments: list[Any])
             if pending:
                 writer.writelines(pending)
                 pending = []
+            transport = writer.transport
+            if transport.is_closing():  # reset by the client between two regions
+                raise _closed()
             # A duplicate, used across event-loop turns: the log's file cache may close
             # the segment's own descriptor meanwhile.
             source = SendfileSource(os.dup(segment.fileno()))
             try:  # no fallback: it would read the file through methods a raw fd lacks
                 sent = await loop.sendfile(
-                    writer.transport,
+                    transport,
                     source,  # type: ignore[arg-type]
                     segment.position,
                     segment.size,
@@ -156,6 +165,10 @@ async def _write_with_loop_sendfile(writer: ResponseWriter, segments: list[Any])
                 )
             except asyncio.SendfileNotAvailableError as exc:  # the peer or the file went away
                 raise ConnectionResetError(errno.ECONNRESET, f"sendfile failed: {exc}") from exc
+            except RuntimeError as exc:  # "Transport is closing": closed while it waited
+                if transport.is_closing():
+                    raise _closed() from exc
+                raise
             finally:
                 os.close(source.fileno())
             if sent != segment.size:
@@ -165,6 +178,10 @@ async def _write_with_loop_sendfile(writer: ResponseWriter, segments: list[Any])
     if pending:
         writer.writelines(pending)
     await writer.drain()
+
+
+def _closed() -> ConnectionResetError:
+    return ConnectionResetError(errno.ECONNRESET, "connection closed during a response")
 
 
 def _cut_short(region: Any, sent: int) -> ConnectionAbortedError:
@@ -263,7 +280,7 @@ class _DirectSend:
             check.cancel()
             loop.remove_writer(self._sock_dup)
         if transport.is_closing():
-            raise ConnectionResetError(errno.ECONNRESET, "connection closed during a response")
+            raise _closed()
 
     def _hold_descriptors(self) -> None:
         self._sock_dup = os.dup(self._fd)

@@ -40,17 +40,23 @@ import contextlib
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.base import TopicPartition
 from sluice.config import TOPIC_CONFIGS, BrokerConfig, topic_config_defaults
 from sluice.controller.requests import UpdateMetadataPartitionState
 from sluice.log import KafkaStorageException, Log, LogConfig, LogManager
+from sluice.purgatory import DelayedOperationPurgatory
+from sluice.replication.delayed import DelayedCreatePartitions
 from sluice.replication.metadata_cache import INTERNAL_TOPICS
 from sluice.server import gc_policy
+from sluice.server.replica_assignment import (
+    Assignments,
+    new_partitions_assignment,
+    new_topic_assignment,
+)
 from sluice.server.topics import (
-    InvalidReplicaAssignment,
     InvalidReplicationFactor,
     InvalidRequest,
     InvalidTopicError,
@@ -69,7 +75,6 @@ __all__ = [
     "SingleNodeTopicAdmin",
     "TopicAdminBase",
     "check_internal_topic_configs",
-    "check_replica_assignment",
     "check_replication_factor",
     "effective_topic_configs",
     "log_config_from",
@@ -150,24 +155,11 @@ def check_internal_topic_configs(name: str, config: LogConfig) -> None:
         )
 
 
-def check_replica_assignment(assignment: dict[int, list[int]], live: list[int]) -> None:
-    """Kafka's rules for a manual assignment: partitions 0..n-1, each with the same number
-    of distinct replicas, every one a live broker."""
-    if not assignment:
-        raise InvalidReplicaAssignment("The replica assignment is empty.")
-    if sorted(assignment) != list(range(len(assignment))):
-        raise InvalidReplicaAssignment(
-            "Partitions should be a consecutive 0-based integer sequence."
-        )
-    sizes = {len(r) for r in assignment.values()}
-    if 0 in sizes or len(sizes) > 1:
-        raise InvalidReplicaAssignment("All partitions should have the same number of replicas.")
-    for p, replicas in assignment.items():
-        if len(set(replicas)) != len(replicas):
-            raise InvalidReplicaAssignment(f"Duplicate brokers in the replicas of partition {p}.")
-        unknown = sorted(set(replicas) - set(live))
-        if unknown:
-            raise InvalidReplicaAssignment(f"Unknown broker(s) in replica assignment: {unknown}.")
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:  # no loop runs on this thread
+        return False
 
 
 def check_replication_factor(replication_factor: int, live_brokers: int) -> None:
@@ -217,6 +209,9 @@ class TopicAdminBase(ABC):
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
         self.coordinators = coordinators
+        # CreateTopics and CreatePartitions answers waiting for leaders (Kafka's "topic"
+        # purgatory); made at the first that has to wait.
+        self._topic_purgatory: DelayedOperationPurgatory[DelayedCreatePartitions] | None = None
 
     # -- what the mode supplies ------------------------------------------------------
     @abstractmethod
@@ -225,6 +220,11 @@ class TopicAdminBase(ABC):
 
     @abstractmethod
     def live_broker_ids(self) -> list[int]: ...
+
+    def _whole_topic(self, name: str) -> TopicInfo | None:
+        """The topic with every partition (the registry of a cluster member holds only
+        those with a replica here)."""
+        return self.topic_info(name)
 
     @abstractmethod
     def _register(
@@ -244,8 +244,11 @@ class TopicAdminBase(ABC):
         """Delete a topic (KeyError if there is none), internal or not."""
 
     @abstractmethod
-    def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
-        """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more)."""
+    def _add_partitions(
+        self, name: str, total: int, validate_only: bool, assignment: dict[int, list[int]] | None
+    ) -> None:
+        """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more), the
+        new ones on the replicas of ``assignment`` if given (checked already)."""
 
     @abstractmethod
     def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
@@ -277,8 +280,16 @@ class TopicAdminBase(ABC):
             )
         self._delete_topic(name)
 
-    def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None:
-        """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more). An
+    def add_partitions(
+        self,
+        name: str,
+        total: int,
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None:
+        """Grow a topic to ``total`` partitions (KeyError, or ValueError if not more), on
+        the replicas ``assignments`` gives each new partition in order, if it does
+        (InvalidReplicaAssignment: see :mod:`sluice.server.replica_assignment`). An
         internal topic is refused (InvalidTopicError): its partition count decides which
         partition holds each group or transactional id."""
         if name in INTERNAL_TOPICS:
@@ -287,15 +298,39 @@ class TopicAdminBase(ABC):
                 f"({_INTERNAL_PARTITION_COUNTS[name]}) decides which partition holds each "
                 f"key, and {_INTERNAL_CONTENTS[name]} would no longer be found."
             )
-        self._add_partitions(name, total, validate_only)
+        assignment = self._checked_new_partitions(name, total, assignments)
+        self._add_partitions(name, total, validate_only, assignment)
 
     async def add_partitions_async(
-        self, name: str, total: int, validate_only: bool = False
+        self,
+        name: str,
+        total: int,
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
     ) -> None:
         """:meth:`add_partitions` for a CreatePartitions request: where this broker makes
         the partition logs (a single node) they are made off the event loop. Cancelling
         the wait leaves the creation going (a request's timeout)."""
-        self.add_partitions(name, total, validate_only)
+        self.add_partitions(name, total, validate_only, assignments)
+
+    def _checked_new_partitions(
+        self, name: str, total: int, assignments: Sequence[Sequence[int]] | None
+    ) -> dict[int, list[int]] | None:
+        """The new partitions' replicas a CreatePartitions request names, checked against
+        the topic's partitions and the registered brokers; None if it names none, or if
+        ``total`` is no increase (which the mode refuses)."""
+        if assignments is None:
+            return None
+        info = self._whole_topic(name)
+        if info is None:
+            raise KeyError(name)
+        current = info.num_partitions
+        if total <= current:
+            return None
+        replication_factor = len(next(iter(info.assignment.values()), []))
+        return new_partitions_assignment(
+            assignments, current, total, replication_factor, self.live_broker_ids()
+        )
 
     def check_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Check a topic's new overrides: ConfigError or LogError for a value the log
@@ -306,6 +341,55 @@ class TopicAdminBase(ABC):
         """Replace a topic's config overrides, checked first (:meth:`check_topic_configs`)."""
         self.check_topic_configs(name, configs)
         self._update_topic_configs(name, configs)
+
+    # -- answers that wait for leaders ---------------------------------------------------
+    def await_leaders(
+        self, partitions: Mapping[str, Iterable[int]], timeout_ms: int
+    ) -> asyncio.Future[set[str]]:
+        """Kafka's DelayedCreatePartitions: a future of the topics whose given partitions
+        still have no live leader in this broker's metadata cache once every one has
+        one (the controller's UpdateMetadata: :meth:`try_complete_delayed_topic_operations`)
+        or ``timeout_ms`` has passed; empty when all are led. A single node has
+        published its new partitions, leaders and all, before the creation returns."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[set[str]] = loop.create_future()
+
+        def settle(missing: set[str]) -> None:
+            if not answer.done():
+                answer.set_result(missing)
+
+        def complete(missing: set[str]) -> None:  # on the loop, or the timer's thread
+            if _on_loop(loop):
+                settle(missing)
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(settle, missing)
+
+        op = DelayedCreatePartitions(timeout_ms, partitions, self.metadata_cache, complete)
+        if not op.missing_leaders() or timeout_ms <= 0:
+            op.force_complete()
+            return answer
+        if self._topic_purgatory is None:
+            self._topic_purgatory = DelayedOperationPurgatory(
+                "topic", broker_id=self.config.broker_id
+            )
+        self._topic_purgatory.try_complete_else_watch(op, list(op.partitions))
+        return answer
+
+    def try_complete_delayed_topic_operations(self, topics: Iterable[str]) -> None:
+        """The metadata cache has new partition states for ``topics``: complete the
+        answers waiting for their leaders that now have them."""
+        purgatory = self._topic_purgatory
+        if purgatory is None:
+            return
+        for topic in topics:
+            purgatory.check_and_complete(topic)
+
+    def shutdown(self) -> None:
+        """Stop the purgatory's reaper; the answers still waiting are answered."""
+        purgatory, self._topic_purgatory = self._topic_purgatory, None
+        if purgatory is not None:
+            purgatory.complete_all()
+            purgatory.shutdown()
 
     # -- configs ---------------------------------------------------------------------
     def topic_configs(self, topic: str) -> dict[str, Any]:
@@ -345,15 +429,15 @@ class TopicAdminBase(ABC):
         replication_factor: int,
         configs: dict[str, str],
         validate_only: bool = False,
-        assignment: dict[int, list[int]] | None = None,
+        assignments: Assignments | None = None,
     ) -> TopicInfo:
         """Create a topic; raises InvalidRequest, InvalidReplicaAssignment,
         InvalidReplicationFactor, InvalidTopicError, ConfigError, LogError,
         PolicyViolation (an internal topic not compacted), FileExistsError, or
-        ValueError for a bad partition count. ``assignment``
-        (partition -> replicas) replaces the counts, which must then be -1."""
-        num_partitions, replication_factor = self._checked_counts(
-            name, num_partitions, replication_factor, configs, assignment
+        ValueError for a bad partition count. ``assignments`` (partition, replicas) as
+        the request lists them replace the counts, which must then be -1."""
+        num_partitions, replication_factor, assignment = self._checked_counts(
+            name, num_partitions, replication_factor, configs, assignments
         )
         return self._register(
             name, num_partitions, replication_factor, configs, validate_only, assignment
@@ -366,15 +450,15 @@ class TopicAdminBase(ABC):
         replication_factor: int,
         configs: dict[str, str],
         validate_only: bool = False,
-        assignment: dict[int, list[int]] | None = None,
+        assignments: Assignments | None = None,
     ) -> TopicInfo:
         """:meth:`create_topic` for a CreateTopics request: where this broker makes the
         partition logs (a single node) they are made off the event loop and the topic is
         registered once they all exist; raises as :meth:`create_topic` does, and
         KafkaStorageException when the logs cannot be made (nothing is registered then).
         Cancelling the wait leaves the creation going (a request's timeout)."""
-        num_partitions, replication_factor = self._checked_counts(
-            name, num_partitions, replication_factor, configs, assignment
+        num_partitions, replication_factor, assignment = self._checked_counts(
+            name, num_partitions, replication_factor, configs, assignments
         )
         return await self._register_async(
             name, num_partitions, replication_factor, configs, validate_only, assignment
@@ -400,17 +484,23 @@ class TopicAdminBase(ABC):
         num_partitions: int,
         replication_factor: int,
         configs: dict[str, str],
-        assignment: dict[int, list[int]] | None,
-    ) -> tuple[int, int]:
-        """The partition count and replication factor of a request, checked in Kafka's
-        order with its configs, before anything is written."""
-        if assignment is not None:
-            if num_partitions != -1 or replication_factor != -1:
+        assignments: Assignments | None,
+    ) -> tuple[int, int, dict[int, list[int]] | None]:
+        """The partition count, replication factor and manual assignment (if any) of a
+        request, checked in Kafka's order with its configs, before anything is written."""
+        assignment = None
+        if assignments:
+            if replication_factor != -1:
                 raise InvalidRequest(
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                    "Both cannot be used at the same time."
+                    "A manual partition assignment was specified, but replication factor "
+                    "was not set to -1."
                 )
-            check_replica_assignment(assignment, self.live_broker_ids())
+            if num_partitions != -1:
+                raise InvalidRequest(
+                    "A manual partition assignment was specified, but numPartitions was "
+                    "not set to -1."
+                )
+            assignment = new_topic_assignment(assignments, self.live_broker_ids())
             num_partitions = len(assignment)
             replication_factor = len(assignment[0])
         if num_partitions == -1:
@@ -422,7 +512,7 @@ class TopicAdminBase(ABC):
         if assignment is None:
             check_replication_factor(replication_factor, len(self.live_broker_ids()))
         self.check_topic_configs(name, configs)  # the values, before anything is written
-        return num_partitions, replication_factor
+        return num_partitions, replication_factor, assignment
 
     def create_internal_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str]
@@ -591,7 +681,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         """Checked (:meth:`_new_topic`), its partition logs made here, then into the
         registry and hosted: for the few partitions of an auto-created or internal
         topic (a CreateTopics request makes them off the loop, :meth:`_register_async`)."""
-        info = self._new_topic(name, num_partitions, configs, validate_only)
+        info = self._new_topic(name, num_partitions, configs, validate_only, assignment)
         if validate_only:
             return info
         started = time.monotonic()
@@ -630,7 +720,7 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         worker threads, in batches, then the topic is registered and hosted (in slices
         of the event loop's time). The creation is a task of its own: a caller that
         stops waiting does not stop it."""
-        info = self._new_topic(name, num_partitions, configs, validate_only)
+        info = self._new_topic(name, num_partitions, configs, validate_only, assignment)
         if validate_only:
             return info
         config = topic_log_config(self.config, configs)
@@ -717,19 +807,26 @@ class SingleNodeTopicAdmin(TopicAdminBase):
             log.error("creating partitions failed", exc_info=exc)  # else logged, or answered
 
     def _new_topic(
-        self, name: str, num_partitions: int, configs: dict[str, str], validate_only: bool
+        self,
+        name: str,
+        num_partitions: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignment: dict[int, list[int]] | None = None,
     ) -> TopicInfo:
-        """The topic as it would be registered, after the registry's checks (name,
-        existence, collisions, config keys), a creation of the same name under way,
-        ``max.broker.partitions`` and, unless ``validate_only``, live log dirs; nothing
-        is written."""
+        """The topic as it would be registered (on ``assignment``'s replicas, checked
+        already, if given: this broker's id for each partition), after the registry's
+        checks (name, existence, collisions, config keys), a creation of the same name
+        under way, ``max.broker.partitions`` and, unless ``validate_only``, live log dirs;
+        nothing is written."""
         if name in self._creating:
             raise FileExistsError(f"Topic '{name}' already exists.")
         collision = name.replace(".", "_")
         for creating in self._creating:
             if creating.replace(".", "_") == collision:
                 raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {creating}")
-        assignment = {p: [self.broker_id] for p in range(num_partitions)}
+        if assignment is None:
+            assignment = {p: [self.broker_id] for p in range(num_partitions)}
         if not validate_only and not (self.registry.writable and self.log_manager.live_log_dirs):
             raise KafkaStorageException(f"cannot create topic {name}: log dirs are offline")
         info = self.registry.create(name, assignment, configs, validate_only=True)
@@ -822,8 +919,10 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         self.coordinators.group.handle_deleted_partitions(gone)  # their committed offsets too
         log.info("deleted topic %s", name)
 
-    def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
-        info, new = self._new_partitions(name, total)
+    def _add_partitions(
+        self, name: str, total: int, validate_only: bool, assignment: dict[int, list[int]] | None
+    ) -> None:
+        info, new = self._new_partitions(name, total, assignment)
         if validate_only:
             return
         self._create_now(info, list(new), self.log_config_for(name),
@@ -831,13 +930,18 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         log.info("topic %s now has %d partitions", name, total)
 
     async def add_partitions_async(
-        self, name: str, total: int, validate_only: bool = False
+        self,
+        name: str,
+        total: int,
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
     ) -> None:
         """:meth:`add_partitions` with the logs made off the event loop, as a topic's
         creation (:meth:`_register_async`); an internal topic is refused first."""
         if name in INTERNAL_TOPICS:
             self.add_partitions(name, total, validate_only)  # raises InvalidTopicError
-        info, new = self._new_partitions(name, total)
+        assignment = self._checked_new_partitions(name, total, assignments)
+        info, new = self._new_partitions(name, total, assignment)
         if validate_only:
             return
         await self._in_background(
@@ -846,9 +950,12 @@ class SingleNodeTopicAdmin(TopicAdminBase):
             f"topic {name} now has {total} partitions",
         )  # fmt: skip
 
-    def _new_partitions(self, name: str, total: int) -> tuple[TopicInfo, dict[int, list[int]]]:
-        """The topic and its partitions to add, checked: KeyError (no such topic),
-        ValueError (not more), InvalidRequest (some being created), PolicyViolation."""
+    def _new_partitions(
+        self, name: str, total: int, assignment: dict[int, list[int]] | None
+    ) -> tuple[TopicInfo, dict[int, list[int]]]:
+        """The topic and its partitions to add (on ``assignment``'s replicas, checked
+        already, if given), checked: KeyError (no such topic), ValueError (not more),
+        InvalidRequest (some being created), PolicyViolation."""
         info = self.registry.get(name)
         if info is None:
             raise KeyError(name)
@@ -860,6 +967,8 @@ class SingleNodeTopicAdmin(TopicAdminBase):
         if name in self._creating:
             raise InvalidRequest(f"Partitions of topic '{name}' are being created.")
         self._check_partition_limit(total - info.num_partitions)
+        if assignment is not None:
+            return info, assignment
         return info, {p: [self.broker_id] for p in range(info.num_partitions, total)}
 
     def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:

@@ -84,6 +84,9 @@ class ZkTopicAdmin(TopicAdminBase):
             self.zk.get_topic_config(name),
         )  # fmt: skip
 
+    def _whole_topic(self, name: str) -> TopicInfo | None:
+        return self.existing_topic(name)
+
     def live_broker_ids(self) -> list[int]:
         return sorted(b.id for b in self.zk.get_all_broker_and_epochs_in_cluster())
 
@@ -142,24 +145,29 @@ class ZkTopicAdmin(TopicAdminBase):
             raise KeyError(name)
         self.admin.delete_topic(name)
 
-    def _add_partitions(self, name: str, total: int, validate_only: bool) -> None:
+    def _add_partitions(
+        self, name: str, total: int, validate_only: bool, assignment: dict[int, list[int]] | None
+    ) -> None:
         found = self.zk.get_topic_assignment(name)
         if found is None:
             raise KeyError(name)
-        _, assignment = found
-        current = len(assignment)
+        _, existing = found
+        current = len(existing)
         if total <= current:
             raise ValueError(
                 f"Topic currently has {current} partitions, which is higher than "
                 f"or equal to the requested {total}."
             )
-        rf = len(next(iter(assignment.values())).replicas)
-        new = assign_replicas_to_brokers(
-            self.live_broker_ids(), total - current, rf, start_partition_id=current
-        )
-        new = {p if p >= current else p + current: r for p, r in new.items()}
+        new = assignment
+        if new is None:
+            rf = len(next(iter(existing.values())).replicas)
+            new = assign_replicas_to_brokers(
+                self.live_broker_ids(), total - current, rf, start_partition_id=current
+            )
+            new = {p if p >= current else p + current: r for p, r in new.items()}
         if not validate_only:
             self.admin.add_partitions(name, new)
+            log.info("added partitions %s to topic %s", new, name)
 
     def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Write the overrides to ZooKeeper and announce them: every broker applies them

@@ -17,11 +17,24 @@ request are created together; as in Kafka, those not done within the request's
 ``timeout_ms`` are answered REQUEST_TIMED_OUT while their creation goes on. A
 ``timeout_ms`` of 0 or less waits for the creation: Kafka answers at once then, but
 Sluice registers a topic only once it is created.
+
+As Kafka's ``DelayedCreatePartitions``, a created topic is answered only once this
+broker's metadata has a leader for each of its partitions (a single node has published
+them when the creation returns; in a cluster the controller's UpdateMetadata brings
+them), or, when ``timeout_ms`` ends first, REQUEST_TIMED_OUT with no message (the topic
+exists). ``validate_only`` answers at once.
+
+``assignments`` (KIP-195) give each partition's replicas instead of the counts, which
+must then be -1 (INVALID_REQUEST); they are checked as Kafka's controller checks them
+(INVALID_REPLICA_ASSIGNMENT: :mod:`sluice.server.replica_assignment`) and honoured, on a
+single node (whose only registered broker is itself) and in a cluster (written to the
+topic's ZooKeeper znode, the controller creating each replica where it is assigned).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import ConfigError, format_config_value
@@ -65,15 +78,13 @@ API: ApiSpec[Body] = ApiSpec(ApiKey.CREATE_TOPICS, 2, 7)
 async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
     name = topic.name
     result: dict[str, Any] = {"name": name, "error_code": ErrorCode.none, "error_message": None}
-    assignment = None
-    if topic.assignments:
-        assignment = {int(a.partition_index): [int(b) for b in a.broker_ids]
-                      for a in topic.assignments}  # fmt: skip
+    assignments = [(int(a.partition_index), [int(b) for b in a.broker_ids])
+                   for a in topic.assignments]  # fmt: skip
     configs = {c.name: c.value for c in topic.configs}
     try:
         info = await ctx.topic_admin.create_topic_async(
             name, topic.num_partitions, topic.replication_factor, configs, validate_only,
-            assignment,
+            assignments,
         )  # fmt: skip
     except InvalidReplicaAssignment as exc:
         result.update(error_code=ErrorCode.invalid_replica_assignment, error_message=str(exc))
@@ -144,6 +155,7 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
         results.append({"name": topic.name})
     if creations:
         timeout_ms = ms(body.timeout)
+        deadline = time.monotonic() + timeout_ms / 1000
         timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
         await asyncio.wait(creations.values(), timeout=timeout_s)
         for i, task in creations.items():
@@ -155,4 +167,12 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
                 error_code=ErrorCode.request_timed_out,
                 error_message=f"Not created within {timeout_ms} ms; the creation goes on.",
             )
+        created = {r["name"]: range(r["num_partitions"]) for r in results
+                   if "num_partitions" in r and r["error_code"] == ErrorCode.none}  # fmt: skip
+        if created and timeout_ms > 0 and not validate_only:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            leaderless = await ctx.topic_admin.await_leaders(created, left_ms)
+            for result in results:
+                if result["name"] in leaderless:  # created, not yet usable: as Kafka
+                    result.update(error_code=ErrorCode.request_timed_out, error_message=None)
     return build(request.response_type, throttle_time=0, topics=results)

@@ -4,8 +4,11 @@ As Kafka's ``ConfigHelper``: a TOPIC resource lists every topic config with its 
 value; its source is DYNAMIC_TOPIC_CONFIG for an override, else that of the first broker
 synonym that has a value (STATIC_BROKER_CONFIG when set in server.properties, else
 DEFAULT_CONFIG). A BROKER resource named by this broker's id lists the broker's own
-configs (read-only: Sluice has no dynamic broker configs); the empty name asks for the
-cluster-wide dynamic defaults, of which there are none.
+configs; the empty name asks for the cluster-wide dynamic defaults, of which there are
+none. Each entry's ``read_only``, ``is_sensitive`` (a secret's value null),
+``config_type`` and ``documentation`` are Kafka's (:mod:`sluice.config_metadata`): a
+broker key Kafka changes at run time is reported ``read_only=false``, although Sluice
+has no dynamic broker configs yet (AlterConfigs refuses BROKER resources).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, format_config_value
+from sluice.config_metadata import ConfigType, broker_read_only, config_type, is_sensitive
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.messages import build, field
@@ -48,9 +52,6 @@ DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
-# DescribeConfigsResponse.ConfigType, by ConfigDef.type
-CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
-
 # Broker configs that stand for one another, most specific first (KafkaConfig's synonyms).
 _SYNONYM_GROUPS = (
     ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
@@ -66,18 +67,23 @@ def _broker_synonyms(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def _synonyms(config: BrokerConfig, name: str) -> list[dict[str, Any]]:
+def _synonyms(config: BrokerConfig, name: str, sensitive: bool = False) -> list[dict[str, Any]]:
     """The broker config ``name`` and its synonyms that have a value: those set explicitly,
     then those with a default; as Kafka, entries before ``name``'s own are dropped (so
-    ``log.retention.ms`` has none unless it has a value itself)."""
+    ``log.retention.ms`` has none unless it has a value itself). A ``sensitive`` one's
+    values are null."""
+
+    def shown(value: Any) -> str | None:
+        return None if sensitive else format_config_value(value)
+
     names = _broker_synonyms(name)
     out = [
-        {"name": n, "value": format_config_value(config[n]), "source": STATIC_BROKER_CONFIG}
+        {"name": n, "value": shown(config[n]), "source": STATIC_BROKER_CONFIG}
         for n in names
         if config.is_set(n)
     ]
     out += [
-        {"name": n, "value": format_config_value(default), "source": DEFAULT_CONFIG}
+        {"name": n, "value": shown(default), "source": DEFAULT_CONFIG}
         for n in names
         if (default := BROKER_CONFIGS[n].default) is not None
     ]
@@ -90,19 +96,22 @@ def _entry(
     value: Any,
     synonyms: list[dict[str, Any]],
     read_only: bool,
-    type_name: str,
+    kind: ConfigType,
     doc: str,
     include_synonyms: bool,
     include_docs: bool,
 ) -> dict[str, Any]:
+    """One config as Kafka reports it (:mod:`sluice.config_metadata`): a sensitive one's
+    value is null."""
+    sensitive = is_sensitive(kind)
     return {
         "name": name,
-        "value": format_config_value(value),
+        "value": None if sensitive else format_config_value(value),
         "read_only": read_only,
         "config_source": synonyms[0]["source"] if synonyms else DEFAULT_CONFIG,
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": synonyms if include_synonyms else [],
-        "config_type": CONFIG_TYPES.get(type_name, 0),
+        "config_type": kind,
         "documentation": (doc or None) if include_docs else None,
     }
 
@@ -128,17 +137,14 @@ def topic_configs(
             if log_config is None:
                 log_config = ctx.topic_admin.log_config_for(topic)
             value = getattr(log_config, name.replace(".", "_"), None)
-        synonyms = _synonyms(ctx.config, synonym) if synonym else []
+        kind = config_type(name, definition.type)
+        sensitive = is_sensitive(kind)
+        synonyms = _synonyms(ctx.config, synonym, sensitive) if synonym else []
         if name in overrides:
-            synonyms.insert(
-                0,
-                {"name": name, "value": format_config_value(value), "source": DYNAMIC_TOPIC_CONFIG},
-            )
+            shown = None if sensitive else format_config_value(value)
+            synonyms.insert(0, {"name": name, "value": shown, "source": DYNAMIC_TOPIC_CONFIG})
         doc = definition.doc or (BROKER_CONFIGS[synonym].doc if synonym else "")
-        out.append(
-            _entry(name, value, synonyms, False, definition.type, doc,
-                   include_synonyms, include_docs)
-        )  # fmt: skip
+        out.append(_entry(name, value, synonyms, False, kind, doc, include_synonyms, include_docs))
     return out
 
 
@@ -150,9 +156,10 @@ def broker_configs(
     for name, definition in BROKER_CONFIGS.items():
         if not _wanted(keys, name):
             continue
-        synonyms = _synonyms(config, name)
+        kind = config_type(name, definition.type)
+        synonyms = _synonyms(config, name, is_sensitive(kind))
         out.append(
-            _entry(name, config[name], synonyms, True, definition.type, definition.doc,
+            _entry(name, config[name], synonyms, broker_read_only(name), kind, definition.doc,
                    include_synonyms, include_docs)
         )  # fmt: skip
     return out
