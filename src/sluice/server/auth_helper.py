@@ -92,3 +92,13 @@ def authorized_operations(
     if authorizer is None:
         return to_32_bit_field(set(SUPPORTED_OPERATIONS[resource_type]))
     return authorizer.authorized_operations(ctx.session.principal, _host(ctx), resource_type, name)
+
+
+def may_auto_create(ctx: RequestContext, topic: str) -> bool:
+    """Whether a missing topic may be created on first use: CREATE on the cluster or on
+    the topic, as Kafka asks before auto-creating in Metadata."""
+    if ctx.authorizer is None or ctx.metadata_cache.contains_topic(topic):
+        return True
+    return authorize_cluster(ctx, AclOperation.CREATE) or authorize(
+        ctx, AclOperation.CREATE, ResourceType.TOPIC, topic
+    )
