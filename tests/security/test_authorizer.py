@@ -61,7 +61,9 @@ def binding(
     rtype: ResourceType = RT.TOPIC,
     ptype: PatternType = PT.LITERAL,
 ) -> AclBinding:
-    return AclBinding(ResourcePattern(rtype, name, ptype), AccessControlEntry(principal, host, op, perm))
+    return AclBinding(
+        ResourcePattern(rtype, name, ptype), AccessControlEntry(principal, host, op, perm)
+    )
 
 
 def authorizer(*bindings: AclBinding, **kwargs: object) -> AclAuthorizer:
