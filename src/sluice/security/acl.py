@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from sluice.security import KafkaPrincipal
 
 __all__ = [
+    "ANY_FILTER",
     "CLUSTER_NAME",
     "SUPPORTED_OPERATIONS",
     "WILDCARD_HOST",
