@@ -14,7 +14,16 @@ from kazoo.client import KazooClient
 
 from sluice.client import Admin
 from sluice.protocol import ApiKey
-from sluice.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from sluice.security.acl import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 from sluice.testing import EmbeddedCluster
 from support.cluster import partition_metadata
 from support.waiting import wait_until
@@ -93,3 +102,36 @@ def test_an_acl_created_on_one_broker_applies_on_the_others(
     finally:
         zk.stop()
         zk.close()
+
+
+def test_controller_requests_need_cluster_action(acl_cluster: EmbeddedCluster) -> None:
+    """As Kafka: LeaderAndIsr, UpdateMetadata, StopReplica and ControlledShutdown need
+    CLUSTER_ACTION on the cluster; without it the connection is closed unanswered."""
+    from sluice.server.inter_broker import (
+        CONTROLLED_SHUTDOWN,
+        encode_controlled_shutdown_request,
+        raw_request_frame,
+    )
+    from support.wire import RawClient
+
+    frame = raw_request_frame(
+        CONTROLLED_SHUTDOWN, 7, encode_controlled_shutdown_request(99, 12345), "intruder"
+    )
+    client = RawClient(acl_cluster.bootstrap_of(1))
+    try:
+        client.send_raw(frame)
+        assert client.read_frame() is not None  # no ACL on the cluster: everyone may
+    finally:
+        client.close()
+    with Admin({"bootstrap.servers": acl_cluster.bootstrap_of(1)}) as admin:
+        admin.create_acls([
+            AclBinding(ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME),
+                       AccessControlEntry("User:ANONYMOUS", "*", AclOperation.CLUSTER_ACTION,
+                                          AclPermissionType.DENY)),
+        ])  # fmt: skip
+    client = RawClient(acl_cluster.bootstrap_of(1))
+    try:
+        client.send_raw(frame)
+        assert client.read_frame() is None  # closed
+    finally:
+        client.close()
