@@ -136,3 +136,45 @@ def test_acls_added_by_the_tool_apply(
     producer.flush(15)
     assert errors == [None]  # CREATE let the producer create it, WRITE let it write
     broker.broker.authorizer.delete_acls([AclBindingFilter()])
+
+
+def test_the_examples_of_docs_security_md_run(
+    broker: sluice.EmbeddedBroker,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every ``sluice acls`` command of docs/security.md's "Managing ACLs", as written."""
+    import shlex
+    from pathlib import Path
+
+    from sluice.security.acl import (
+        CLUSTER_NAME,
+        AccessControlEntry,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    assert broker.broker is not None and broker.broker.authorizer is not None
+    broker.broker.authorizer.create_acls([
+        AclBinding(ResourcePattern(ResourceType.CLUSTER, CLUSTER_NAME),
+                   AccessControlEntry("User:ANONYMOUS", "*", AclOperation.ALTER,
+                                      AclPermissionType.ALLOW)),
+    ])  # fmt: skip
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    section = doc.split("### Managing ACLs", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands = [shlex.split(c) for c in section.replace("\\\n", " ").splitlines() if c.strip()]
+    assert len(commands) >= 5
+    outputs = []
+    for command in commands:
+        assert command[:4] == ["sluice", "acls", "--bootstrap-server", "localhost:9092"]
+        code, out, err = acls(broker, capsys, monkeypatch, *command[4:])
+        assert code == 0, (command, err)
+        outputs.append(out)
+    assert "User:bob" in outputs[3] and "patternType=PREFIXED" in outputs[3]  # --list match
+    assert "Removed ACLs" in outputs[4] and "User:alice" in outputs[4]
+    remaining = broker.broker.authorizer.acls(AclBindingFilter())
+    assert {b.entry.principal for b in remaining} == {"User:ANONYMOUS", "User:bob", "User:carol"}
+    broker.broker.authorizer.delete_acls([AclBindingFilter()])
