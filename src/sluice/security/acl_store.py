@@ -332,12 +332,15 @@ class ZkAclStore:
 
         def new_session() -> None:
             def rearm() -> None:
-                for parent in self._seen:
-                    with self._lock:
-                        self._seen[parent] = set(
-                            self.store.get_children(parent, watch=self._watches[parent])
-                        )
-                on_reload()
+                try:
+                    for parent in self._seen:
+                        with self._lock:
+                            self._seen[parent] = set(
+                                self.store.get_children(parent, watch=self._watches[parent])
+                            )
+                    on_reload()
+                except Exception:
+                    log.exception("reloading the ACLs after a new ZooKeeper session failed")
 
             run(rearm)
 
