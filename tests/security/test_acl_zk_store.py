@@ -92,3 +92,27 @@ def test_a_broker_follows_another_brokers_changes() -> None:
     first.create_acls([read])
     third, _ = _broker(tree)
     assert third.acls(AclBindingFilter()) == [read]
+
+
+def test_a_new_session_reloads_everything() -> None:
+    """After a ZooKeeper session expiry the watches are gone: the store re-arms them and
+    the authorizer reads every ACL again, missing nothing changed meanwhile."""
+    tree = DataTree()
+    first, _ = _broker(tree)
+    zk = InProcessStore(tree)
+    store = ZkAclStore(zk)
+    second = AclAuthorizer(store)
+    second.load()
+    work: queue.Queue[Callable[[], None]] = queue.Queue()
+    store.watch(second.apply_change, second.reload, work.put)
+    zk.expire_session()
+    read = AclBinding(
+        ResourcePattern(ResourceType.GROUP, "g"),
+        AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW),
+    )
+    first.create_acls([read])
+    while not second.authorize(ALICE, "h", AclOperation.READ, ResourceType.GROUP, "g"):
+        _run_one(work)  # the re-arm and reload after the new session
+    first.delete_acls([AclBindingFilter()])
+    while second.authorize(ALICE, "h", AclOperation.READ, ResourceType.GROUP, "g"):
+        _run_one(work)  # the re-armed watch fired (each wait is bounded)

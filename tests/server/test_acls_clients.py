@@ -262,6 +262,48 @@ def test_transactions_need_write_on_the_transactional_id(broker: sluice.Embedded
     producer.commit_transaction(TIMEOUT_S)
 
 
+def test_transaction_parts_need_topic_and_group_acls(broker: sluice.EmbeddedBroker) -> None:
+    """AddPartitionsToTxn needs WRITE on the topic, TxnOffsetCommit (and AddOffsetsToTxn)
+    READ on the group, besides WRITE on the transactional id."""
+    topic, txn, group = (
+        make_topic(broker),
+        f"tx-{uuid.uuid4().hex[:8]}",
+        f"g-{uuid.uuid4().hex[:6]}",
+    )
+    grant(broker, RT.TRANSACTIONAL_ID, txn, Op.WRITE)
+    grant(broker, RT.TOPIC, topic, Op.DESCRIBE)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": txn,
+                         "message.timeout.ms": 5000})  # fmt: skip
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    errors: list[KafkaError | None] = []
+    producer.produce(topic, b"v", on_delivery=lambda e, _m: errors.append(e))
+    producer.flush(TIMEOUT_S)
+    assert errors and errors[0] is not None  # purged: the transaction failed
+    with pytest.raises(KafkaException) as failed:
+        producer.commit_transaction(TIMEOUT_S)
+    assert failed.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert failed.value.args[0].txn_requires_abort()
+
+    grant(broker, RT.TOPIC, topic, Op.WRITE)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": txn})
+    producer.init_transactions(TIMEOUT_S)  # fences the failed one
+    producer.begin_transaction()
+    producer.produce(topic, b"v")
+    producer.flush(TIMEOUT_S)
+    metadata = Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                         "group.id": group}).consumer_group_metadata()  # fmt: skip
+    with pytest.raises(KafkaException) as refused:
+        producer.send_offsets_to_transaction([CTopicPartition(topic, 0, 1)], metadata, TIMEOUT_S)
+    assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    producer.abort_transaction(TIMEOUT_S)
+    grant(broker, RT.GROUP, group, Op.READ)
+    producer.begin_transaction()
+    producer.produce(topic, b"v")
+    producer.send_offsets_to_transaction([CTopicPartition(topic, 0, 1)], metadata, TIMEOUT_S)
+    producer.commit_transaction(TIMEOUT_S)
+
+
 # -- metadata -------------------------------------------------------------------------------
 
 
@@ -363,7 +405,7 @@ def test_anonymous_attacks_are_refused(broker: sluice.EmbeddedBroker) -> None:
     """Anonymous clients may use their own team's topics (a prefix), and nothing else:
     not another team's topic, not __consumer_offsets, not retention changes."""
     grant(broker, RT.TOPIC, "team-a.", Op.ALL, pattern=PatternType.PREFIXED, principal="User:*")
-    grant(broker, RT.GROUP, "*", Op.READ, principal="User:*")
+    grant(broker, RT.GROUP, "team-a.", Op.ALL, pattern=PatternType.PREFIXED, principal="User:*")
     grant(broker, RT.TOPIC, "*", Op.DESCRIBE, principal="User:*")
     assert broker.broker is not None
     theirs = f"team-b.{uuid.uuid4().hex[:6]}"
@@ -384,6 +426,10 @@ def test_anonymous_attacks_are_refused(broker: sluice.EmbeddedBroker) -> None:
     assert _ck_error(next(iter(deleted.values()))) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert broker.broker.metadata_cache.contains_topic(theirs)
     assert broker.broker.metadata_cache.contains_topic(offsets)
+    # another team's group: its offsets cannot be deleted, nor the group
+    theirs_group = f"team-b-{uuid.uuid4().hex[:6]}"
+    [gone] = admin.delete_consumer_groups([theirs_group]).values()
+    assert _ck_error(gone) == KafkaError.GROUP_AUTHORIZATION_FAILED
 
 
 # -- the ACL APIs -----------------------------------------------------------------------------
