@@ -286,3 +286,10 @@ def test_decisions_equal_the_reference(
     # and after deleting everything, only allow-everyone is left
     a.delete_acls([AclBindingFilter()])
     assert a.authorize(who, host, op, rtype, name) == allow_everyone
+
+
+def test_an_unreadable_acl_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "acls.json"
+    path.write_text('{"resources": [{"resourceType": "Topic"}]}')
+    with pytest.raises(ValueError, match=r"cannot read the ACLs in .*acls\.json"):
+        FileAclStore(path)

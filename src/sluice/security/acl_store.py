@@ -132,18 +132,22 @@ class FileAclStore:
         self._acls = self._read()
 
     def _read(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """The file's ACLs; ValueError naming the file when it cannot be read as such."""
         try:
-            document = json.loads(self.path.read_text(encoding="utf-8"))
+            text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return {}
         out: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-        for item in document.get("resources", []):
-            pattern = ResourcePattern(
-                ResourceType(ResourceType.parse(item["resourceType"])),
-                str(item["name"]),
-                PatternType(PatternType.parse(item["patternType"])),
-            )
-            out[pattern] = decode_entries(json.dumps(item).encode())
+        try:
+            for item in json.loads(text).get("resources", []):
+                pattern = ResourcePattern(
+                    ResourceType(ResourceType.parse(item["resourceType"])),
+                    str(item["name"]),
+                    PatternType(PatternType.parse(item["patternType"])),
+                )
+                out[pattern] = decode_entries(json.dumps(item).encode())
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"cannot read the ACLs in {self.path}: {exc}") from None
         return out
 
     def load(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
