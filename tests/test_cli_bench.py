@@ -301,3 +301,17 @@ def test_the_wakeup_probe_measures_and_restores_affinity(compare) -> None:  # ty
     assert set(trips) == expected
     assert all(us > 0 for us in trips.values())
     assert compare.brokers.cpu_model() != ""
+
+
+def test_bench_authorizer_takes_its_options_and_makes_valid_acls() -> None:
+    args = build_parser().parse_args(["bench", "authorizer", "--repeat", "1", "--acls", "10"])
+    assert args.harness == "authorizer" and args.harness_args == ["--repeat", "1", "--acls", "10"]
+    bench = import_bench("authorizer")
+    options = bench.build_parser().parse_args(["--repeat", "1"])
+    assert (options.repeat, options.acls, options.size) == (1, 1000, 1024)
+    bindings = bench.acl_bindings(1000)
+    assert len(set(bindings)) == 1000
+    for binding in bindings:
+        binding.validate()
+    costs = bench.decision_costs(50)
+    assert costs["cached ns"] > 0 and costs["uncached ns"] > 0

@@ -314,6 +314,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, "Rebalance check."),
     ConfigDef("leader.imbalance.per.broker.percentage", "int", 10, "Allowed imbalance."),
     ConfigDef("request.timeout.ms", "int", 30_000, "Inter-broker request timeout."),
+    ConfigDef(
+        "authorizer.class.name",
+        "string",
+        "",
+        "The authorizer: kafka.security.authorizer.AclAuthorizer or "
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer (both are Sluice's ACL "
+        "authorizer, with Kafka's semantics); empty: no authorization.",
+    ),
+    ConfigDef(
+        "super.users",
+        "string",
+        "",
+        "Principals allowed everything whatever the ACLs, semicolon-separated "
+        "(User:admin;User:broker).",
+    ),
+    ConfigDef(
+        "allow.everyone.if.no.acl.found",
+        "bool",
+        False,
+        "Allow an operation on a resource that no ACL applies to at all.",
+    ),
 )
 
 # Topic config -> (broker synonym, definition). Kafka's topic-level names.
@@ -452,6 +473,21 @@ class BrokerConfig:
             for listener in self["advertised.listeners"]:
                 parse_listener(listener)
         self._check_connection_limits()
+        self._check_authorizer()
+
+    def _check_authorizer(self) -> None:
+        from sluice.security.authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
+
+        name = self["authorizer.class.name"]
+        if name and name not in AUTHORIZER_CLASS_NAMES:
+            raise ConfigError(
+                f"invalid value {name!r} for authorizer.class.name: Sluice serves "
+                f"{' or '.join(AUTHORIZER_CLASS_NAMES)}, or empty for no authorization"
+            )
+        try:
+            parse_super_users(self["super.users"])
+        except ValueError as exc:
+            raise ConfigError(f"invalid value for super.users: {exc}") from None
 
     def _check_connection_limits(self) -> None:
         """Kafka's checks of the memory pool and connection limit settings."""

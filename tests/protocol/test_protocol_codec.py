@@ -257,7 +257,7 @@ def test_unknown_api_key() -> None:
         (ApiKey.FETCH, 3, (4, 12)),
         (ApiKey.FETCH, 13, (4, 12)),
         (ApiKey.METADATA, 14, (0, 12)),
-        (ApiKey.DESCRIBE_ACLS, 1, None),  # a Kafka API Sluice does not serve
+        (ApiKey.DESCRIBE_DELEGATION_TOKEN, 1, None),  # a Kafka API Sluice does not serve
     ],
 )
 def test_unsupported_versions_raise(

@@ -38,20 +38,21 @@ SERVED = [
     (10, 0, 4, 0), (11, 0, 9, 0), (12, 0, 4, 0), (13, 0, 5, 0), (14, 0, 5, 0), (15, 0, 5, 0),
     (16, 0, 5, 0), (18, 0, 4, 0), (19, 2, 7, 2), (20, 1, 6, 1), (21, 0, 2, 0), (22, 0, 5, 0),
     (23, 2, 4, 2), (24, 0, 3, 0), (25, 0, 3, 0), (26, 0, 3, 0), (27, 1, 1, 1), (28, 0, 3, 0),
-    (32, 1, 4, 1), (33, 0, 2, 0), (37, 0, 3, 0), (42, 0, 2, 0), (43, 0, 2, 0), (44, 0, 1, 0),
+    (29, 1, 3, 1), (30, 1, 3, 1), (31, 1, 3, 1), (32, 1, 4, 1), (33, 0, 2, 0), (37, 0, 3, 0),
+    (42, 0, 2, 0), (43, 0, 2, 0), (44, 0, 1, 0),
     (45, 0, 1, 0), (46, 0, 0, 0), (47, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
 ]  # fmt: skip
 
 # SHA-256 of the framed ApiVersions response (correlation id 7) of each version, and of
 # the v0 fallback sent for a version the broker does not know.
 ANSWERS = {
-    0: "4948ec4d95bdcbf621ef7bb3c9ce7b11f55a1daac47113042642c4f6d8cad3df",
-    1: "375ac2d0b08740a871952dcf5eeb145915ce7b3c30abfda997efac432be083aa",
-    2: "375ac2d0b08740a871952dcf5eeb145915ce7b3c30abfda997efac432be083aa",
-    3: "cc102e2b4ea2fbd4d91cfeb4e6790be711e58007934a5569b00595f0beedaaa6",
-    4: "cc102e2b4ea2fbd4d91cfeb4e6790be711e58007934a5569b00595f0beedaaa6",
+    0: "ce630b2e3d4a9e5b91f370c06558729713ab5c85c6f691d168d9daaf5416faf3",
+    1: "0ae23ee5964e93f5b5fb9a723fe786dd1abb9139724cb4bf804e96df9ef45c7b",
+    2: "0ae23ee5964e93f5b5fb9a723fe786dd1abb9139724cb4bf804e96df9ef45c7b",
+    3: "7707bfe62832916a8f7bd4e229ffe2905dea50403db623a389285ddb89a45b29",
+    4: "7707bfe62832916a8f7bd4e229ffe2905dea50403db623a389285ddb89a45b29",
 }
-FALLBACK = "b90e9237d317a1d565feb9a35fc5b9f24eae143b4fff631c3b8df903b7e2ae21"
+FALLBACK = "91321e974d33e8f0872f3c00d616aa34f484a52ccd0d6a269dcbb392ba737401"
 
 
 def served_versions() -> VersionTable:
@@ -133,6 +134,7 @@ def test_the_apis_served_before_the_coordinators() -> None:
         ApiKey.LIST_OFFSETS, ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_CONFIGS,
         ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
         ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS,
     }  # fmt: skip
 
 

@@ -30,6 +30,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         return parser
 
     from sluice.cli import (
+        acls,
         bench,
         chaos,
         cluster,
@@ -46,6 +47,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     console_producer.add_parser(sub)
     console_consumer.add_parser(sub)
     consumer_groups.add_parser(sub)
+    acls.add_parser(sub)
     dump_log.add_parser(sub)
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)

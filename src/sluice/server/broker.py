@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # imported in start(), after the listeners are open
     from sluice.coordinator.transaction import TransactionCoordinator
     from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
     from sluice.metastore.store import CoordinationStore
+    from sluice.security.authorizer import AclAuthorizer, AclStore
     from sluice.server.cluster import ClusterManager
 
 __all__ = ["Broker", "EventLoopPurgatories"]
@@ -170,6 +171,8 @@ class Broker:
         # Cluster mode (zookeeper.connect set): see sluice.server.cluster.
         self.cluster: ClusterManager | None = None
         self.request_context: RequestContext  # built once the listeners can open
+        # authorizer.class.name set: the ACLs (sluice.security), built at start.
+        self.authorizer: AclAuthorizer | None = None
         # API key -> handler: the table the listeners read, changed in place (the request
         # gate opens keys in it; sluice.testing's request controls wrap entries).
         self.handlers: dict[int, Handler[RequestContext]] = {}
@@ -252,6 +255,10 @@ class Broker:
             topic_admin.host_registered_topics()
         gc_policy.freeze_long_lived()
         self.topic_admin = topic_admin
+        if self.config["authorizer.class.name"]:
+            from sluice.security.acl_store import ACL_FILE, FileAclStore
+
+            self.authorizer = self._authorizer(FileAclStore(self.log_dir / ACL_FILE))
         self.request_context = self._request_context(
             SingleNodeController(self.broker_id, self.replica_manager)
         )
@@ -289,6 +296,8 @@ class Broker:
         )  # fmt: skip
         await self._loop.run_in_executor(None, cluster.connect)
         self.topic_admin = cluster.topic_admin
+        if self.config["authorizer.class.name"] and cluster.store is not None:
+            await self._loop.run_in_executor(None, self._zk_authorizer, cluster.store)
         self.request_context = self._request_context(cluster)
         handlers = await self._start_coordinators_and_handlers(
             self.versions, _Slices(enabled=False)
@@ -305,6 +314,37 @@ class Broker:
         log.info("open-file limit %d: up to %d segment files open", soft, capacity)
         return FileCache(capacity)
 
+    def _authorizer(self, store: AclStore) -> AclAuthorizer:
+        """The ACL authorizer over ``store``, its ACLs loaded (blocking)."""
+        from sluice.security.authorizer import AclAuthorizer, parse_super_users
+
+        authorizer = AclAuthorizer(
+            store, super_users=parse_super_users(self.config["super.users"]),
+            allow_everyone_if_no_acl_found=self.config["allow.everyone.if.no.acl.found"],
+        )  # fmt: skip
+        authorizer.load()
+        log.info("authorizer %s: %d ACLs", self.config["authorizer.class.name"],
+                 authorizer.acl_count)  # fmt: skip
+        return authorizer
+
+    def _zk_authorizer(self, store: CoordinationStore) -> None:
+        """Cluster mode: the ACLs in ZooKeeper, followed through the change notifications
+        (their processing runs on the default executor, off the event loop)."""
+        from sluice.security.acl_store import ZkAclStore
+
+        loop = self._loop
+        assert loop is not None
+        acl_store = ZkAclStore(store, self.clock.milliseconds)
+
+        def run(work: Callable[[], None]) -> None:  # on the coordination client's thread
+            with contextlib.suppress(RuntimeError):  # the loop is closed: stopping
+                loop.call_soon_threadsafe(loop.run_in_executor, None, work)
+
+        authorizer = self._authorizer(acl_store)
+        acl_store.watch(authorizer.apply_change, authorizer.reload, run)
+        authorizer.reload()  # what changed before the watches were armed
+        self.authorizer = authorizer
+
     def _request_context(self, controller: Controller) -> RequestContext:
         """What the request handlers may use; the network layer adds each client's
         identity."""
@@ -313,7 +353,7 @@ class Broker:
             clock=self.clock, metadata_cache=self.metadata_cache,
             replica_manager=self.replica_manager, fetch_sessions=self.fetch_sessions,
             producer_ids=self.producer_id_manager, topic_admin=self.topic_admin,
-            controller=controller, coordinators=self.coordinators,
+            controller=controller, coordinators=self.coordinators, authorizer=self.authorizer,
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:

@@ -55,9 +55,11 @@ from sluice.protocol.server_connection import PendingAnswer, RawRequest, ServerC
 from sluice.security import DEFAULT_SESSION, Session
 from sluice.server.acceptor import Acceptor, bind_listener
 from sluice.server.answer import Answer
+from sluice.server.auth_helper import AclOperation, authorize_cluster
 from sluice.server.congestion import set_on_loopback
 from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.low_water import ReceiveLowWater
+from sluice.server.request_context import RequestContext
 from sluice.server.sendfile import write_segments
 
 __all__ = ["ClientContext", "ClientIdentity", "Handler", "KafkaConnectionProtocol", "KafkaServer"]
@@ -531,6 +533,11 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
 
     def _handle_raw(self, request: RawRequest) -> None:
         conn = self.conn
+        if not self._cluster_action_allowed():
+            what = f"api key {request.api_key} from {self.session.principal}"
+            client_log.event("inter-broker request without CLUSTER_ACTION", self.peer, what)
+            self.close()  # kio has no schema to answer CLUSTER_AUTHORIZATION_FAILED in
+            return
         try:
             reply = self.server.raw_handlers[request.api_key](request.frame)
             if inspect.isawaitable(reply):
@@ -545,6 +552,13 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self.close()
             return
         self._flush()
+
+    def _cluster_action_allowed(self) -> bool:
+        """As Kafka: the controller's requests need CLUSTER_ACTION on the cluster."""
+        context = self.server.context.for_client(None, self.host, self.session)
+        if not isinstance(context, RequestContext):  # a test's context: no authorizer
+            return True
+        return authorize_cluster(context, AclOperation.CLUSTER_ACTION)
 
     # -- answers -------------------------------------------------------------------------
     def _answer_done(self, pending: _Pending, answer: Answer) -> None:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from sluice.replication.metadata_cache import MetadataCache
     from sluice.replication.producer_ids import ProducerIdManager
     from sluice.replication.replica_manager import ReplicaManager
+    from sluice.security.authorizer import AclAuthorizer
     from sluice.server.replica_assignment import Assignments
     from sluice.server.topics import TopicInfo
 
@@ -219,6 +220,9 @@ class RequestContext:
     """The client's address as Kafka shows it (``/127.0.0.1``)."""
     session: Session = DEFAULT_SESSION
     """The connection's principal and listener (:mod:`sluice.security`)."""
+    authorizer: AclAuthorizer | None = None
+    """``authorizer.class.name``'s authorizer; None: every request is authorized
+    (:mod:`sluice.server.auth_helper`)."""
 
     @property
     def group_coordinator(self) -> GroupCoordinator:

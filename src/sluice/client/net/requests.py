@@ -55,6 +55,9 @@ CLIENT_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 """API key -> (min, max) version the Sluice clients implement; the network client
 sends each request at the highest version both sides support. (The transaction

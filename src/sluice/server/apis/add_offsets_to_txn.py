@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -39,6 +40,12 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     from sluice.server.group_runtime import deferred
 
     body = API.body(request)
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        code = ErrorCode.transactional_id_authorization_failed
+        return build(request.response_type, throttle_time=0, error_code=code)
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        code = ErrorCode.group_authorization_failed
+        return build(request.response_type, throttle_time=0, error_code=code)
     ctx.topic_admin.ensure_transaction_state()
     partition = ctx.group_coordinator.partition_for(body.group_id)
     tp = TopicPartition(GROUP_METADATA_TOPIC_NAME, partition)

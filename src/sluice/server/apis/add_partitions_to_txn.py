@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize, filter_by_authorized
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -53,6 +54,20 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     epoch = int(body.v3_and_below_producer_epoch)
     topics = body.v3_and_below_topics
     partitions = [TopicPartition(t.name, int(p)) for t in topics for p in t.partitions]
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        code = ErrorCode.transactional_id_authorization_failed
+        return _response(request, dict.fromkeys(partitions, code))
+    writable = filter_by_authorized(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC, {tp.topic for tp in partitions}
+    )
+    if len(writable) < len({tp.topic for tp in partitions}):
+        # Kafka: the unauthorized ones TOPIC_AUTHORIZATION_FAILED, the rest not attempted.
+        errors = {
+            tp: ErrorCode.operation_not_attempted
+            if tp.topic in writable else ErrorCode.topic_authorization_failed
+            for tp in partitions
+        }  # fmt: skip
+        return _response(request, errors)
     missing = [tp for tp in partitions if not ctx.metadata_cache.contains_partition(tp)]
     if missing:
         # Kafka: the missing ones UNKNOWN_TOPIC_OR_PARTITION, the rest not attempted.

@@ -18,6 +18,12 @@ from sluice.config import ConfigError, topic_config_defaults, validate_topic_con
 from sluice.log import LogConfig, LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+)
 from sluice.server.messages import build
 from sluice.server.topics import PolicyViolation, TopicInfo
 
@@ -113,11 +119,23 @@ def alter_resources(
                 raise AlterRejected(
                     ErrorCode.invalid_request, "Each resource must appear at most once."
                 )
+            _check_authorized(ctx, resource)
             _alter_one(ctx, resource, validate_only, new_overrides)
         except AlterRejected as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         responses.append(entry)
     return build(request.response_type, throttle_time=0, responses=responses)
+
+
+def _check_authorized(ctx: RequestContext, resource: Any) -> None:
+    """As Kafka: ALTER_CONFIGS on the topic, or on the cluster for broker configs."""
+    if resource.resource_type == TOPIC:
+        if not authorize(
+            ctx, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, resource.resource_name
+        ):
+            raise AlterRejected(ErrorCode.topic_authorization_failed, "")
+    elif not authorize_cluster(ctx, AclOperation.ALTER_CONFIGS):
+        raise AlterRejected(ErrorCode.cluster_authorization_failed, "")
 
 
 def _replace_all(info: TopicInfo, resource: Any) -> dict[str, str]:

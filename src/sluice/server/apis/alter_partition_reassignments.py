@@ -21,6 +21,7 @@ from sluice.base import TopicPartition
 from sluice.controller.events import ApiError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, authorize_cluster
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         for p in t.partitions
     }
     allow_rf_change = bool(field(body, "allow_replication_factor_change", True))
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return _respond(request, ApiError(ErrorCode.cluster_authorization_failed))
     controller = ctx.controller.active_controller
     if controller is None:
         return _respond(request, ApiError(ErrorCode.not_controller))

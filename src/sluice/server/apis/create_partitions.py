@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build, field, ms
 from sluice.server.topics import (
     EXCESSIVE_BATCH_MESSAGE,
@@ -125,6 +126,10 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
         if occurrences[topic.name] > 1:
             results.append({"name": topic.name, "error_code": ErrorCode.invalid_request,
                             "error_message": "Duplicate topic in request."})  # fmt: skip
+            continue
+        if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            results.append({"name": topic.name, "error_code": ErrorCode.topic_authorization_failed,
+                            "error_message": None})  # fmt: skip
             continue
         additions[len(results)] = asyncio.ensure_future(_create(ctx, topic, validate_only))
         results.append({"name": topic.name})

@@ -41,6 +41,12 @@ from sluice.config import ConfigError, format_config_value
 from sluice.log import KafkaStorageException, LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+)
 from sluice.server.messages import build, field, ms
 from sluice.server.topics import (
     EXCESSIVE_BATCH_MESSAGE,
@@ -121,6 +127,22 @@ async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[
     return result
 
 
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """As Kafka: CREATE on the cluster, or on the topic."""
+    return authorize_cluster(ctx, AclOperation.CREATE) or authorize(
+        ctx, AclOperation.CREATE, ResourceType.TOPIC, name
+    )
+
+
+def _configs_if_authorized(ctx: RequestContext, result: dict[str, Any]) -> dict[str, Any]:
+    """As Kafka: the new topic's configs only with DESCRIBE_CONFIGS on it."""
+    if "configs" in result and not authorize(
+        ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, result["name"]
+    ):
+        result.update(configs=None, topic_config_error_code=ErrorCode.topic_authorization_failed)
+    return result
+
+
 def _partitions(ctx: RequestContext, topic: Any) -> int:
     """The partitions ``topic`` asks for (the broker's default for -1)."""
     if topic.assignments:
@@ -150,6 +172,10 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
                             "error_message": "Duplicate topic in request"})  # fmt: skip
             continue
         seen.add(topic.name)
+        if not _may_create(ctx, topic.name):
+            results.append({"name": topic.name, "error_code": ErrorCode.topic_authorization_failed,
+                            "error_message": "Authorization failed."})  # fmt: skip
+            continue
         # Each one's checks run when its task starts, in the request's order.
         creations[len(results)] = asyncio.ensure_future(_create(ctx, topic, validate_only))
         results.append({"name": topic.name})
@@ -160,7 +186,7 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
         await asyncio.wait(creations.values(), timeout=timeout_s)
         for i, task in creations.items():
             if task.done():
-                results[i] = task.result()
+                results[i] = _configs_if_authorized(ctx, task.result())
                 continue
             task.cancel()  # the wait only: the creation goes on (the topic admin holds it)
             results[i].update(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ApiKey, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, filter_by_authorized
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -25,7 +26,9 @@ API: ApiSpec[Body] = ApiSpec(ApiKey.DELETE_GROUPS, 0, 2)
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
     names = list(dict.fromkeys(body.groups_names))
-    errors = ctx.group_coordinator.handle_delete_groups(names)
+    allowed = filter_by_authorized(ctx, AclOperation.DELETE, ResourceType.GROUP, names)
+    errors = ctx.group_coordinator.handle_delete_groups([g for g in names if g in allowed])
+    errors.update({g: ErrorCode.group_authorization_failed for g in names if g not in allowed})
     return build(
         request.response_type,
         throttle_time=0,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build, ms
 
 if TYPE_CHECKING:
@@ -41,11 +42,14 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     early: Result = {}
     for topic in body.topics:
         known = ctx.metadata_cache.contains_topic(topic.name)
+        allowed = authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
             if tp not in offsets and tp not in early:
                 order.append(tp)
-            if not known:
+            if not allowed:
+                early[tp] = (-1, ErrorCode.topic_authorization_failed)
+            elif not known:
                 early[tp] = (-1, ErrorCode.unknown_topic_or_partition)
             else:
                 offsets[tp] = int(p.offset)

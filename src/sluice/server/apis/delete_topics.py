@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError
 
@@ -56,6 +57,12 @@ def handle(ctx: RequestContext, request: Request) -> Any:
             entry["error_code"] = ErrorCode.topic_deletion_disabled
         elif name is None:
             entry["error_code"] = ErrorCode.unknown_topic_id
+        elif topic_id is not None and not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name
+        ):  # as Kafka: an id it may not describe is not resolved
+            entry.update(name=None, error_code=ErrorCode.topic_authorization_failed)
+        elif not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+            entry["error_code"] = ErrorCode.topic_authorization_failed
         elif not cache.contains_topic(name):
             entry["error_code"] = ErrorCode.unknown_topic_or_partition
         else:

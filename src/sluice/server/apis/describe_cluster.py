@@ -1,8 +1,9 @@
 """DescribeCluster (60): cluster id, controller and brokers (the admin client's view),
 from the metadata cache: a single node is the whole cluster and its own controller.
 
-Without an authorizer every cluster operation is allowed, so when the client asks for the
-authorized operations they are all of CLUSTER's, as Kafka answers with no authorizer.
+As in Kafka, DescribeCluster itself needs no ACL. The authorized operations, when asked
+for, are those the principal has on the CLUSTER if it may DESCRIBE it (none otherwise);
+without an authorizer, all of CLUSTER's.
 
 Versions 0-1: v2 adds IncludeFencedBrokers (KIP-1073).
 """
@@ -12,7 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.security.acl import CLUSTER_NAME
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    authorized_operations,
+)
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -28,10 +36,6 @@ if TYPE_CHECKING:
 API: ApiSpec[Body] = ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 1, needs_coordinators=False)
 
 BROKER_ENDPOINT = 1
-OPERATIONS_NOT_REQUESTED = -2147483648  # the schema default, INT32_MIN
-# AclOperation codes Kafka supports on the CLUSTER resource: CREATE 5, ALTER 7,
-# DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
@@ -47,11 +51,12 @@ def handle(ctx: RequestContext, request: Request) -> Any:
             cluster_id=ctx.metadata_cache.cluster_id, controller_id=-1, brokers=[],
         )  # fmt: skip
     cache = ctx.metadata_cache
-    operations = (
-        CLUSTER_OPERATIONS
-        if field(body, "include_cluster_authorized_operations", False)
-        else OPERATIONS_NOT_REQUESTED
-    )
+    operations = authorized_operations(
+        ctx, ResourceType.CLUSTER, CLUSTER_NAME,
+        asked=bool(field(body, "include_cluster_authorized_operations", False)),
+    )  # fmt: skip
+    if operations >= 0 and not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        operations = 0  # as Kafka: DescribeCluster itself needs no ACL
     return build(
         request.response_type, **common,
         error_code=ErrorCode.none,

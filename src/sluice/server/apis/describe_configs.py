@@ -19,6 +19,12 @@ from sluice.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, format_co
 from sluice.config_metadata import ConfigType, broker_read_only, config_type, is_sensitive
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+)
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
@@ -177,6 +183,15 @@ def _describe(
         "resource_name": name,
         "configs": [],
     }
+    # As Kafka: DESCRIBE_CONFIGS on the topic, or on the cluster for broker configs.
+    if rtype == TOPIC and not authorize(
+        ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name
+    ):
+        result["error_code"] = ErrorCode.topic_authorization_failed
+        return result
+    if rtype != TOPIC and not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        result["error_code"] = ErrorCode.cluster_authorization_failed
+        return result
     if rtype == TOPIC:
         try:
             validate_topic_name(name)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ApiKey, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize, authorized_operations
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
 
 API: ApiSpec[Body] = ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5)
 
-# READ, DELETE and DESCRIBE on a group (bits of Kafka's AclOperation codes); no ACLs here.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NOT_REQUESTED = -(2**31)
 
 
@@ -44,6 +43,12 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     include_ops = bool(field(body, "include_authorized_operations", False))
     groups = []
     for group_id in body.groups:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append({"error_code": ErrorCode.group_authorization_failed,
+                           "group_id": group_id, "group_state": "", "protocol_type": "",
+                           "protocol_data": "", "members": [],
+                           "authorized_operations": NOT_REQUESTED})  # fmt: skip
+            continue
         error, summary = ctx.group_coordinator.handle_describe_group(group_id)
         groups.append(
             {
@@ -63,9 +68,9 @@ def handle(ctx: RequestContext, request: Request) -> Any:
                     }
                     for m in summary.members
                 ],
-                "authorized_operations": GROUP_AUTHORIZED_OPERATIONS
-                if include_ops
-                else NOT_REQUESTED,
+                "authorized_operations": authorized_operations(
+                    ctx, ResourceType.GROUP, group_id, asked=include_ops
+                ),
             }
         )
     return build(request.response_type, throttle_time=0, groups=groups)

@@ -16,6 +16,7 @@ from sluice.controller.events import ElectionType, ReplicaLeaderElectionResults
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.errors import KafkaError
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, authorize_cluster
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -62,6 +63,11 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     requested = None if body.topic_partitions is None else {
         TopicPartition(t.topic, int(p)) for t in body.topic_partitions for p in t.partitions
     }  # fmt: skip
+    if not authorize_cluster(ctx, AclOperation.ALTER):  # as Kafka: every partition too
+        denied = KafkaError(code=ErrorCode.cluster_authorization_failed)
+        return _respond(
+            request, ErrorCode.cluster_authorization_failed, dict.fromkeys(requested or (), denied)
+        )
     if controller is None:
         return _respond(request, ErrorCode.not_controller, {})
     partitions = ctx.metadata_cache.all_partitions() if requested is None else requested

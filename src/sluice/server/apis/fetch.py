@@ -21,6 +21,12 @@ from sluice.replication.partition import FetchIsolation
 from sluice.replication.replica_manager import FetchParams, FetchPartitionData, PartitionFetch
 from sluice.server.answer import Answer
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    filter_by_authorized,
+)
 from sluice.server.messages import build, field, ms
 
 if TYPE_CHECKING:
@@ -253,6 +259,25 @@ def _response_general(
     )
 
 
+def _authorized(
+    ctx: RequestContext, replica_id: int, fetches: list[PartitionFetch]
+) -> tuple[list[PartitionFetch], list[tuple[PartitionFetch, FetchPartitionData]]]:
+    """As Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each
+    topic; the others are answered TOPIC_AUTHORIZATION_FAILED."""
+    if replica_id >= 0:
+        allowed = authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+        readable = {f.tp.topic for f in fetches} if allowed else set()
+    else:
+        readable = filter_by_authorized(
+            ctx, AclOperation.READ, ResourceType.TOPIC, (f.tp.topic for f in fetches)
+        )
+    denied = FetchPartitionData(ErrorCode.topic_authorization_failed)
+    return (
+        [f for f in fetches if f.tp.topic in readable],
+        [(f, denied) for f in fetches if f.tp.topic not in readable],
+    )
+
+
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
     context = _context(ctx, request)
@@ -276,11 +301,14 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         PartitionFetch(tp, s.fetch_offset, s.max_bytes, s.current_leader_epoch, s.log_start_offset)
         for tp, s in context.partitions.items()
     ]
+    denied: list[tuple[PartitionFetch, FetchPartitionData]] = []
+    if ctx.authorizer is not None:
+        fetches, denied = _authorized(ctx, replica_id, fetches)
     future = Answer(loop=asyncio.get_running_loop())  # written by the network layer when set
 
     def done(results: list[tuple[PartitionFetch, FetchPartitionData]]) -> None:
         if not future.done():
-            future.set_result(_response(request, context, results))
+            future.set_result(_response(request, context, denied + results if denied else results))
 
     ctx.replica_manager.fetch_messages(params, fetches, done)
     return future

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -54,6 +55,14 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]
     from sluice.server.group_runtime import OFFSETS_TOPIC_CONFIGS
     from sluice.server.txn_runtime import TRANSACTION_TOPIC_CONFIGS
 
+    if key_type == GROUP_KEY_TYPE and not authorize(
+        ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
+    ):
+        return _error(key, ErrorCode.group_authorization_failed, "")
+    if key_type == TRANSACTION_KEY_TYPE and not authorize(
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return _error(key, ErrorCode.transactional_id_authorization_failed, "")
     if key_type == GROUP_KEY_TYPE:
         group = ctx.group_coordinator
         return _leader_of(

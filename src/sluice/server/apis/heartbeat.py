@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ApiKey, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -36,6 +37,10 @@ API: ApiSpec[Body] = ApiSpec(ApiKey.HEARTBEAT, 0, 4)
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return build(
+            request.response_type, throttle_time=0, error_code=ErrorCode.group_authorization_failed
+        )
     error = ctx.group_coordinator.handle_heartbeat(
         body.group_id, body.member_id, field(body, "group_instance_id"), int(body.generation_id)
     )

@@ -21,6 +21,13 @@ from typing import TYPE_CHECKING, Any
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.replication.producer_ids import ProducerIdsExhaustedError
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+)
 from sluice.server.messages import build, field, ms
 
 if TYPE_CHECKING:
@@ -95,6 +102,20 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         return _response(request, ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     if transactional_id == "":
         return _response(request, ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    # As Kafka (KIP-679): WRITE on the transactional id; an idempotent producer needs
+    # IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
+    if transactional_id is not None and not authorize(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        code = ErrorCode.transactional_id_authorization_failed
+        return _response(request, code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    if (
+        transactional_id is None
+        and not authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE)
+        and not authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        code = ErrorCode.cluster_authorization_failed
+        return _response(request, code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
     if transactional_id is not None:
         return _transactional(ctx, request, transactional_id, producer_id, producer_epoch)
     try:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ApiKey, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build, field, ms
 
 if TYPE_CHECKING:
@@ -76,6 +77,13 @@ def handle(ctx: RequestContext, request: Request) -> Any:
 
     body = API.body(request)
     version = request.api_version
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return build(
+            request.response_type, throttle_time=0,
+            error_code=ErrorCode.group_authorization_failed, generation_id=-1,
+            protocol_type=None, protocol_name=None if version >= 7 else "", leader="",
+            member_id=body.member_id, members=[],
+        )  # fmt: skip
     session_timeout_ms = ms(body.session_timeout)
     instance_id = field(body, "group_instance_id")
     data = JoinGroupRequestData(

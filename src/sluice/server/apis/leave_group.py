@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -39,6 +40,11 @@ API: ApiSpec[Body] = ApiSpec(ApiKey.LEAVE_GROUP, 0, 5)
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return build(
+            request.response_type, throttle_time=0,
+            error_code=ErrorCode.group_authorization_failed, members=[],
+        )  # fmt: skip
     coordinator = ctx.group_coordinator
     if request.api_version < 3:
         group_error, errors = coordinator.handle_leave_group(

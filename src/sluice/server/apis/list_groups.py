@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize, authorize_cluster
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -37,6 +38,12 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     error, groups = ctx.group_coordinator.handle_list_groups(
         field(body, "states_filter", ()), field(body, "types_filter", ())
     )
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # as Kafka: those it may describe
+        groups = [
+            g
+            for g in groups
+            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+        ]
     return build(
         request.response_type,
         throttle_time=0,

@@ -20,6 +20,7 @@ from sluice.log import (
 )
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, filter_by_authorized
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -99,11 +100,21 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
     committed = field(body, "isolation_level", 0) == 1
     topics = []
+    described = filter_by_authorized(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics)
+    )
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            entry = _lookup(ctx, tp, p.timestamp, field(p, "current_leader_epoch", -1), committed)
+            entry: dict[str, Any]
+            if topic.name not in described:
+                entry = {"error_code": ErrorCode.topic_authorization_failed, "timestamp": -1,
+                         "offset": -1}  # fmt: skip
+            else:
+                entry = _lookup(
+                    ctx, tp, p.timestamp, field(p, "current_leader_epoch", -1), committed
+                )
             entry["partition_index"] = p.partition_index
             if request.api_version == 0:
                 entry["old_style_offsets"] = [] if entry["offset"] < 0 else [entry["offset"]]

@@ -16,6 +16,7 @@ from sluice.controller.events import ApiError
 from sluice.controller.model import ReplicaAssignment
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, authorize_cluster
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     requested = None if body.topics is None else {
         TopicPartition(t.name, int(p)) for t in body.topics for p in t.partition_indexes
     }  # fmt: skip
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return _respond(request, ApiError(ErrorCode.cluster_authorization_failed))
     controller = ctx.controller.active_controller
     if controller is None:
         return _respond(request, ApiError(ErrorCode.not_controller))

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -41,6 +42,10 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         listed = ctx.txn_coordinator.handle_list(
             states or None, producer_ids or None, int(field(body, "duration_filter", -1))
         )
+    listed = [  # as Kafka: those it may describe
+        m for m in listed
+        if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, m.transactional_id)
+    ]  # fmt: skip
     return build(
         request.response_type, throttle_time=0, error_code=ErrorCode.none,
         unknown_state_filters=unknown,

@@ -15,7 +15,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.security.acl import CLUSTER_NAME
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+    authorized_operations,
+    may_auto_create,
+)
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
@@ -91,14 +100,20 @@ def _requested_entry(ctx: RequestContext, item: Any, allow_create: bool) -> dict
     name = field(item, "name")
     if name is None:  # v10+: asked for by topic id
         name = cache.topic_name(field(item, "topic_id"))
+        if name is not None and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            return _error_entry(None, ErrorCode.topic_authorization_failed)
         entry = None if name is None else _topic_entry(cache, name)
         return entry if entry is not None else _error_entry(None, ErrorCode.unknown_topic_id)
     try:
         validate_topic_name(name)
     except InvalidTopicError:
         return _error_entry(name, ErrorCode.invalid_topic_exception)
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _error_entry(name, ErrorCode.topic_authorization_failed)
     entry = _topic_entry(cache, name)
     if entry is None:
+        if allow_create and not may_auto_create(ctx, name):
+            return _error_entry(name, ErrorCode.topic_authorization_failed)
         created = allow_create and ctx.topic_admin.maybe_auto_create(name)
         entry = _topic_entry(cache, name)
         if entry is None:
@@ -116,8 +131,13 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     # v0: an empty list means all topics; v1+: null means all topics.
     all_topics = requested is None or (request.api_version == 0 and not requested)
     allow_create = bool(field(body, "allow_auto_topic_creation", True))
-    if all_topics:
-        topics = [e for n in cache.topic_names() if (e := _topic_entry(cache, n)) is not None]
+    if all_topics:  # the topics this client may not describe are left out
+        names = cache.topic_names()
+        if ctx.authorizer is not None:
+            names = [
+                n for n in names if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n)
+            ]
+        topics = [e for n in names if (e := _topic_entry(cache, n)) is not None]
     elif request.api_version < 12 and any(
         field(item, "name") is None or field(item, "topic_id") is not None for item in requested
     ):  # topic ids came with v12, and names cannot be null before: Kafka answers the whole
@@ -126,6 +146,18 @@ def handle(ctx: RequestContext, request: Request) -> Any:
                   for item in requested]  # fmt: skip
     else:
         topics = [_requested_entry(ctx, item, allow_create) for item in requested]
+    if field(body, "include_topic_authorized_operations", False):
+        for entry in topics:
+            if entry["error_code"] == ErrorCode.none:
+                entry["topic_authorized_operations"] = authorized_operations(
+                    ctx, ResourceType.TOPIC, entry["name"]
+                )
+    cluster_operations = authorized_operations(
+        ctx, ResourceType.CLUSTER, CLUSTER_NAME,
+        asked=bool(field(body, "include_cluster_authorized_operations", False)),
+    )  # fmt: skip
+    if cluster_operations >= 0 and not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        cluster_operations = 0
     brokers = [
         {"node_id": b.id, "host": b.endpoints[0].host, "port": b.endpoints[0].port,
          "rack": b.rack}
@@ -138,5 +170,5 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         cluster_id=cache.cluster_id,
         controller_id=cache.controller_id,
         topics=topics,
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=cluster_operations,
     )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize, filter_by_authorized
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -26,11 +27,21 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     order: list[TopicPartition] = []
     errors: dict[TopicPartition, ErrorCode] = {}
     known: list[TopicPartition] = []
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, body.group_id):
+        return build(
+            request.response_type, throttle_time=0,
+            error_code=ErrorCode.group_authorization_failed, topics=[],
+        )  # fmt: skip
+    readable = filter_by_authorized(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in body.topics)
+    )
     for topic in body.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, int(p.partition_index))
             order.append(tp)
-            if not ctx.metadata_cache.contains_partition(tp):
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.topic_authorization_failed
+            elif not ctx.metadata_cache.contains_partition(tp):
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 known.append(tp)

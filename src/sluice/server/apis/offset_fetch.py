@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize, filter_by_authorized
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -80,14 +81,33 @@ def _topics(
 def _fetch(
     ctx: RequestContext, group_id: str, requested: list[TopicPartition] | None, require_stable: bool
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, []
+    # As Kafka: named partitions of topics it may not describe are answered
+    # TOPIC_AUTHORIZATION_FAILED; when all are asked for, those topics are left out.
+    denied: list[TopicPartition] = []
+    if requested is not None and ctx.authorizer is not None:
+        described = filter_by_authorized(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {tp.topic for tp in requested}
+        )
+        denied = [tp for tp in requested if tp.topic not in described]
+        requested = [tp for tp in requested if tp.topic in described]
     coordinator = ctx.group_coordinator
     error, offsets = coordinator.handle_fetch_offsets(group_id, requested, require_stable)
+    if requested is None and ctx.authorizer is not None:
+        described = filter_by_authorized(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {tp.topic for tp in offsets}
+        )
+        offsets = {tp: om for tp, om in offsets.items() if tp.topic in described}
     unstable = (
         coordinator.unstable_partitions(group_id, offsets)
         if require_stable and error == ErrorCode.none
         else frozenset()
     )
-    return error, _topics(offsets, ErrorCode.none, unstable)
+    topics = _topics(offsets, ErrorCode.none, unstable)
+    if denied:
+        topics += _topics(dict.fromkeys(denied), ErrorCode.topic_authorization_failed)
+    return error, topics
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:

@@ -24,6 +24,12 @@ from sluice.base import TopicPartition
 from sluice.log import LATEST_TIMESTAMP, KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize_cluster,
+    filter_by_authorized,
+)
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -113,6 +119,12 @@ def _lookup(
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
     topics = []
+    # As Kafka (KIP-320): a follower's CLUSTER_ACTION, or DESCRIBE on each topic.
+    names = [t.topic for t in body.topics]
+    if ctx.authorizer is None or authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        described: set[str] = set(names)
+    else:
+        described = filter_by_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
@@ -122,7 +134,10 @@ def handle(ctx: RequestContext, request: Request) -> Any:
                 "leader_epoch": UNDEFINED_EPOCH,
                 "end_offset": UNDEFINED_OFFSET,
             }
-            entry.update(_lookup(ctx, tp, field(p, "current_leader_epoch", -1), p.leader_epoch))
+            if topic.topic not in described:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+            else:
+                entry.update(_lookup(ctx, tp, field(p, "current_leader_epoch", -1), p.leader_epoch))
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
     return build(request.response_type, throttle_time=0, topics=topics)

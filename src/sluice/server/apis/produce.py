@@ -25,6 +25,13 @@ from sluice.replication.delayed import ProducePartitionStatus
 from sluice.replication.metadata_cache import INTERNAL_TOPICS
 from sluice.server.answer import Answer
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    filter_by_authorized,
+    may_auto_create,
+)
 from sluice.server.messages import ms
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
@@ -89,6 +96,20 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         return _response(request.api_version, statuses)
     entries: dict[TopicPartition, bytes] = {}
     early: dict[TopicPartition, ProducePartitionStatus] = {}
+    writable: set[str] | None = None
+    if ctx.authorizer is not None:
+        if not _transaction_authorized(ctx, body):
+            statuses = {
+                TopicPartition(t.name, p.index): ProducePartitionStatus(
+                    -1, -1, error=ErrorCode.transactional_id_authorization_failed
+                )
+                for t in body.topic_data
+                for p in t.partition_data
+            }
+            return None if acks == 0 else _response(request.api_version, statuses)
+        writable = filter_by_authorized(
+            ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in body.topic_data)
+        )
     for topic in body.topic_data:
         message = None
         try:
@@ -96,9 +117,13 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         except InvalidTopicError:
             known, code = False, ErrorCode.invalid_topic_exception
         else:
-            if topic.name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+            if writable is not None and topic.name not in writable:
+                known, code = False, ErrorCode.topic_authorization_failed
+            elif topic.name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
                 known, code = False, ErrorCode.invalid_topic_exception
                 message = f"Cannot append to internal topic {topic.name}"
+            elif not may_auto_create(ctx, topic.name):
+                known, code = False, ErrorCode.unknown_topic_or_partition
             else:
                 known = ctx.topic_admin.maybe_auto_create(topic.name)
                 code = ErrorCode.unknown_topic_or_partition
@@ -132,6 +157,22 @@ def handle(ctx: RequestContext, request: Request) -> Any:
 
     ctx.replica_manager.append_records(ms(body.timeout), acks, entries, done)
     return future
+
+
+def _transaction_authorized(ctx: RequestContext, body: Body) -> bool:
+    """As Kafka: transactional batches need WRITE on the request's transactional id (the
+    transactional bit of each partition's first batch header, attributes bit 4)."""
+    transactional = any(
+        p.records is not None and len(p.records) > 22 and p.records[22] & 0x10
+        for t in body.topic_data
+        for p in t.partition_data
+    )
+    if not transactional:
+        return True
+    txn_id = body.transactional_id
+    return txn_id is not None and authorize(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+    )
 
 
 def _ignore(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:

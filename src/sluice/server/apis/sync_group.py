@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.protocol import ApiKey, Request
+from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize
 from sluice.server.messages import build, field
 
 if TYPE_CHECKING:
@@ -42,6 +43,12 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     from sluice.server.group_runtime import deferred
 
     body = API.body(request)
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return build(
+            request.response_type, throttle_time=0,
+            error_code=ErrorCode.group_authorization_failed, protocol_type=None,
+            protocol_name=None, assignment=b"",
+        )  # fmt: skip
     callback: Callable[[SyncGroupResult], None]
     result: Awaitable[SyncGroupResult]
     callback, result = deferred()

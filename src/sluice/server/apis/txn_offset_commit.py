@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, ResourceType, authorize, filter_by_authorized
 from sluice.server.messages import build, field, partition_errors_by_topic
 
 if TYPE_CHECKING:
@@ -43,11 +44,25 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     order: list[TopicPartition] = []
     early: dict[TopicPartition, ErrorCode] = {}
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    # As Kafka: WRITE on the transactional id, READ on the group, READ on each topic.
+    txn_allowed = authorize(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id
+    )
+    group_allowed = authorize(ctx, AclOperation.READ, ResourceType.GROUP, body.group_id)
+    readable = filter_by_authorized(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in body.topics)
+    )
     for topic in body.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, int(p.partition_index))
             order.append(tp)
-            if not ctx.metadata_cache.contains_partition(tp):
+            if not txn_allowed:
+                early[tp] = ErrorCode.transactional_id_authorization_failed
+            elif not group_allowed:
+                early[tp] = ErrorCode.group_authorization_failed
+            elif topic.name not in readable:
+                early[tp] = ErrorCode.topic_authorization_failed
+            elif not ctx.metadata_cache.contains_partition(tp):
                 early[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             epoch = int(field(p, "committed_leader_epoch", -1))

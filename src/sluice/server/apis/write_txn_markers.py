@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import AclOperation, authorize_cluster
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -38,6 +39,18 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     from sluice.server.txn_runtime import write_marker
 
     body = API.body(request)
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):  # brokers only, as Kafka
+        code = ErrorCode.cluster_authorization_failed
+        return build(
+            request.response_type,
+            markers=[
+                {"producer_id": m.producer_id,
+                 "topics": [{"name": t.name, "partitions": [
+                     {"partition_index": p, "error_code": code} for p in t.partition_indexes]}
+                     for t in m.topics]}
+                for m in body.markers
+            ],
+        )  # fmt: skip
     loop = asyncio.get_running_loop()
     pending: list[tuple[int, TopicPartition, asyncio.Future[ErrorCode]]] = []
     for marker in body.markers:
