@@ -46,6 +46,7 @@ from sluice.server.apis import registry
 from sluice.server.congestion import checked_algorithm
 from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.network import Handler, KafkaServer
+from sluice.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
 from sluice.server.single_node_controller import SingleNodeController
@@ -151,6 +152,7 @@ class Broker:
         self.log_manager: LogManager
         self.purgatories: EventLoopPurgatories
         self.replica_manager: ReplicaManager
+        self.alter_log_dirs: ReplicaAlterLogDirsManager
         self.topic_admin: TopicAdminBase  # chosen at start: single node or cluster
         self.log_cleaner: LogCleaner
         self.group_coordinator: GroupCoordinator
@@ -222,6 +224,7 @@ class Broker:
                 self._loop.call_soon, self._run_flush, self.replica_manager.flushed
             )
         self.replica_manager.load_high_watermarks(self.log_manager.live_log_dirs)
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(self.log_manager, self.replica_manager)
         self.producer_id_manager = ProducerIdManager(
             self.log_dir, self.broker_id, failure_channel=self.log_dir_failure_channel
         )
@@ -232,6 +235,7 @@ class Broker:
             on_listening = None  # called once the listeners were open
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._start_log_cleaner()
+        self.alter_log_dirs.start()  # moves between log dirs a stop interrupted
         if on_listening is not None:
             on_listening()
         bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
@@ -314,6 +318,7 @@ class Broker:
             replica_manager=self.replica_manager, fetch_sessions=self.fetch_sessions,
             producer_ids=self.producer_id_manager, topic_admin=self.topic_admin,
             controller=controller, coordinators=self.coordinators,
+            log_manager=self.log_manager, alter_log_dirs=self.alter_log_dirs,
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:
@@ -438,6 +443,7 @@ class Broker:
             task.cancel()
         if self.cluster is not None:
             await self.cluster.stop()
+        await self.alter_log_dirs.stop()  # the future logs stay; their moves resume
         self.log_cleaner.shutdown()  # drops a half-written cleaned segment
         self.replica_manager.shutdown()
         self.replica_manager.checkpoint_high_watermarks()
@@ -457,6 +463,7 @@ class Broker:
             task.cancel()
         if self.cluster is not None:
             await self.cluster.crash()
+        await self.alter_log_dirs.stop()
         self.log_cleaner.shutdown()
         self.replica_manager.shutdown()
         self.log_manager.abandon()
