@@ -7,8 +7,10 @@ log (the steps are decided by :func:`sluice.replication.alter_log_dirs.next_step
 current log's batches are read on the event loop, a chunk at a time, and appended to the
 future log on one of the manager's worker threads (one per log dir, Kafka's default
 ``num.replica.alter.log.dirs.threads``); produce, fetch and replication go on meanwhile.
-When the future log ends where the current log does, the swap is made on the event loop
-with no await between the check and the swap, so no append falls in between: the
+Once the future log is close behind (at most :data:`FINAL_COPY_BYTES` to copy), the rest
+is appended on the event loop and, when the future log then ends where the current log
+does, the swap follows with no await in between, so no append falls in between and a
+steady stream of appends cannot keep the move from ending: the
 partition's log becomes the future log, renamed to the partition's directory, and the
 current log is deleted. A broker stopped mid-move finds the future log at its next start
 and resumes the move once the partition is hosted again.
@@ -37,6 +39,9 @@ log = logging.getLogger(__name__)
 
 COPY_CHUNK_BYTES = 1024 * 1024
 """The most a copy step reads from the current log (Kafka's replica.fetch.max.bytes)."""
+FINAL_COPY_BYTES = 256 * 1024
+"""A copy step of at most this much is made on the event loop, the swap right after it
+when it reaches the current log's end."""
 NOT_HOSTED_RETRY_S = 0.1
 """How often a move whose partition is not hosted (yet) looks again."""
 
@@ -118,8 +123,7 @@ class ReplicaAlterLogDirsManager:
                         future.leader_epoch_of(last)),
         )  # fmt: skip
         if step.kind is StepKind.SWAP:
-            partition.log = manager.replace_current_with_future_log(tp)
-            self.replica_manager.wake(tp)
+            self._swap(tp)
             return False
         if step.kind is StepKind.COPY:
             data = current.read(step.offset, COPY_CHUNK_BYTES)
@@ -127,12 +131,27 @@ class ReplicaAlterLogDirsManager:
             if not records:  # nothing whole to copy yet (should not happen below the end)
                 await asyncio.sleep(NOT_HOSTED_RETRY_S)
                 return True
-            await self._on_worker(tp, lambda f: f.append_as_follower(records))
+            if len(records) > FINAL_COPY_BYTES:
+                await self._on_worker(tp, lambda f: f.append_as_follower(records))
+                return True
+            # Close behind: the rest is appended here, and if that reaches the current
+            # log's end the swap follows with no await between, so appends to the
+            # current log cannot keep the future log from ever catching up.
+            future.append_as_follower(records)
+            if future.log_end_offset == current.log_end_offset:
+                self._swap(tp)
+                return False
+            await asyncio.sleep(0)
         elif step.kind is StepKind.TRUNCATE:
             await self._on_worker(tp, lambda f: f.truncate_to(step.offset))
         else:
             await self._on_worker(tp, lambda f: f.truncate_fully_and_start_at(step.offset))
         return True
+
+    def _swap(self, tp: TopicPartition) -> None:
+        partition = self.replica_manager.partitions[tp]
+        partition.log = self.log_manager.replace_current_with_future_log(tp)
+        self.replica_manager.wake(tp)
 
     async def _on_worker(self, tp: TopicPartition, work: _FutureWork) -> None:
         """Run ``work`` on the future log on a worker thread, the log held meanwhile."""
