@@ -38,6 +38,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         consumer_groups,
         demo,
         dump_log,
+        log_dirs,
         topics,
     )
 
@@ -47,6 +48,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     console_consumer.add_parser(sub)
     consumer_groups.add_parser(sub)
     dump_log.add_parser(sub)
+    log_dirs.add_parser(sub)
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)
