@@ -325,3 +325,32 @@ def test_a_partition_deleted_mid_move_ends_the_move(tmp_path: Path) -> None:
     asyncio.run(run())
     assert sorted(os.listdir(b)) == [".lock"]
     manager.shutdown()
+
+
+def test_a_move_found_at_start_up_is_resumed_once_the_partition_is_hosted(
+    tmp_path: Path,
+) -> None:
+    manager, a, b = _two_dirs(tmp_path)
+    for i in range(50):
+        _append(manager.get_or_create_log("t", 0), *(b"%d" % i for _ in range(20)))
+    manager.create_future_log(TP, b)
+    manager.shutdown()  # stopped before any copy
+    again = LogManager([a, b], LogConfig())
+    rm = _replica_manager()
+
+    async def run() -> None:
+        moves = ReplicaAlterLogDirsManager(again, rm)
+        moves.start()
+        await asyncio.sleep(0.05)
+        assert TP in again.future_logs  # not hosted yet: it waits
+        rm.add_partition(TP, again.logs[TP], [0])
+        for _ in range(100):
+            if TP not in again.future_logs:
+                break
+            await asyncio.sleep(0.02)
+        await moves.stop()
+
+    asyncio.run(run())
+    assert again.logs[TP].dir == b / "t-0" and rm.partitions[TP].log is again.logs[TP]
+    assert again.logs[TP].log_end_offset == 1000
+    again.shutdown()

@@ -1,0 +1,90 @@
+"""Log dirs on brokers of a 3-broker cluster (real ZooKeeper): DescribeLogDirs from every
+broker through kafka-python, and AlterReplicaLogDirs moving the replicas of a partition
+replicated three times between the two log dirs of their brokers — the leader's and a
+follower's, a move being local to its broker — while an idempotent confluent-kafka
+producer writes with acks=all. Every acknowledged record is read back at its offset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sluice.testing import EmbeddedCluster
+from support.cluster import audit, numbered_producer, partition_metadata
+from support.waiting import wait_until
+
+TOPIC = "jbod"
+
+
+def _where(admin: Any, broker: int) -> dict[str, dict[str, Any]]:
+    """``broker``'s log dirs holding partition 0 of the topic, with the entries."""
+    (found,) = admin.describe_log_dirs(topic_partitions={TOPIC: [0]}, brokers=[broker])
+    out = {}
+    for d in found["log_dirs"]:
+        assert d["error_code"] == 0, d
+        for t in d["topics"]:
+            for p in t["partitions"]:
+                out[d["log_dir"]] = p
+    return out
+
+
+def test_replicas_move_between_log_dirs_under_load(
+    tmp_path: Path, cluster_prerequisites: None
+) -> None:
+    from kafka import KafkaAdminClient
+
+    dirs = {b: (tmp_path / f"b{b}-x", tmp_path / f"b{b}-y") for b in (1, 2, 3)}
+    overrides = {b: {"log.dirs": f"{x},{y}"} for b, (x, y) in dirs.items()}
+    with EmbeddedCluster(
+        brokers=3, broker_ids=[1, 2, 3], data_dir=tmp_path, zookeeper=True,
+        broker_overrides=overrides,
+    ) as cluster:  # fmt: skip
+        bootstrap = cluster.bootstrap_servers
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        creator = AdminClient({"bootstrap.servers": bootstrap})
+        creator.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(30)
+        meta: Any = wait_until(
+            lambda: (p := partition_metadata(bootstrap, TOPIC)) and len(p.isrs) == 3 and p,
+            30, "an ISR of 3",
+        )  # fmt: skip
+        leader = int(meta.leader)
+        follower = next(b for b in (1, 2, 3) if b != leader)
+        history, writer = numbered_producer(bootstrap, TOPIC, 1, rate_per_s=2000)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+        try:
+            wait_until(lambda: history.acked_count > 2000, 60, "2000 acknowledged")
+            described = admin.describe_log_dirs()
+            assert sorted(b["broker"] for b in described) == [1, 2, 3]
+            for b in described:
+                paths = {d["log_dir"] for d in b["log_dirs"]}
+                assert paths == {str(d.absolute()) for d in dirs[b["broker"]]}
+            targets = {}
+            for broker in (leader, follower):
+                (source,) = _where(admin, broker)
+                (targets[broker],) = {str(d.absolute()) for d in dirs[broker]} - {source}
+            result = admin.alter_replica_log_dirs(
+                {(TOPIC, 0, broker): path for broker, path in targets.items()}
+            )
+            assert {e.__name__ for e in result.values()} == {"NoError"}
+
+            def moved() -> bool:
+                for broker, path in targets.items():
+                    where = _where(admin, broker)
+                    if list(where) != [path] or where[path]["is_future_key"]:
+                        return False
+                return True
+
+            wait_until(moved, 60, "both replicas moved")
+            acked = history.acked_count
+            wait_until(lambda: history.acked_count > acked + 1000, 60, "writes after the move")
+            third = next(b for b in (1, 2, 3) if b not in targets)
+            assert list(_where(admin, third)) != []  # untouched: a move is broker-local
+        finally:
+            writer.stop()
+            admin.close()
+        result = audit(history, bootstrap, TOPIC, 1)
+        assert result.ok, result.anomalies[:10]
+        assert result.acked > 3000
+        after = partition_metadata(bootstrap, TOPIC)
+        assert after is not None and len(after.isrs) == 3
