@@ -2,7 +2,9 @@
 broker through kafka-python, and AlterReplicaLogDirs moving the replicas of a partition
 replicated three times between the two log dirs of their brokers — the leader's and a
 follower's, a move being local to its broker — while an idempotent confluent-kafka
-producer writes with acks=all. Every acknowledged record is read back at its offset."""
+producer writes with acks=all. Every acknowledged record is read back at its offset.
+Then a Fetch v16 to a follower is answered NOT_LEADER_OR_FOLLOWER naming the leader
+(KIP-951)."""
 
 from __future__ import annotations
 
@@ -88,3 +90,41 @@ def test_replicas_move_between_log_dirs_under_load(
         assert result.acked > 3000
         after = partition_metadata(bootstrap, TOPIC)
         assert after is not None and len(after.isrs) == 3
+        _fetch_from_a_follower_names_the_leader(cluster, int(after.leader))
+
+
+def _fetch_from_a_follower_names_the_leader(cluster: EmbeddedCluster, leader: int) -> None:
+    """Fetch v16 (KIP-951): a follower answers NOT_LEADER_OR_FOLLOWER with the leader, its
+    epoch and its endpoint."""
+    from sluice.protocol import ErrorCode
+    from sluice.protocol.apis import request_type
+    from sluice.server.messages import build
+    from support.wire import RawClient
+
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    client = RawClient(cluster.bootstrap_of(follower))
+    try:
+        md: Any = client.request(build(request_type(3, 12), topics=[
+            {"topic_id": None, "name": TOPIC}], allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False))  # fmt: skip
+        (topic,) = md.topics
+        (meta,) = topic.partitions
+        body: Any = client.request(build(
+            request_type(1, 16), max_wait=0, min_bytes=0, max_bytes=1 << 20,
+            isolation_level=0, session_id=0, session_epoch=-1, rack_id="",
+            topics=[{"topic_id": topic.topic_id, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}],
+            forgotten_topics_data=[],
+        ))  # fmt: skip
+    finally:
+        client.close()
+    (answer,) = body.responses[0].partitions
+    assert answer.error_code == ErrorCode.not_leader_or_follower
+    assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (
+        leader, meta.leader_epoch,
+    )  # fmt: skip
+    assert [n.node_id for n in body.node_endpoints] == [leader]
+    host, port = cluster.bootstrap_of(leader).rsplit(":", 1)
+    assert (body.node_endpoints[0].host, body.node_endpoints[0].port) == (host, int(port))

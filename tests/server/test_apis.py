@@ -34,24 +34,25 @@ from sluice.server.apis import ApiRegistry, ApiSpec, RawApiSpec, registry
 
 # (api key, min accepted, max, min advertised) of every API a broker serves.
 SERVED = [
-    (0, 3, 11, 0), (1, 4, 12, 4), (2, 1, 7, 1), (3, 0, 12, 0), (8, 2, 8, 2), (9, 1, 8, 1),
-    (10, 0, 4, 0), (11, 0, 9, 0), (12, 0, 4, 0), (13, 0, 5, 0), (14, 0, 5, 0), (15, 0, 5, 0),
+    (0, 3, 11, 0), (1, 4, 17, 4), (2, 1, 9, 1), (3, 0, 12, 0), (8, 2, 9, 2), (9, 1, 9, 1),
+    (10, 0, 6, 0), (11, 0, 9, 0), (12, 0, 4, 0), (13, 0, 5, 0), (14, 0, 5, 0), (15, 0, 5, 0),
     (16, 0, 5, 0), (18, 0, 4, 0), (19, 2, 7, 2), (20, 1, 6, 1), (21, 0, 2, 0), (22, 0, 5, 0),
-    (23, 2, 4, 2), (24, 0, 3, 0), (25, 0, 3, 0), (26, 0, 3, 0), (27, 1, 1, 1), (28, 0, 3, 0),
-    (32, 1, 4, 1), (33, 0, 2, 0), (37, 0, 3, 0), (42, 0, 2, 0), (43, 0, 2, 0), (44, 0, 1, 0),
-    (45, 0, 1, 0), (46, 0, 0, 0), (47, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
+    (23, 2, 4, 2), (24, 0, 3, 0), (25, 0, 4, 0), (26, 0, 4, 0), (27, 1, 1, 1), (28, 0, 4, 0),
+    (32, 1, 4, 1), (33, 0, 2, 0), (34, 1, 2, 1), (35, 1, 4, 1), (37, 0, 3, 0), (42, 0, 2, 0),
+    (43, 0, 2, 0), (44, 0, 1, 0), (45, 0, 0, 0), (46, 0, 0, 0), (47, 0, 0, 0), (60, 0, 1, 0),
+    (65, 0, 0, 0), (66, 0, 1, 0),
 ]  # fmt: skip
 
 # SHA-256 of the framed ApiVersions response (correlation id 7) of each version, and of
 # the v0 fallback sent for a version the broker does not know.
 ANSWERS = {
-    0: "4948ec4d95bdcbf621ef7bb3c9ce7b11f55a1daac47113042642c4f6d8cad3df",
-    1: "375ac2d0b08740a871952dcf5eeb145915ce7b3c30abfda997efac432be083aa",
-    2: "375ac2d0b08740a871952dcf5eeb145915ce7b3c30abfda997efac432be083aa",
-    3: "cc102e2b4ea2fbd4d91cfeb4e6790be711e58007934a5569b00595f0beedaaa6",
-    4: "cc102e2b4ea2fbd4d91cfeb4e6790be711e58007934a5569b00595f0beedaaa6",
+    0: "4ef027dad32708f2b78ee2e9319ec972032c8f175285b03c4ccffc9ef46f644e",
+    1: "66a77bd35385d345f1229b3844e7ed95161438643ae5b8bf0e8887f6c1f6af11",
+    2: "66a77bd35385d345f1229b3844e7ed95161438643ae5b8bf0e8887f6c1f6af11",
+    3: "0eff70d6ddf3c0e292d77c611920bd791cbce4cd6135b574f149c597034c0c7c",
+    4: "0eff70d6ddf3c0e292d77c611920bd791cbce4cd6135b574f149c597034c0c7c",
 }
-FALLBACK = "b90e9237d317a1d565feb9a35fc5b9f24eae143b4fff631c3b8df903b7e2ae21"
+FALLBACK = "e406d865ac398779abfcf2973f7538e82308238da850c3e77d56e5920abd460f"
 
 
 def served_versions() -> VersionTable:
@@ -132,7 +133,8 @@ def test_the_apis_served_before_the_coordinators() -> None:
         ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH,
         ApiKey.LIST_OFFSETS, ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_CONFIGS,
         ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
-        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_LOG_DIRS,
+        ApiKey.ALTER_REPLICA_LOG_DIRS,
     }  # fmt: skip
 
 
