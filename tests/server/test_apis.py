@@ -37,7 +37,7 @@ SERVED = [
     (0, 3, 11, 0), (1, 4, 17, 4), (2, 1, 9, 1), (3, 0, 12, 0), (8, 2, 9, 2), (9, 1, 9, 1),
     (10, 0, 6, 0), (11, 0, 9, 0), (12, 0, 4, 0), (13, 0, 5, 0), (14, 0, 5, 0), (15, 0, 5, 0),
     (16, 0, 5, 0), (18, 0, 4, 0), (19, 2, 7, 2), (20, 1, 6, 1), (21, 0, 2, 0), (22, 0, 5, 0),
-    (23, 2, 4, 2), (24, 0, 3, 0), (25, 0, 4, 0), (26, 0, 4, 0), (27, 1, 1, 1), (28, 0, 4, 0),
+    (23, 2, 4, 2), (24, 0, 5, 0), (25, 0, 4, 0), (26, 0, 4, 0), (27, 1, 1, 1), (28, 0, 4, 0),
     (32, 1, 4, 1), (33, 0, 2, 0), (34, 1, 2, 1), (35, 1, 4, 1), (37, 0, 3, 0), (42, 0, 2, 0),
     (43, 0, 2, 0), (44, 0, 1, 0), (45, 0, 0, 0), (46, 0, 0, 0), (47, 0, 0, 0), (60, 0, 1, 0),
     (65, 0, 0, 0), (66, 0, 1, 0),
@@ -46,13 +46,13 @@ SERVED = [
 # SHA-256 of the framed ApiVersions response (correlation id 7) of each version, and of
 # the v0 fallback sent for a version the broker does not know.
 ANSWERS = {
-    0: "4ef027dad32708f2b78ee2e9319ec972032c8f175285b03c4ccffc9ef46f644e",
-    1: "66a77bd35385d345f1229b3844e7ed95161438643ae5b8bf0e8887f6c1f6af11",
-    2: "66a77bd35385d345f1229b3844e7ed95161438643ae5b8bf0e8887f6c1f6af11",
-    3: "0eff70d6ddf3c0e292d77c611920bd791cbce4cd6135b574f149c597034c0c7c",
-    4: "0eff70d6ddf3c0e292d77c611920bd791cbce4cd6135b574f149c597034c0c7c",
+    0: "dc08136b78fdf21c650498cf86fcdea202c919de9796989a338845cc41a440b7",
+    1: "e29092e6117ff09e024690acbbbed322cdd434a422120fa7cfb91ccfa18953e3",
+    2: "e29092e6117ff09e024690acbbbed322cdd434a422120fa7cfb91ccfa18953e3",
+    3: "e74c0fb65dee41eb288519b9891f3a644a1f8c90756afa2f32da85c1dc1e1be7",
+    4: "e74c0fb65dee41eb288519b9891f3a644a1f8c90756afa2f32da85c1dc1e1be7",
 }
-FALLBACK = "e406d865ac398779abfcf2973f7538e82308238da850c3e77d56e5920abd460f"
+FALLBACK = "dc9b5c70f285abe28be2f3e7c8947e295529b3ae597b0c682cffe0fdecfbf588"
 
 
 def served_versions() -> VersionTable:

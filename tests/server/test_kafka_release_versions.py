@@ -1,5 +1,5 @@
 """Sluice advertises, for every API it serves, the version range of one Kafka release:
-Apache Kafka 3.9 (a broker in ZooKeeper mode, as Sluice is). The maximum of each API is
+Apache Kafka 3.9 (a broker in ZooKeeper mode, as Sluice is). The maximum of every API is
 3.9's; the minimum is 3.9's, or Kafka 4.0's where 4.0 removed the old versions (KIP-896)
 and Sluice does not serve them either. A new API module only needs its key to be in the
 table below, so this test checks it too.
@@ -52,15 +52,6 @@ KAFKA_4_0_MINIMUMS: dict[int, int] = {
     K.EXPIRE_DELEGATION_TOKEN: 1, K.DESCRIBE_DELEGATION_TOKEN: 1,
 }  # fmt: skip
 
-# Versions of Kafka 3.9 Sluice does not serve, each with its reason (docs/protocol.md).
-NOT_SERVED: dict[int, tuple[int, str]] = {
-    K.ADD_PARTITIONS_TO_TXN: (
-        3,
-        "v4-5 are the batched form only brokers send to a transaction coordinator, to "
-        "verify a partition is in a transaction (KIP-890); clients send v0-3",
-    ),
-}
-
 
 def test_every_advertised_range_is_kafka_3_9s() -> None:
     table = registry().versions
@@ -68,18 +59,8 @@ def test_every_advertised_range_is_kafka_3_9s() -> None:
         name = ApiKey(key).name
         assert key in KAFKA_3_9, f"{name} is not an API of Kafka 3.9"
         low, high = KAFKA_3_9[key]
-        expected_max = NOT_SERVED[key][0] if key in NOT_SERVED else high
-        assert entry.max_version == expected_max, name
+        assert entry.max_version == high, name
         assert entry.advertised_min in (low, KAFKA_4_0_MINIMUMS.get(key, low)), name
-
-
-def test_the_exceptions_are_still_needed() -> None:
-    """An exception no longer needed (the API now served to 3.9's maximum) goes."""
-    table = registry().versions
-    for key, (served, _) in NOT_SERVED.items():
-        assert served < KAFKA_3_9[key][1]
-        if key in table:
-            assert table[key].max_version == served
 
 
 def test_kafka_python_infers_kafka_3_9() -> None:
