@@ -281,9 +281,11 @@ def test_a_move_under_appends_keeps_every_record_and_offset(tmp_path: Path) -> N
     for i in range(200):
         _append(partition.log, *(b"%d-%d" % (i, j) for j in range(50)))
     before = _values(partition.log)
+    old = partition.log
+    swapped: list[Any] = []
 
     async def run() -> int:
-        moves = ReplicaAlterLogDirsManager(manager, rm)
+        moves = ReplicaAlterLogDirsManager(manager, rm, before_swap=swapped.append)
         manager.create_future_log(TP, b)
         moves.add(TP)
         appended = 0
@@ -296,6 +298,7 @@ def test_a_move_under_appends_keeps_every_record_and_offset(tmp_path: Path) -> N
 
     appended = asyncio.run(run())
     assert appended > 0
+    assert swapped == [old] and old.is_closed  # told (to stop compacting it), then closed
     assert partition.log is manager.logs[TP] and partition.log.dir == b / "t-0"
     after = _values(partition.log)
     assert after[: len(before)] == before

@@ -224,7 +224,9 @@ class Broker:
                 self._loop.call_soon, self._run_flush, self.replica_manager.flushed
             )
         self.replica_manager.load_high_watermarks(self.log_manager.live_log_dirs)
-        self.alter_log_dirs = ReplicaAlterLogDirsManager(self.log_manager, self.replica_manager)
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(
+            self.log_manager, self.replica_manager, before_swap=self._stop_cleaning
+        )
         self.producer_id_manager = ProducerIdManager(
             self.log_dir, self.broker_id, failure_channel=self.log_dir_failure_channel
         )
@@ -595,6 +597,13 @@ class Broker:
                 log.exception("log cleaner failed")
                 busy = False
             await asyncio.sleep(0 if busy else backoff_s)
+
+    def _stop_cleaning(self, log_: Log) -> None:
+        """Abort a compaction pass on ``log_``, which is about to be closed and deleted (a
+        move between log dirs swaps its future log in)."""
+        cleaning = self.log_cleaner.in_progress
+        if cleaning is not None and cleaning.log is log_:
+            self.log_cleaner.abort()
 
     def _compaction_config(self, log_: Log) -> CompactionConfig:
         from sluice.log.cleaner.log_cleaner import CompactionConfig

@@ -29,6 +29,8 @@ from sluice.log.errors import KafkaStorageException
 from sluice.replication.alter_log_dirs import LogPosition, StepKind, next_step
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sluice.log import Log
     from sluice.log.manager import LogManager
     from sluice.replication.replica_manager import ReplicaManager
@@ -49,9 +51,18 @@ NOT_HOSTED_RETRY_S = 0.1
 class ReplicaAlterLogDirsManager:
     """The moves under way on this broker, one task each (see the module)."""
 
-    def __init__(self, log_manager: LogManager, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self,
+        log_manager: LogManager,
+        replica_manager: ReplicaManager,
+        before_swap: Callable[[Log], None] | None = None,
+    ) -> None:
+        """``before_swap(log)`` is called with a partition's current log right before the
+        future log replaces it (the broker aborts a compaction pass on it there, as Kafka
+        pauses cleaning during a move)."""
         self.log_manager = log_manager
         self.replica_manager = replica_manager
+        self._before_swap = before_swap
         self._executor = ThreadPoolExecutor(
             max_workers=max(1, len(log_manager.log_dirs)), thread_name_prefix="alter-log-dirs"
         )
@@ -150,6 +161,8 @@ class ReplicaAlterLogDirsManager:
 
     def _swap(self, tp: TopicPartition) -> None:
         partition = self.replica_manager.partitions[tp]
+        if self._before_swap is not None:
+            self._before_swap(partition.log)
         partition.log = self.log_manager.replace_current_with_future_log(tp)
         self.replica_manager.wake(tp)
 
@@ -166,6 +179,4 @@ class ReplicaAlterLogDirsManager:
 
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     _FutureWork = Callable[[Log], object]
