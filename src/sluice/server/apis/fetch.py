@@ -87,12 +87,9 @@ SENDFILE_MIN_BYTES = 64 * 1024
 
 
 def _topic_names(cache: MetadataCache, ids: list[uuid.UUID | None]) -> dict[Any, str]:
-    """The known topics among ``ids``, by id (one pass over the cache for many ids)."""
-    if len(ids) <= 4:
-        found = {i: cache.topic_name(i) for i in ids}
-        return {i: n for i, n in found.items() if n is not None}
-    by_id = {cache.topic_id(n): n for n in cache.topic_names()}
-    return {i: by_id[i] for i in ids if i in by_id}
+    """The known topics among ``ids``, by id."""
+    found = {i: cache.topic_name(i) for i in ids}
+    return {i: n for i, n in found.items() if n is not None}
 
 
 def _context(
