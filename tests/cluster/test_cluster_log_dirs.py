@@ -82,6 +82,7 @@ def test_replicas_move_between_log_dirs_under_load(
             wait_until(lambda: history.acked_count > acked + 1000, 60, "writes after the move")
             third = next(b for b in (1, 2, 3) if b not in targets)
             assert list(_where(admin, third)) != []  # untouched: a move is broker-local
+            _a_replica_not_hosted_is_not_available(bootstrap, admin, creator, dirs)
         finally:
             writer.stop()
             admin.close()
@@ -91,6 +92,23 @@ def test_replicas_move_between_log_dirs_under_load(
         after = partition_metadata(bootstrap, TOPIC)
         assert after is not None and len(after.isrs) == 3
         _fetch_from_a_follower_names_the_leader(cluster, int(after.leader))
+
+
+def _a_replica_not_hosted_is_not_available(
+    bootstrap: str, admin: Any, creator: Any, dirs: dict[int, tuple[Path, Path]]
+) -> None:
+    """A broker asked to move a replica it does not host answers REPLICA_NOT_AVAILABLE."""
+    from confluent_kafka.admin import NewTopic
+
+    creator.create_topics([NewTopic("single", 1, 1)])["single"].result(30)
+    holder: Any = wait_until(
+        lambda: (p := partition_metadata(bootstrap, "single"))
+        and p.leader > 0 and p,
+        30, "a leader for single",
+    )  # fmt: skip
+    other = next(b for b in (1, 2, 3) if b != int(holder.leader))
+    result = admin.alter_replica_log_dirs({("single", 0, other): str(dirs[other][1].absolute())})
+    assert [e.__name__ for e in result.values()] == ["ReplicaNotAvailableError"]
 
 
 def _fetch_from_a_follower_names_the_leader(cluster: EmbeddedCluster, leader: int) -> None:
