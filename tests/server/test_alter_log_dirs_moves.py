@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sluice.base import TopicPartition
 from sluice.log import LogConfig, LogManager
 from sluice.log.errors import KafkaStorageException
-from sluice.log.manager import LogDirNotFoundException, future_log_base_name
+from sluice.log.manager import CAUGHT_UP_FILE, LogDirNotFoundException, future_log_base_name
 from sluice.purgatory import DelayedOperationPurgatory
 from sluice.replication.alter_log_dirs import LogPosition, MoveStep, StepKind, next_step
 from sluice.replication.replica_manager import ReplicaManager
@@ -219,11 +219,41 @@ def test_a_stop_between_the_swaps_renames_completes_the_swap(tmp_path: Path) -> 
     assert future is not None
     _copy(manager)
     manager.shutdown()
-    os.replace(a / "t-0", a / "t-0.0123456789abcdef0123456789abcdef-delete")  # the first rename
+    (future.dir / CAUGHT_UP_FILE).touch()  # the swap's first step
+    os.replace(a / "t-0", a / "t-0.0123456789abcdef0123456789abcdef-delete")  # its second
     again = LogManager([a, b], LogConfig())
     assert again.logs[TP].dir == b / "t-0" and not again.future_logs
     assert _values(again.logs[TP]) == [(0, b"x"), (1, b"y")]
     assert sorted(os.listdir(a)) == [".lock"]
+    assert CAUGHT_UP_FILE not in os.listdir(b / "t-0")
+    again.shutdown()
+
+
+def test_a_future_log_not_caught_up_stays_one_when_its_current_log_is_missing(
+    tmp_path: Path,
+) -> None:
+    """The source dir offline at start: its current log is missing, and the future log,
+    which may hold less, is not taken for it."""
+    manager, a, b = _two_dirs(tmp_path)
+    _append(manager.get_or_create_log("t", 0), b"x", b"y")
+    manager.create_future_log(TP, b)
+    manager.shutdown()
+    os.replace(a / "t-0", tmp_path / "elsewhere")  # the current log is not found
+    again = LogManager([a, b], LogConfig())
+    assert TP not in again.logs and TP in again.future_logs
+    again.shutdown()
+
+
+def test_a_stale_caught_up_mark_beside_the_current_log_is_removed(tmp_path: Path) -> None:
+    manager, a, b = _two_dirs(tmp_path)
+    _append(manager.get_or_create_log("t", 0), b"x")
+    future = manager.create_future_log(TP, b)
+    assert future is not None
+    manager.shutdown()
+    (future.dir / CAUGHT_UP_FILE).touch()  # stopped after the mark, before the renames
+    again = LogManager([a, b], LogConfig())
+    assert again.logs[TP].dir == a / "t-0" and TP in again.future_logs
+    assert CAUGHT_UP_FILE not in os.listdir(future.dir)
     again.shutdown()
 
 

@@ -24,6 +24,7 @@ from sluice.log.log import Log, parse_topic_partition
 from sluice.log.log_dir_failure_channel import LogDirFailureChannel, describe_os_error
 
 __all__ = [
+    "CAUGHT_UP_FILE",
     "CLEAN_SHUTDOWN_FILE",
     "FUTURE_DIR_SUFFIX",
     "LOCK_FILE",
@@ -38,6 +39,9 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"
+CAUGHT_UP_FILE = "caught-up"
+"""Written in a future log's directory right before its swap: it holds what the current
+log holds, so a start that finds it without the current log completes the swap."""
 _FUTURE_DIR = re.compile(r"^(?P<base>.+)\.(?P<id>[0-9a-f]{32})-future$")
 
 
@@ -194,14 +198,25 @@ class LogManager:
         )  # fmt: skip
 
     def _complete_interrupted_swaps(self) -> None:
-        """A future log without a current log: the broker stopped between the two renames
-        of a swap (the current log's directory was renamed for deletion, so the future log
-        had caught up with it). Finish the swap: the future log becomes the current one."""
-        for key in sorted(set(self._future_logs) - set(self._logs)):
-            future = self._future_logs.pop(key)
+        """A future log marked caught up (:data:`CAUGHT_UP_FILE`) without a current log:
+        the broker stopped between the two renames of a swap (the current log's directory
+        was renamed for deletion). Finish the swap: the future log becomes the current one.
+        A future log not marked caught up whose current log is missing (its directory
+        offline) stays a future log: it may hold less than the current log. A mark found
+        beside a current log is stale (the stop came before the renames) and removed."""
+        for key, future in list(self._future_logs.items()):
+            marker = future.dir / CAUGHT_UP_FILE
+            if key in self._logs:
+                if marker.exists():
+                    marker.unlink()
+                continue
+            if not marker.exists():
+                continue
+            del self._future_logs[key]
             target = future.dir.parent / f"{key.topic}-{key.partition}"
             future.close()
             os.replace(future.dir, target)
+            (target / CAUGHT_UP_FILE).unlink()
             fsync_directory(target.parent)
             logger.info("%s: completed the interrupted move to log dir %s", key, target.parent)
             self._logs[key] = Log(
@@ -257,11 +272,13 @@ class LogManager:
         for tp in offline:
             self._logs[tp].take_offline(error)
         for tp, future in list(self._future_logs.items()):
-            # A move to or from a failed directory ends (Kafka removes the future replica).
+            # A move to or from a failed directory ends (Kafka removes the future replica);
+            # one its worker holds is closed when the worker lets go (end_future_work).
             if future.dir.parent == directory or tp in offline:
                 del self._future_logs[tp]
                 future.take_offline(error)
-                future.close()
+                if id(future) not in self._futures_in_use:
+                    future.close()
         live = self.live_log_dirs
         logger.error(
             "stopped serving the %d logs in log dir %s (%s); %s",
@@ -512,9 +529,10 @@ class LogManager:
         """Kafka's ``replaceCurrentWithFutureLog``, once the future log ends where the
         current log does (no append in between): the future log becomes ``tp``'s log in
         its directory, the current one is deleted. Its start is raised to the current
-        log's. The renames go in an order a crash can be recovered from: the current log's
-        directory is renamed for deletion first, then the future log's to the partition's
-        name; a start between the two finds a future log alone and completes the swap."""
+        log's. The steps go in an order a crash can be recovered from: the future log is
+        marked caught up (:data:`CAUGHT_UP_FILE`), the current log's directory renamed for
+        deletion, then the future log's to the partition's name; a start between the two
+        renames finds a marked future log alone and completes the swap."""
         self._check_running()
         current = self._logs[tp]
         future = self._future_logs[tp]
@@ -531,6 +549,18 @@ class LogManager:
         if future.log_start_offset < start:
             future.maybe_increment_log_start_offset(start)
         future.close()
+        step = (future.dir.parent, f"marking the future log {future.dir.name} caught up")
+        try:
+            fd = os.open(future.dir / CAUGHT_UP_FILE, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_directory(future.dir)
+        except OSError as exc:
+            self._future_logs.pop(tp, None)  # its directory goes offline: the move ends
+            self.failure_channel.maybe_add_offline_log_dir(step[0], step[1], exc)
+            raise KafkaStorageException(f"{step[1]} failed: {describe_os_error(exc)}") from exc
         current.close()
         step = (current.dir.parent, f"renaming the log {current.dir.name} for deletion")
         try:
@@ -538,6 +568,7 @@ class LogManager:
             fsync_directory(doomed.parent)
             step = (target.parent, f"renaming the future log {future.dir.name}")
             os.replace(future.dir, target)
+            (target / CAUGHT_UP_FILE).unlink()
             fsync_directory(target.parent)
             step = (target.parent, f"opening the moved log {target.name}")
             log = Log(
