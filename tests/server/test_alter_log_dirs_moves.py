@@ -387,3 +387,19 @@ def test_a_move_found_at_start_up_is_resumed_once_the_partition_is_hosted(
     assert again.logs[TP].dir == b / "t-0" and rm.partitions[TP].log is again.logs[TP]
     assert again.logs[TP].log_end_offset == 1000
     again.shutdown()
+
+
+def test_a_failed_target_dir_ends_the_move_and_the_partition_serves_on(tmp_path: Path) -> None:
+    manager, _, b = _two_dirs(tmp_path)
+    log = manager.get_or_create_log("t", 0)
+    _append(log, b"x")
+    future = manager.create_future_log(TP, b)
+    assert future is not None
+    manager.failure_channel.maybe_add_offline_log_dir(b, "testing", OSError(5, "EIO"))
+    manager.handle_log_dir_failure(b)
+    assert not manager.future_logs and future.is_offline
+    assert future.dir.exists()  # an offline directory is not written again
+    assert not manager.abort_future_log(TP)
+    _append(log, b"y")  # the current log serves on
+    assert _values(manager.logs[TP]) == [(0, b"x"), (1, b"y")]
+    manager.shutdown()

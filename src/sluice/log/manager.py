@@ -215,15 +215,23 @@ class LogManager:
             del self._future_logs[key]
             target = future.dir.parent / f"{key.topic}-{key.partition}"
             future.close()
-            os.replace(future.dir, target)
-            (target / CAUGHT_UP_FILE).unlink()
-            fsync_directory(target.parent)
+            try:
+                os.replace(future.dir, target)
+                (target / CAUGHT_UP_FILE).unlink()
+                fsync_directory(target.parent)
+                log = Log(
+                    target, self._config_for(key.topic), clock=self._clock,
+                    had_clean_shutdown=True, file_work=self.file_work,
+                    log_dir_failure_channel=self.failure_channel, file_cache=self.file_cache,
+                )  # fmt: skip
+            except OSError as exc:  # that directory starts offline, as for a failed load
+                self.failure_channel.maybe_add_offline_log_dir(
+                    target.parent, f"completing the move of {key}", exc
+                )
+                self.handle_log_dir_failure(target.parent)
+                continue
             logger.info("%s: completed the interrupted move to log dir %s", key, target.parent)
-            self._logs[key] = Log(
-                target, self._config_for(key.topic), clock=self._clock, had_clean_shutdown=True,
-                file_work=self.file_work, log_dir_failure_channel=self.failure_channel,
-                file_cache=self.file_cache,
-            )  # fmt: skip
+            self._logs[key] = log
 
     @property
     def flush_group(self) -> Callable[[Log], None] | None:
@@ -590,8 +598,11 @@ class LogManager:
         return log
 
     def _remove_log_dir(self, log: Log) -> None:
-        """Close ``log`` (never managed, or no longer) and delete its directory."""
+        """Close ``log`` (never managed, or no longer) and delete its directory, unless it
+        is offline: an offline directory is not written again."""
         log.close()
+        if log.is_offline:
+            return
         doomed = log.dir.with_name(f"{log.dir.name}{DELETE_DIR_SUFFIX}")
         try:
             os.replace(log.dir, doomed)
