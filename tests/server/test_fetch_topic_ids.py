@@ -103,17 +103,46 @@ def test_a_recreated_topic_is_unknown_to_the_session_that_held_its_old_id() -> N
             (topic,) = body.responses
             assert topic.topic_id == old
             assert [p.error_code for p in topic.partitions] == [ErrorCode.unknown_topic_id]
+            # The client forgets the old id and asks for the new one in the same session.
+            body = client.request(_incremental(session, 2, forgotten=old, added=new))
+            assert body.error_code == ErrorCode.none
+            assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in body.responses] == [
+                (new, [ErrorCode.none])
+            ]
         finally:
             client.close()
 
 
-def _incremental(session_id: int) -> Any:
-    """An incremental Fetch v16 of the session: nothing new asked, nothing forgotten."""
+def _incremental(session_id: int, epoch: int = 1, *, forgotten: Any = None,
+                 added: Any = None) -> Any:  # fmt: skip
+    """An incremental Fetch v16 of the session: ``added``'s partition 0 asked for from
+    offset 0, ``forgotten``'s partition 0 forgotten (topic ids; None: none)."""
     from sluice.protocol.apis import request_type
 
+    topics = (
+        []
+        if added is None
+        else [
+            {
+                "topic_id": added,
+                "partitions": [
+                    {
+                        "partition": 0,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ]
+    )
+    gone = [] if forgotten is None else [{"topic_id": forgotten, "partitions": [0]}]
     return build(
         request_type(1, 16), max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
-        session_id=session_id, session_epoch=1, rack_id="", topics=[], forgotten_topics_data=[],
+        session_id=session_id, session_epoch=epoch, rack_id="", topics=topics,
+        forgotten_topics_data=gone,
     )  # fmt: skip
 
 

@@ -118,17 +118,36 @@ def _context(
             )  # fmt: skip
     if request.api_version < 7:
         return FetchContext(partitions), unresolved
-    forgotten = [
-        TopicPartition(name, p)
-        for t in field(body, "forgotten_topics_data", ())
-        if (name := names.get(field(t, "topic_id")) if by_id else field(t, "topic")) is not None
-        for p in t.partitions
-    ]
+    forgotten: list[TopicPartition] = []
+    for t in field(body, "forgotten_topics_data", ()):
+        if not by_id:
+            forgotten += [TopicPartition(field(t, "topic"), p) for p in t.partitions]
+            continue
+        topic_id = field(t, "topic_id")
+        name = names.get(topic_id)
+        if name is None:  # a topic deleted since: its name as the session knew it
+            name = _session_topic_name(ctx, field(body, "session_id"), topic_id)
+        if name is not None:  # not a partition this request adds under another id
+            forgotten += [
+                tp for p in t.partitions
+                if (tp := TopicPartition(name, p)) not in partitions
+                or partitions[tp].topic_id == topic_id
+            ]  # fmt: skip
     context = ctx.fetch_sessions.new_context(
         field(body, "session_id"), field(body, "session_epoch"), partitions, forgotten,
         privileged=replica_id >= 0, now_ms=ctx.clock.hi_res_clock_ms(),
     )  # fmt: skip
     return context, unresolved
+
+
+def _session_topic_name(ctx: RequestContext, session_id: int, topic_id: object) -> str | None:
+    """The name under which the fetch session holds partitions of ``topic_id``."""
+    session = ctx.fetch_sessions.sessions.get(session_id)
+    if session is None:
+        return None
+    return next(
+        (tp.topic for tp, c in session.partitions.items() if c.state.topic_id == topic_id), None
+    )
 
 
 def _replica_id(request: Request) -> int:
