@@ -334,3 +334,25 @@ def test_idle_transactional_ids_expire_with_a_tombstone() -> None:
     assert "idle" not in Harness(h.log).coordinator.transactions
     error, new_pid, new_epoch = h.init("idle")
     assert (error, new_epoch) == (E.none, 0) and new_pid != pid
+
+
+def test_verify_partitions_answers_per_partition_as_kafka() -> None:
+    """AddPartitionsToTxn v4+ with VerifyOnly (KIP-890): what the ongoing transaction holds
+    is NONE, the rest TRANSACTION_ABORTABLE; a mismatched producer or a transaction being
+    completed gives every partition one error; nothing changes."""
+    h = Harness()
+    verify = h.coordinator.verify_partitions_in_transaction
+    _, pid, epoch = h.init("tx")
+    assert verify("tx", pid, epoch, [T0]) == {T0: E.transaction_abortable}  # Empty
+    h.add("tx", pid, epoch, T0)
+    assert verify("tx", pid, epoch, [T0, T1]) == {T0: E.none, T1: E.transaction_abortable}
+    mismatched = dict.fromkeys((T0, T1), E.invalid_producer_id_mapping)
+    assert verify("tx", pid + 1, epoch, [T0, T1]) == mismatched
+    assert verify("tx", pid, epoch + 1, [T0]) == {T0: E.producer_fenced}
+    assert verify("other", pid, epoch, [T0]) == {T0: E.invalid_producer_id_mapping}
+    assert verify("", pid, epoch, [T0]) == {T0: E.invalid_request}
+    assert h.state("tx").topic_partitions == {T0} and h.state("tx").state is S.ONGOING
+    h.end("tx", pid, epoch, commit=False)
+    assert verify("tx", pid, epoch, [T0]) == {T0: E.concurrent_transactions}  # PrepareAbort
+    h.markers.complete_all()
+    assert verify("tx", pid, epoch, [T0]) == {T0: E.transaction_abortable}  # CompleteAbort

@@ -254,8 +254,8 @@ def test_unknown_api_key() -> None:
     [
         (ApiKey.PRODUCE, 2, (3, 11)),  # removed in Kafka 4.0, yet advertised from 0
         (ApiKey.PRODUCE, 13, (3, 11)),  # kio knows it; the table does not accept it
-        (ApiKey.FETCH, 3, (4, 12)),
-        (ApiKey.FETCH, 13, (4, 12)),
+        (ApiKey.FETCH, 3, (4, 17)),
+        (ApiKey.FETCH, 18, (4, 17)),
         (ApiKey.METADATA, 14, (0, 12)),
         (ApiKey.DESCRIBE_DELEGATION_TOKEN, 1, None),  # a Kafka API Sluice does not serve
     ],

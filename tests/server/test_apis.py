@@ -34,25 +34,25 @@ from sluice.server.apis import ApiRegistry, ApiSpec, RawApiSpec, registry
 
 # (api key, min accepted, max, min advertised) of every API a broker serves.
 SERVED = [
-    (0, 3, 11, 0), (1, 4, 12, 4), (2, 1, 7, 1), (3, 0, 12, 0), (8, 2, 8, 2), (9, 1, 8, 1),
-    (10, 0, 4, 0), (11, 0, 9, 0), (12, 0, 4, 0), (13, 0, 5, 0), (14, 0, 5, 0), (15, 0, 5, 0),
+    (0, 3, 11, 0), (1, 4, 17, 4), (2, 1, 9, 1), (3, 0, 12, 0), (8, 2, 9, 2), (9, 1, 9, 1),
+    (10, 0, 6, 0), (11, 0, 9, 0), (12, 0, 4, 0), (13, 0, 5, 0), (14, 0, 5, 0), (15, 0, 5, 0),
     (16, 0, 5, 0), (18, 0, 4, 0), (19, 2, 7, 2), (20, 1, 6, 1), (21, 0, 2, 0), (22, 0, 5, 0),
-    (23, 2, 4, 2), (24, 0, 3, 0), (25, 0, 3, 0), (26, 0, 3, 0), (27, 1, 1, 1), (28, 0, 3, 0),
-    (29, 1, 3, 1), (30, 1, 3, 1), (31, 1, 3, 1), (32, 1, 4, 1), (33, 0, 2, 0), (37, 0, 3, 0),
-    (42, 0, 2, 0), (43, 0, 2, 0), (44, 0, 1, 0),
-    (45, 0, 1, 0), (46, 0, 0, 0), (47, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
+    (23, 2, 4, 2), (24, 0, 5, 0), (25, 0, 4, 0), (26, 0, 4, 0), (27, 1, 1, 1), (28, 0, 4, 0),
+    (29, 1, 3, 1), (30, 1, 3, 1), (31, 1, 3, 1), (32, 1, 4, 1), (33, 0, 2, 0), (34, 1, 2, 1),
+    (35, 1, 4, 1), (37, 0, 3, 0), (42, 0, 2, 0), (43, 0, 2, 0), (44, 0, 1, 0), (45, 0, 0, 0),
+    (46, 0, 0, 0), (47, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
 ]  # fmt: skip
 
 # SHA-256 of the framed ApiVersions response (correlation id 7) of each version, and of
 # the v0 fallback sent for a version the broker does not know.
 ANSWERS = {
-    0: "ce630b2e3d4a9e5b91f370c06558729713ab5c85c6f691d168d9daaf5416faf3",
-    1: "0ae23ee5964e93f5b5fb9a723fe786dd1abb9139724cb4bf804e96df9ef45c7b",
-    2: "0ae23ee5964e93f5b5fb9a723fe786dd1abb9139724cb4bf804e96df9ef45c7b",
-    3: "7707bfe62832916a8f7bd4e229ffe2905dea50403db623a389285ddb89a45b29",
-    4: "7707bfe62832916a8f7bd4e229ffe2905dea50403db623a389285ddb89a45b29",
+    0: "c3943e053924fa16cdc766117e34a2d3460e7a8cc094447df8074f91bddeff1e",
+    1: "3c5e5223100ac2105f6df4edaa8097fe9e4c50e62ac4c9044e5b815391798e52",
+    2: "3c5e5223100ac2105f6df4edaa8097fe9e4c50e62ac4c9044e5b815391798e52",
+    3: "1855ac80ad3001c66922c51f68f816eb75b229309ddb6669f1f97218ec7f739d",
+    4: "1855ac80ad3001c66922c51f68f816eb75b229309ddb6669f1f97218ec7f739d",
 }
-FALLBACK = "91321e974d33e8f0872f3c00d616aa34f484a52ccd0d6a269dcbb392ba737401"
+FALLBACK = "96e4e5f6f25132565a5b06ab3f8889e26a149c246e7c1d5ec2ea8ce9580af4d8"
 
 
 def served_versions() -> VersionTable:
@@ -133,8 +133,8 @@ def test_the_apis_served_before_the_coordinators() -> None:
         ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH,
         ApiKey.LIST_OFFSETS, ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_CONFIGS,
         ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
-        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
-        ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS,
+        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_LOG_DIRS,
+        ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS,
     }  # fmt: skip
 
 

@@ -54,6 +54,9 @@ def test_single_node_feed() -> None:
     assert cache.topic_names() == ["b"] and cache.topic_name(ID_A) is None
     assert not cache.contains_partition(TopicPartition("a", 1))
     assert cache.partitions("a") == [] and cache.topic_id("a") is None
+    recreated = uuid.UUID(int=3)  # the same name, a new id: the old id is unknown
+    cache.put_topic("a", recreated, [_state("a", 0, 1, (1,))])
+    assert cache.topic_name(recreated) == "a" and cache.topic_name(ID_A) is None
 
 
 def test_cluster_feed() -> None:
@@ -85,6 +88,7 @@ def test_cluster_feed() -> None:
     cache.set_topic_id("u", ID_B)  # learnt from LeaderAndIsr before UpdateMetadata
     cache.update_metadata([], [_state("u", 0, 1, (1,))], {"u": ID_A})
     assert cache.topic_id("u") == ID_B
+    assert cache.topic_name(ID_B) == "u" and cache.topic_name(ID_A) is None
 
 
 def test_internal_topics() -> None:

@@ -39,6 +39,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         consumer_groups,
         demo,
         dump_log,
+        log_dirs,
         topics,
     )
 
@@ -49,6 +50,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     consumer_groups.add_parser(sub)
     acls.add_parser(sub)
     dump_log.add_parser(sub)
+    log_dirs.add_parser(sub)
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)

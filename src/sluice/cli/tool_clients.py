@@ -29,6 +29,8 @@ from sluice.cli.tool_types import (
     GroupMember,
     GroupPartitionLag,
     Headers,
+    LogDirInfo,
+    LogDirReplica,
     PartitionDescription,
     Record,
     StartOffset,
@@ -46,6 +48,8 @@ __all__ = [
     "GroupDescription",
     "GroupMember",
     "GroupPartitionLag",
+    "LogDirInfo",
+    "LogDirReplica",
     "PartitionDescription",
     "Producer",
     "Record",
@@ -305,6 +309,27 @@ class Admin:
                 )
             )
         return GroupDescription(group, state, members, partitions)
+
+    def broker_ids(self) -> list[int]:
+        return [b.node_id for b in self._call(self._admin.describe_cluster).brokers]
+
+    def describe_log_dirs(self, brokers: Sequence[int]) -> dict[int, list[LogDirInfo]]:
+        """Each broker's log directories with every partition log in them."""
+        found = self._call(self._admin.describe_log_dirs, list(brokers))
+        return {
+            broker: [
+                LogDirInfo(
+                    path,
+                    None if d.error == 0 else _code_name(d.error),
+                    [
+                        LogDirReplica(tp.topic, tp.partition, r.size, r.offset_lag, r.is_future)
+                        for tp, r in d.replicas.items()
+                    ],
+                )
+                for path, d in dirs.items()
+            ]
+            for broker, dirs in found.items()
+        }
 
     def delete_group(self, group: str) -> None:
         self._call(self._admin.delete_groups, [group])

@@ -18,6 +18,8 @@ __all__ = [
     "GroupMember",
     "GroupPartitionLag",
     "Headers",
+    "LogDirInfo",
+    "LogDirReplica",
     "PartitionDescription",
     "Record",
     "StartOffset",
@@ -92,3 +94,23 @@ class GroupDescription:
     state: str
     members: list[GroupMember]
     partitions: list[GroupPartitionLag]
+
+
+@dataclasses.dataclass
+class LogDirReplica:
+    """A partition log in a log directory."""
+
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclasses.dataclass
+class LogDirInfo:
+    """One log directory of a broker; ``error`` is the Kafka error name, or None."""
+
+    path: str
+    error: str | None
+    replicas: list[LogDirReplica]

@@ -46,10 +46,13 @@ __all__ = [
     "ConfigEntry",
     "ConsumerGroupDescription",
     "GroupListing",
+    "LogDirDescription",
     "MemberDescription",
     "NewTopic",
     "PartitionDescription",
+    "ReplicaInfo",
     "TopicDescription",
+    "TopicPartitionReplica",
 ]
 
 RESOURCE_TOPIC: Final = 2
@@ -145,6 +148,37 @@ def _filter_fields(f: AclBindingFilter) -> dict[str, Any]:
         "operation": int(f.entry.operation),
         "permission_type": int(f.entry.permission_type),
     }
+
+
+@dataclass(frozen=True)
+class TopicPartitionReplica:
+    """A partition's replica on one broker (Java's ``TopicPartitionReplica``)."""
+
+    topic: str
+    partition: int
+    broker_id: int
+
+
+@dataclass
+class ReplicaInfo:
+    """A partition log in a log directory: its size in bytes, how far its end lies
+    behind (the high watermark, or for a future log the current log's end) and whether it
+    is the future log of a move between directories."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass
+class LogDirDescription:
+    """One directory of a broker's ``log.dirs``: its error code (KAFKA_STORAGE_ERROR when
+    offline), its partition logs and its volume's total and usable bytes (-1: not told)."""
+
+    error: int
+    replicas: dict[TopicPartition, ReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 def _has_leaders(partitions: list[PartitionInfo]) -> bool:
@@ -406,6 +440,70 @@ class Admin:
                 raise exception_for(ErrorCode.unknown_topic_or_partition, str(list(wanted)))
             out.update(list_offsets(self._client, node, wanted))
         return out
+
+    # -- log dirs ----------------------------------------------------------------------
+
+    def describe_log_dirs(
+        self,
+        brokers: Iterable[int] | None = None,
+        partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log directories (default: every broker), by absolute path, with
+        the logs of ``partitions`` in them (default: every log)."""
+        self._client.refresh_metadata([])
+        nodes = sorted(self._client.cluster.nodes) if brokers is None else list(brokers)
+        topics: list[dict[str, Any]] | None = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in map(TopicPartition._make, partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+        out: dict[int, dict[str, LogDirDescription]] = {}
+        for node in nodes:
+            body = self._client.send(node, ApiKey.DESCRIBE_LOG_DIRS, topics=topics)
+            _check(int(getattr(body, "error_code", 0)), None, f"DescribeLogDirs on {node}")
+            dirs: dict[str, LogDirDescription] = {}
+            for result in body.results:
+                replicas = {
+                    TopicPartition(t.name, int(p.partition_index)): ReplicaInfo(
+                        int(p.partition_size), int(p.offset_lag), bool(p.is_future_key)
+                    )
+                    for t in result.topics
+                    for p in t.partitions
+                }
+                dirs[result.log_dir] = LogDirDescription(
+                    int(result.error_code), replicas,
+                    int(getattr(result, "total_bytes", -1)),
+                    int(getattr(result, "usable_bytes", -1)),
+                )  # fmt: skip
+            out[node] = dirs
+        return out
+
+    def alter_replica_log_dirs(self, assignments: Mapping[TopicPartitionReplica, str]) -> None:
+        """Move each replica to the log directory (an absolute path) on its broker; a
+        broker moves them in the background (see :meth:`describe_log_dirs`). Raises the
+        first error a broker answers for a replica."""
+        by_node: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for replica, path in assignments.items():
+            topics = by_node.setdefault(replica.broker_id, {}).setdefault(path, {})
+            topics.setdefault(replica.topic, []).append(replica.partition)
+        self._client.refresh_metadata([])
+        for node, dirs in by_node.items():
+            body = self._client.send(
+                node,
+                ApiKey.ALTER_REPLICA_LOG_DIRS,
+                dirs=[
+                    {
+                        "path": path,
+                        "topics": [{"name": t, "partitions": ps} for t, ps in ts.items()],
+                    }
+                    for path, ts in dirs.items()
+                ],
+            )
+            for t in body.results:
+                for p in t.partitions:
+                    where = f"AlterReplicaLogDirs {t.topic_name}-{p.partition_index} on {node}"
+                    _check(p.error_code, None, where)
 
     # -- groups ------------------------------------------------------------------------
 

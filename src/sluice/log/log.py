@@ -80,7 +80,10 @@ def _storage(
 
 
 def parse_topic_partition(name: str) -> tuple[str, int]:
-    """``"orders-3"`` -> ``("orders", 3)``; names without a partition suffix give -1."""
+    """``"orders-3"`` -> ``("orders", 3)``, as is the future log of a move between log
+    dirs, ``"orders-3.<32 hex digits>-future"``; names without a partition suffix give -1."""
+    if name.endswith("-future") and len(name) > 40 and name[-40] == ".":
+        name = name[:-40]
     topic, _, partition = name.rpartition("-")
     if topic and partition.isdigit():
         return topic, int(partition)
@@ -512,6 +515,10 @@ class Log:
         if timestamp < 0:
             raise ValueError(f"Unsupported ListOffsets timestamp {timestamp}")
         return local.find_offset_by_timestamp(timestamp, self._log_start_offset)
+
+    def leader_epoch_of(self, offset: int) -> int | None:
+        """The leader epoch of the batch holding ``offset`` (None outside the log)."""
+        return self._epoch_of(offset)
 
     def _epoch_of(self, offset: int) -> int | None:
         if not self._log_start_offset <= offset < self._local.log_end_offset:

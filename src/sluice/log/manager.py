@@ -23,13 +23,38 @@ from sluice.log.file_work import FileWork, InlineFileWork
 from sluice.log.log import Log, parse_topic_partition
 from sluice.log.log_dir_failure_channel import LogDirFailureChannel, describe_os_error
 
-__all__ = ["CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "LogManager", "TopicPartition"]
+__all__ = [
+    "CAUGHT_UP_FILE",
+    "CLEAN_SHUTDOWN_FILE",
+    "FUTURE_DIR_SUFFIX",
+    "LOCK_FILE",
+    "LogDirNotFoundException",
+    "LogManager",
+    "TopicPartition",
+]
 
 logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+CAUGHT_UP_FILE = "caught-up"
+"""Written in a future log's directory right before its swap: it holds what the current
+log holds, so a start that finds it without the current log completes the swap."""
+_FUTURE_DIR = re.compile(r"^(?P<base>.+)\.(?P<id>[0-9a-f]{32})-future$")
+
+
+class LogDirNotFoundException(Exception):
+    """A path that is not one of the ``log.dirs`` (LOG_DIR_NOT_FOUND)."""
+
+
+def future_log_base_name(name: str) -> str | None:
+    """``"orders-3.<32 hex digits>-future"`` -> ``"orders-3"``; None for another name."""
+    found = _FUTURE_DIR.match(name)
+    return found["base"] if found else None
+
+
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
@@ -77,6 +102,11 @@ class LogManager:
         self.file_work: FileWork = file_work if file_work is not None else InlineFileWork()
         self.file_cache = file_cache
         self._logs: dict[TopicPartition, Log] = {}
+        # AlterReplicaLogDirs: the future logs being copied, and where the logs of
+        # partitions not hosted yet are to be created.
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._preferred_log_dirs: dict[TopicPartition, Path] = {}
+        self._futures_in_use: set[int] = set()  # ids of those a worker holds
         self._flush_group: Callable[[Log], None] | None = None
         self._lock_fds: list[int] = []
         self._had_clean_shutdown: dict[Path, bool] = {}
@@ -95,6 +125,7 @@ class LogManager:
                 raise KafkaStorageException(
                     f"no log dir of {', '.join(map(str, self.log_dirs))} could be loaded"
                 )
+            self._complete_interrupted_swaps()
         except BaseException:
             self._close_logs(flush=False)
             self._release_locks()
@@ -125,6 +156,10 @@ class LogManager:
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(child, ignore_errors=True)  # a deletion cut short
                 continue
+            base = future_log_base_name(name)
+            if base is not None:
+                self._load_future_log(child, base, clean)
+                continue
             topic, partition = parse_topic_partition(name)
             if partition < 0:
                 continue
@@ -142,6 +177,61 @@ class LogManager:
         if clean:
             marker.unlink()
             fsync_directory(directory)
+
+    def _load_future_log(self, child: Path, base: str, clean: bool) -> None:
+        """A future log found at start-up: a move between directories the broker stopped
+        in the middle of, resumed once its partition is hosted again."""
+        topic, partition = parse_topic_partition(base)
+        if partition < 0:
+            return
+        key = TopicPartition(topic, partition)
+        if key in self._future_logs:
+            raise KafkaStorageException(f"Duplicate future log directories for {key}: {child}")
+        self._future_logs[key] = self._open_future_log(child, self._config_for(topic), clean)
+
+    def _open_future_log(self, path: Path, config: LogConfig, clean: bool = True) -> Log:
+        """A future log is written by the move's worker thread alone: its files are its
+        own (no shared file cache) and its file work runs inline there."""
+        return Log(
+            path, config, clock=self._clock, had_clean_shutdown=clean,
+            log_dir_failure_channel=self.failure_channel,
+        )  # fmt: skip
+
+    def _complete_interrupted_swaps(self) -> None:
+        """A future log marked caught up (:data:`CAUGHT_UP_FILE`) without a current log:
+        the broker stopped between the two renames of a swap (the current log's directory
+        was renamed for deletion). Finish the swap: the future log becomes the current one.
+        A future log not marked caught up whose current log is missing (its directory
+        offline) stays a future log: it may hold less than the current log. A mark found
+        beside a current log is stale (the stop came before the renames) and removed."""
+        for key, future in list(self._future_logs.items()):
+            marker = future.dir / CAUGHT_UP_FILE
+            if key in self._logs:
+                if marker.exists():
+                    marker.unlink()
+                continue
+            if not marker.exists():
+                continue
+            del self._future_logs[key]
+            target = future.dir.parent / f"{key.topic}-{key.partition}"
+            future.close()
+            try:
+                os.replace(future.dir, target)
+                (target / CAUGHT_UP_FILE).unlink()
+                fsync_directory(target.parent)
+                log = Log(
+                    target, self._config_for(key.topic), clock=self._clock,
+                    had_clean_shutdown=True, file_work=self.file_work,
+                    log_dir_failure_channel=self.failure_channel, file_cache=self.file_cache,
+                )  # fmt: skip
+            except OSError as exc:  # that directory starts offline, as for a failed load
+                self.failure_channel.maybe_add_offline_log_dir(
+                    target.parent, f"completing the move of {key}", exc
+                )
+                self.handle_log_dir_failure(target.parent)
+                continue
+            logger.info("%s: completed the interrupted move to log dir %s", key, target.parent)
+            self._logs[key] = log
 
     @property
     def flush_group(self) -> Callable[[Log], None] | None:
@@ -189,6 +279,14 @@ class LogManager:
         offline = sorted(tp for tp, log in self._logs.items() if log.dir.parent == directory)
         for tp in offline:
             self._logs[tp].take_offline(error)
+        for tp, future in list(self._future_logs.items()):
+            # A move to or from a failed directory ends (Kafka removes the future replica);
+            # one its worker holds is closed when the worker lets go (end_future_work).
+            if future.dir.parent == directory or tp in offline:
+                del self._future_logs[tp]
+                future.take_offline(error)
+                if id(future) not in self._futures_in_use:
+                    future.close()
         live = self.live_log_dirs
         logger.error(
             "stopped serving the %d logs in log dir %s (%s); %s",
@@ -225,8 +323,10 @@ class LogManager:
 
     def new_log_dirs(self, topic: str, partitions: Iterable[int]) -> dict[int, Path]:
         """Where the logs of ``topic``'s ``partitions`` that do not exist yet go: each in
-        the live directory holding the fewest logs, counting those planned before it (Kafka's
-        ``nextLogDirs``). To create many at once off the event loop: :meth:`create_log`
+        the directory an AlterReplicaLogDirs asked for it, if live, else in the live
+        directory holding the fewest logs, current and future, counting those planned
+        before it (Kafka's ``nextLogDirs``; ties go to the first in ``log.dirs``). To
+        create many at once off the event loop: :meth:`create_log`
         each (any thread), then :meth:`add_log`. ``KafkaStorageException`` when every
         directory is offline."""
         self._check_running()
@@ -243,7 +343,8 @@ class LogManager:
                 continue
             if not live:
                 raise KafkaStorageException(f"no log dir is online for {topic}-{partition}")
-            directory = min(live, key=counts.__getitem__)
+            preferred = self._preferred_log_dirs.get(TopicPartition(topic, partition))
+            directory = preferred if preferred in counts else min(live, key=counts.__getitem__)
             counts[directory] += 1
             planned[partition] = directory / f"{topic}-{partition}"
         return planned
@@ -309,17 +410,22 @@ class LogManager:
         if key in self._logs:
             raise KafkaStorageException(f"{key} has a log already")
         self._logs[key] = log
+        self._preferred_log_dirs.pop(key, None)
         log.flush_group = self._flush_group
         return log
 
     def _log_count(self, directory: Path) -> int:
-        return sum(1 for log in self._logs.values() if log.dir.parent == directory)
+        logs = (*self._logs.values(), *self._future_logs.values())
+        return sum(1 for log in logs if log.dir.parent == directory)
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close and remove a partition's log; returns False if there was none. The log of
         an offline directory is closed and forgotten, its files left as they are; an I/O
         error takes the directory offline (and leaves the files to the next start)."""
-        log = self._logs.pop(TopicPartition(topic, partition), None)
+        key = TopicPartition(topic, partition)
+        self._preferred_log_dirs.pop(key, None)
+        self.abort_future_log(key)
+        log = self._logs.pop(key, None)
         if log is None:
             return False
         log.close()
@@ -337,6 +443,172 @@ class LogManager:
             return True
         shutil.rmtree(doomed, ignore_errors=True)
         return True
+
+    # -- moves between log dirs (AlterReplicaLogDirs) -------------------------------------
+    @property
+    def future_logs(self) -> Mapping[TopicPartition, Log]:
+        """The future logs of moves between directories under way, by partition."""
+        return self._future_logs
+
+    def log_dir_of(self, path: str) -> Path:
+        """The directory of ``log.dirs`` that ``path`` names (compared as absolute paths);
+        ``LogDirNotFoundException`` if none, ``KafkaStorageException`` if it is offline
+        (Kafka's ``isLogDirOnline``)."""
+        wanted = os.path.abspath(path)
+        for directory in self.log_dirs:
+            if os.path.abspath(directory) == wanted:
+                if directory not in self.live_log_dirs:
+                    raise KafkaStorageException(f"Log directory {wanted} is offline")
+                return directory
+        raise LogDirNotFoundException(f"Failed to find log dir {wanted}.")
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, directory: Path) -> None:
+        """Where ``tp``'s log is created if it is not hosted yet (Kafka's
+        ``maybeUpdatePreferredLogDir``)."""
+        if tp not in self._logs:
+            self._preferred_log_dirs[tp] = directory
+
+    def create_future_log(self, tp: TopicPartition, directory: Path) -> Log | None:
+        """The future log of ``tp`` in ``directory`` (Kafka's ``maybeCreateFutureReplica``):
+        None when the current log is in ``directory`` already (nothing to move); an
+        existing future log in another directory is removed first. As for any log that is
+        not new, none is created while a directory is offline (``KafkaStorageException``).
+        """
+        self._check_running()
+        current = self._logs.get(tp)
+        if current is None:
+            raise KafkaStorageException(f"{tp} has no log here")
+        if current.is_offline:
+            raise KafkaStorageException(f"Partition {tp} is offline")
+        existing = self._future_logs.get(tp)
+        if existing is not None:
+            if existing.dir.parent == directory:
+                return existing
+            self.abort_future_log(tp)
+        if current.dir.parent == directory:
+            return None
+        if len(self.live_log_dirs) < len(self.log_dirs):
+            offline = sorted(set(self.log_dirs) - set(self.live_log_dirs))
+            raise KafkaStorageException(
+                f"Can not create the future log of {tp} because log dirs "
+                f"{', '.join(map(str, offline))} are offline"
+            )
+        path = directory / f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+        try:
+            future = self._open_future_log(path, current.config)
+            fsync_directory(directory)
+        except OSError as exc:
+            shutil.rmtree(path, ignore_errors=True)
+            self.failure_channel.maybe_add_offline_log_dir(
+                directory, f"creating the future log {path.name}", exc
+            )
+            raise KafkaStorageException(
+                f"creating the future log of {tp} in {directory} failed: {describe_os_error(exc)}"
+            ) from exc
+        self._future_logs[tp] = future
+        return future
+
+    def begin_future_work(self, tp: TopicPartition) -> Log | None:
+        """The future log of ``tp``, now held by the caller (a worker thread appends to it)
+        until :meth:`end_future_work`; None if it has none."""
+        future = self._future_logs.get(tp)
+        if future is not None:
+            self._futures_in_use.add(id(future))
+        return future
+
+    def end_future_work(self, future: Log) -> None:
+        """The caller no longer uses ``future``; a future log removed meanwhile is closed
+        and deleted now."""
+        self._futures_in_use.discard(id(future))
+        if not any(log is future for log in self._future_logs.values()):
+            self._remove_log_dir(future)
+
+    def abort_future_log(self, tp: TopicPartition) -> bool:
+        """End the move of ``tp``: its future log is closed and deleted (once its worker
+        let go of it). False if there was none."""
+        future = self._future_logs.pop(tp, None)
+        if future is None:
+            return False
+        if id(future) not in self._futures_in_use:
+            self._remove_log_dir(future)
+        return True
+
+    def replace_current_with_future_log(self, tp: TopicPartition) -> Log:
+        """Kafka's ``replaceCurrentWithFutureLog``, once the future log ends where the
+        current log does (no append in between): the future log becomes ``tp``'s log in
+        its directory, the current one is deleted. Its start is raised to the current
+        log's. The steps go in an order a crash can be recovered from: the future log is
+        marked caught up (:data:`CAUGHT_UP_FILE`), the current log's directory renamed for
+        deletion, then the future log's to the partition's name; a start between the two
+        renames finds a marked future log alone and completes the swap."""
+        self._check_running()
+        current = self._logs[tp]
+        future = self._future_logs[tp]
+        if id(future) in self._futures_in_use:
+            raise RuntimeError(f"the future log of {tp} is still being written")
+        if future.log_end_offset != current.log_end_offset:
+            raise ValueError(
+                f"the future log of {tp} ends at {future.log_end_offset}, "
+                f"the current log at {current.log_end_offset}"
+            )
+        start = current.log_start_offset
+        target = future.dir.parent / current.dir.name
+        doomed = current.dir.with_name(f"{current.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        if future.log_start_offset < start:
+            future.maybe_increment_log_start_offset(start)
+        future.close()
+        step = (future.dir.parent, f"marking the future log {future.dir.name} caught up")
+        try:
+            fd = os.open(future.dir / CAUGHT_UP_FILE, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_directory(future.dir)
+        except OSError as exc:
+            self._future_logs.pop(tp, None)  # its directory goes offline: the move ends
+            self.failure_channel.maybe_add_offline_log_dir(step[0], step[1], exc)
+            raise KafkaStorageException(f"{step[1]} failed: {describe_os_error(exc)}") from exc
+        current.close()
+        step = (current.dir.parent, f"renaming the log {current.dir.name} for deletion")
+        try:
+            os.replace(current.dir, doomed)
+            fsync_directory(doomed.parent)
+            step = (target.parent, f"renaming the future log {future.dir.name}")
+            os.replace(future.dir, target)
+            (target / CAUGHT_UP_FILE).unlink()
+            fsync_directory(target.parent)
+            step = (target.parent, f"opening the moved log {target.name}")
+            log = Log(
+                target, current.config, clock=self._clock, had_clean_shutdown=True,
+                file_work=self.file_work, log_dir_failure_channel=self.failure_channel,
+                file_cache=self.file_cache,
+            )  # fmt: skip
+        except OSError as exc:
+            failed, what = step
+            self.failure_channel.maybe_add_offline_log_dir(failed, what, exc)
+            raise KafkaStorageException(
+                f"{what} in {failed} failed: {describe_os_error(exc)}"
+            ) from exc
+        del self._future_logs[tp]
+        self._logs[tp] = log
+        log.flush_group = self._flush_group
+        self.file_work.submit(lambda: shutil.rmtree(doomed, ignore_errors=True))
+        logger.info("%s: moved to log dir %s at offset %d", tp, target.parent, log.log_end_offset)
+        return log
+
+    def _remove_log_dir(self, log: Log) -> None:
+        """Close ``log`` (never managed, or no longer) and delete its directory, unless it
+        is offline: an offline directory is not written again."""
+        log.close()
+        if log.is_offline:
+            return
+        doomed = log.dir.with_name(f"{log.dir.name}{DELETE_DIR_SUFFIX}")
+        try:
+            os.replace(log.dir, doomed)
+        except OSError:
+            doomed = log.dir
+        shutil.rmtree(doomed, ignore_errors=True)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a topic's new config to all of its partition logs."""
@@ -411,6 +683,11 @@ class LogManager:
                 with contextlib.suppress(KafkaStorageException):  # went offline, said so
                     log.flush()
             log.close()  # an offline log, or one failing now, is closed as it is
+        for future in self._future_logs.values():  # their moves resume at the next start
+            if flush and not future.is_offline:
+                with contextlib.suppress(KafkaStorageException):
+                    future.flush()
+            future.close()
         return True
 
     def shutdown(self) -> None:

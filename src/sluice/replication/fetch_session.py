@@ -41,6 +41,8 @@ class PartitionState:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1
+    topic_id: object = None
+    """The topic's id when the request named it by id (Fetch v13+, KIP-516)."""
 
 
 @dataclasses.dataclass(slots=True)

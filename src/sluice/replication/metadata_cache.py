@@ -48,8 +48,8 @@ class PartitionMetadata:
 class MetadataCache:
     """Topics, partition states, live brokers and the controller id (see the module)."""
 
-    __slots__ = ("_controller_id", "_live", "_local", "_topic_ids", "_topics", "broker_id",
-                 "cluster_id")  # fmt: skip
+    __slots__ = ("_controller_id", "_live", "_local", "_names_by_id", "_topic_ids", "_topics",
+                 "broker_id", "cluster_id")  # fmt: skip
 
     def __init__(self, broker_id: int, cluster_id: str = "") -> None:
         self.broker_id = broker_id
@@ -59,6 +59,9 @@ class MetadataCache:
         self._controller_id: Callable[[], int] = lambda: broker_id
         self._topics: dict[str, dict[int, UpdateMetadataPartitionState]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
+        # topic_name's index (Fetch v13+ asks it for every topic): made when first needed
+        # after a change.
+        self._names_by_id: dict[uuid.UUID, str] | None = None
 
     # -- feeds -----------------------------------------------------------------------
     def register_local_broker(self, broker: Broker, *, alive: bool) -> None:
@@ -80,11 +83,13 @@ class MetadataCache:
         """Single node: (re)publish a topic with all its partitions."""
         self._topics[name] = {s.topic_partition.partition: s for s in partitions}
         self._topic_ids[name] = topic_id
+        self._names_by_id = None
 
     def remove_topic(self, name: str) -> None:
         """Single node: a deleted topic."""
         self._topics.pop(name, None)
         self._topic_ids.pop(name, None)
+        self._names_by_id = None
 
     def update_metadata(
         self,
@@ -99,6 +104,7 @@ class MetadataCache:
         live = {b.id: b for b in live_brokers}
         if live:
             self._live = live
+        self._names_by_id = None
         for s in partition_states:
             tp = s.topic_partition
             if s.leader == LEADER_DURING_DELETE:
@@ -117,6 +123,7 @@ class MetadataCache:
     def set_topic_id(self, name: str, topic_id: uuid.UUID) -> None:
         """Cluster: a topic's id, learnt before its partition states arrive."""
         self._topic_ids[name] = topic_id
+        self._names_by_id = None
 
     def topics_without_id(
         self, partition_states: Iterable[UpdateMetadataPartitionState]
@@ -164,9 +171,11 @@ class MetadataCache:
         """The known topic with this id, if any."""
         if topic_id is None:
             return None
-        return next(
-            (n for n, i in self._topic_ids.items() if i == topic_id and n in self._topics), None
-        )
+        names = self._names_by_id
+        if names is None:
+            topics = self._topics
+            names = self._names_by_id = {i: n for n, i in self._topic_ids.items() if n in topics}
+        return names.get(topic_id)
 
     @staticmethod
     def is_internal(name: str) -> bool:

@@ -46,6 +46,7 @@ from sluice.server.apis import registry
 from sluice.server.congestion import checked_algorithm
 from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.network import Handler, KafkaServer
+from sluice.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
 from sluice.server.single_node_controller import SingleNodeController
@@ -152,6 +153,7 @@ class Broker:
         self.log_manager: LogManager
         self.purgatories: EventLoopPurgatories
         self.replica_manager: ReplicaManager
+        self.alter_log_dirs: ReplicaAlterLogDirsManager
         self.topic_admin: TopicAdminBase  # chosen at start: single node or cluster
         self.log_cleaner: LogCleaner
         self.group_coordinator: GroupCoordinator
@@ -225,6 +227,9 @@ class Broker:
                 self._loop.call_soon, self._run_flush, self.replica_manager.flushed
             )
         self.replica_manager.load_high_watermarks(self.log_manager.live_log_dirs)
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(
+            self.log_manager, self.replica_manager, before_swap=self._stop_cleaning
+        )
         self.producer_id_manager = ProducerIdManager(
             self.log_dir, self.broker_id, failure_channel=self.log_dir_failure_channel
         )
@@ -235,6 +240,7 @@ class Broker:
             on_listening = None  # called once the listeners were open
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._start_log_cleaner()
+        self.alter_log_dirs.start()  # moves between log dirs a stop interrupted
         if on_listening is not None:
             on_listening()
         bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
@@ -354,6 +360,7 @@ class Broker:
             replica_manager=self.replica_manager, fetch_sessions=self.fetch_sessions,
             producer_ids=self.producer_id_manager, topic_admin=self.topic_admin,
             controller=controller, coordinators=self.coordinators, authorizer=self.authorizer,
+            log_manager=self.log_manager, alter_log_dirs=self.alter_log_dirs,
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:
@@ -478,6 +485,7 @@ class Broker:
             task.cancel()
         if self.cluster is not None:
             await self.cluster.stop()
+        await self.alter_log_dirs.stop()  # the future logs stay; their moves resume
         self.log_cleaner.shutdown()  # drops a half-written cleaned segment
         self.topic_admin.shutdown()
         self.replica_manager.shutdown()
@@ -498,6 +506,7 @@ class Broker:
             task.cancel()
         if self.cluster is not None:
             await self.cluster.crash()
+        await self.alter_log_dirs.stop()
         self.log_cleaner.shutdown()
         self.topic_admin.shutdown()
         self.replica_manager.shutdown()
@@ -630,6 +639,13 @@ class Broker:
                 log.exception("log cleaner failed")
                 busy = False
             await asyncio.sleep(0 if busy else backoff_s)
+
+    def _stop_cleaning(self, log_: Log) -> None:
+        """Abort a compaction pass on ``log_``, which is about to be closed and deleted (a
+        move between log dirs swaps its future log in)."""
+        cleaning = self.log_cleaner.in_progress
+        if cleaning is not None and cleaning.log is log_:
+            self.log_cleaner.abort()
 
     def _compaction_config(self, log_: Log) -> CompactionConfig:
         from sluice.log.cleaner.log_cleaner import CompactionConfig

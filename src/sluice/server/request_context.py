@@ -40,12 +40,14 @@ if TYPE_CHECKING:
     from sluice.coordinator import GroupCoordinator
     from sluice.coordinator.transaction import TransactionCoordinator
     from sluice.log import LogConfig
+    from sluice.log.manager import LogManager
     from sluice.protocol import VersionTable
     from sluice.replication.fetch_session import FetchSessionCache
     from sluice.replication.metadata_cache import MetadataCache
     from sluice.replication.producer_ids import ProducerIdManager
     from sluice.replication.replica_manager import ReplicaManager
     from sluice.security.authorizer import AclAuthorizer
+    from sluice.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
     from sluice.server.replica_assignment import Assignments
     from sluice.server.topics import TopicInfo
 
@@ -214,6 +216,10 @@ class RequestContext:
     topic_admin: TopicAdmin
     controller: Controller
     coordinators: Coordinators
+    log_manager: LogManager
+    """The ``log.dirs`` and their logs (DescribeLogDirs)."""
+    alter_log_dirs: ReplicaAlterLogDirsManager
+    """The moves between log dirs (AlterReplicaLogDirs)."""
     client_id: str | None = None
     """The request header's client id."""
     client_host: str = ""

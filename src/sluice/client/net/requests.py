@@ -58,6 +58,8 @@ CLIENT_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
 }
 """API key -> (min, max) version the Sluice clients implement; the network client
 sends each request at the highest version both sides support. (The transaction

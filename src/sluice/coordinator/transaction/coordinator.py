@@ -359,6 +359,42 @@ class TransactionCoordinator(TransactionAdminSupport):
 
         self._write(meta, target, written)
 
+    def verify_partitions_in_transaction(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's ``handleVerifyPartitionsInTransaction`` (AddPartitionsToTxn v4+ with
+        VerifyOnly, which a partition leader sends before appending a transactional batch,
+        KIP-890): each partition NONE if the ongoing transaction holds it, else
+        TRANSACTION_ABORTABLE; one error for all of them when the producer does not match
+        or the transaction is being completed. A pending state is not checked: a write
+        in flight is checked again when the batch is appended."""
+        partitions = list(partitions)
+        if not transactional_id:
+            return dict.fromkeys(partitions, ErrorCode.invalid_request)
+        error = self._check_owner(transactional_id)
+        meta = self.transactions.get(transactional_id) if error is None else None
+        if error is None and meta is None:
+            error = ErrorCode.invalid_producer_id_mapping
+        if meta is not None:
+            if meta.producer_id != producer_id:
+                error = ErrorCode.invalid_producer_id_mapping
+            elif meta.producer_epoch != producer_epoch:
+                error = ErrorCode.producer_fenced
+            elif meta.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+                error = ErrorCode.concurrent_transactions
+        if error is not None:
+            return dict.fromkeys(partitions, error)
+        assert meta is not None
+        held = meta.topic_partitions
+        return {
+            tp: ErrorCode.none if tp in held else ErrorCode.transaction_abortable
+            for tp in partitions
+        }
+
     # -- EndTxn ----------------------------------------------------------------------------
     def handle_end_transaction(
         self,

@@ -1,7 +1,8 @@
 """AddOffsetsToTxn (25): add the group's ``__consumer_offsets`` partition to a transaction,
 before TxnOffsetCommit sends the offsets to the group coordinator.
 
-Versions 0-3, transactions v1 only: v4+ bring TRANSACTION_ABORTABLE and KIP-890.
+Versions 0-4: v4 lets the answer carry TRANSACTION_ABORTABLE (KIP-890 part 1), an error
+Sluice never needs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     import kio.schema.add_offsets_to_txn.v1.request as v1
     import kio.schema.add_offsets_to_txn.v2.request as v2
     import kio.schema.add_offsets_to_txn.v3.request as v3
+    import kio.schema.add_offsets_to_txn.v4.request as v4
 
     from sluice.server.request_context import RequestContext
 
@@ -30,9 +32,10 @@ if TYPE_CHECKING:
         | v1.AddOffsetsToTxnRequest
         | v2.AddOffsetsToTxnRequest
         | v3.AddOffsetsToTxnRequest
+        | v4.AddOffsetsToTxnRequest
     )
 
-API: ApiSpec[Body] = ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
+API: ApiSpec[Body] = ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:

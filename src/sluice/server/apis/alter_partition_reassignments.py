@@ -9,7 +9,8 @@ comes back from the controller's event thread once the reassignment has *started
 A single node without a cluster is its own controller and answers as a one-broker Kafka
 cluster would (:class:`~sluice.server.single_node_controller.SingleNodeController`).
 
-Versions 0-1: v1 adds AllowReplicationFactorChange.
+Version 0, as Kafka 3.9: v1 (Kafka 4.1) adds AllowReplicationFactorChange; a reassignment
+may change the replication factor, as v0 always could.
 """
 
 from __future__ import annotations
@@ -22,19 +23,18 @@ from sluice.controller.events import ApiError
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.auth_helper import AclOperation, authorize_cluster
-from sluice.server.messages import build, field
+from sluice.server.messages import build
 
 if TYPE_CHECKING:
     from typing import TypeAlias
 
     import kio.schema.alter_partition_reassignments.v0.request as v0
-    import kio.schema.alter_partition_reassignments.v1.request as v1
 
     from sluice.server.request_context import RequestContext
 
-    Body: TypeAlias = v0.AlterPartitionReassignmentsRequest | v1.AlterPartitionReassignmentsRequest
+    Body: TypeAlias = v0.AlterPartitionReassignmentsRequest
 
-API: ApiSpec[Body] = ApiSpec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1)
+API: ApiSpec[Body] = ApiSpec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
 
 Results = Mapping[TopicPartition, ApiError] | ApiError
 
@@ -67,7 +67,6 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         for t in body.topics
         for p in t.partitions
     }
-    allow_rf_change = bool(field(body, "allow_replication_factor_change", True))
     if not authorize_cluster(ctx, AclOperation.ALTER):
         return _respond(request, ApiError(ErrorCode.cluster_authorization_failed))
     controller = ctx.controller.active_controller
@@ -78,9 +77,7 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         from sluice.server.group_runtime import answer_from_thread
 
         results: Results = await answer_from_thread(
-            lambda done: controller.alter_partition_reassignments(
-                reassignments, done, allow_replication_factor_change=allow_rf_change
-            )
+            lambda done: controller.alter_partition_reassignments(reassignments, done)
         )
         return _respond(request, results)
 

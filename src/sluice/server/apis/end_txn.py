@@ -1,6 +1,7 @@
 """EndTxn (26): commit or abort a producer's transaction.
 
-Versions 0-3, transactions v1 only: v4+ bring TRANSACTION_ABORTABLE and KIP-890.
+Versions 0-4: v4 lets the answer carry TRANSACTION_ABORTABLE (KIP-890 part 1), an error
+Sluice never needs; v5 (Kafka 4.0) is transactions v2, which Sluice does not serve.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ if TYPE_CHECKING:
     import kio.schema.end_txn.v1.request as v1
     import kio.schema.end_txn.v2.request as v2
     import kio.schema.end_txn.v3.request as v3
+    import kio.schema.end_txn.v4.request as v4
 
     from sluice.server.request_context import RequestContext
 
-    Body: TypeAlias = v0.EndTxnRequest | v1.EndTxnRequest | v2.EndTxnRequest | v3.EndTxnRequest
+    Body: TypeAlias = (
+        v0.EndTxnRequest | v1.EndTxnRequest | v2.EndTxnRequest | v3.EndTxnRequest | v4.EndTxnRequest
+    )
 
-API: ApiSpec[Body] = ApiSpec(ApiKey.END_TXN, 0, 3)
+API: ApiSpec[Body] = ApiSpec(ApiKey.END_TXN, 0, 4)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:

@@ -1,9 +1,14 @@
 """Fetch (1): read record batches, long-polling through the fetch purgatory, with sessions.
 
-Versions 4-12: v13+ name topics by id (KIP-516), which Sluice's topics do not have
-(librdkafka falls back to v12 when Metadata gives no topic id). The minimum stays at 4:
-librdkafka before 2.11.1 enables the v2 record format only if the range holds v4, and
-zstd only if it holds v10.
+Versions 4-17. From v13 topics are named by id (KIP-516): each id is resolved through the
+metadata cache, a partition of an id the broker does not know (or whose topic was
+recreated under a new id since the fetch session learnt it) is answered
+UNKNOWN_TOPIC_ID, and the answer names topics by id. v15 moves the replica id into
+ReplicaState; v16 adds, for a partition answered NOT_LEADER_OR_FOLLOWER or
+FENCED_LEADER_EPOCH, its current leader and epoch and that leader's endpoint (KIP-951);
+v17's replica directory id is for KRaft JBOD followers and is not used. The minimum
+stays at 4: librdkafka before 2.11.1 enables the v2 record format only if the range
+holds v4, and zstd only if it holds v10.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import asyncio
 import dataclasses
 import datetime
 import typing
+import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sluice.base import TopicPartition
@@ -41,7 +48,13 @@ if TYPE_CHECKING:
     import kio.schema.fetch.v10.request as v10
     import kio.schema.fetch.v11.request as v11
     import kio.schema.fetch.v12.request as v12
+    import kio.schema.fetch.v13.request as v13
+    import kio.schema.fetch.v14.request as v14
+    import kio.schema.fetch.v15.request as v15
+    import kio.schema.fetch.v16.request as v16
+    import kio.schema.fetch.v17.request as v17
 
+    from sluice.replication.metadata_cache import MetadataCache
     from sluice.server.request_context import RequestContext
 
     Body: TypeAlias = (
@@ -54,47 +67,123 @@ if TYPE_CHECKING:
         | v10.FetchRequest
         | v11.FetchRequest
         | v12.FetchRequest
+        | v13.FetchRequest
+        | v14.FetchRequest
+        | v15.FetchRequest
+        | v16.FetchRequest
+        | v17.FetchRequest
     )
 
-API: ApiSpec[Body] = ApiSpec(ApiKey.FETCH, 4, 12, needs_coordinators=False)
+API: ApiSpec[Body] = ApiSpec(ApiKey.FETCH, 4, 17, needs_coordinators=False)
+
+TOPIC_IDS_VERSION = 13
+REPLICA_STATE_VERSION = 15
+CURRENT_LEADER_VERSION = 16
+_NEEDS_LEADER = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch})
+
+
+class Unresolved(NamedTuple):
+    """Partitions of a topic id this broker does not know: answered UNKNOWN_TOPIC_ID."""
+
+    topic_id: object
+    partitions: list[int]
 
 
 SENDFILE_MIN_BYTES = 64 * 1024
 
 
-def _context(ctx: RequestContext, request: Request) -> FetchContext:
+def _topic_names(cache: MetadataCache, ids: list[uuid.UUID | None]) -> dict[Any, str]:
+    """The known topics among ``ids``, by id."""
+    found = {i: cache.topic_name(i) for i in ids}
+    return {i: n for i, n in found.items() if n is not None}
+
+
+def _context(
+    ctx: RequestContext, request: Request, replica_id: int
+) -> tuple[FetchContext, list[Unresolved]]:
     body = API.body(request)
+    by_id = request.api_version >= TOPIC_IDS_VERSION
+    names: dict[Any, str] = {}
+    if by_id:
+        ids = [field(t, "topic_id") for t in body.topics]
+        ids += [field(t, "topic_id") for t in field(body, "forgotten_topics_data", ())]
+        names = _topic_names(ctx.metadata_cache, ids)
     partitions: dict[TopicPartition, PartitionState] = {}
+    unresolved: list[Unresolved] = []
     for topic in body.topics:
+        topic_id = field(topic, "topic_id") if by_id else None
+        name = names.get(topic_id) if by_id else field(topic, "topic")
+        if name is None:
+            unresolved.append(Unresolved(topic_id, [p.partition for p in topic.partitions]))
+            continue
         for p in topic.partitions:
-            partitions[TopicPartition(topic.topic, p.partition)] = PartitionState(
+            partitions[TopicPartition(name, p.partition)] = PartitionState(
                 p.fetch_offset, p.partition_max_bytes,
                 field(p, "current_leader_epoch", -1), field(p, "log_start_offset", -1),
+                topic_id,
             )  # fmt: skip
     if request.api_version < 7:
-        return FetchContext(partitions)
-    forgotten = [
-        TopicPartition(t.topic, p)
-        for t in field(body, "forgotten_topics_data", ())
-        for p in t.partitions
-    ]
-    return ctx.fetch_sessions.new_context(
+        return FetchContext(partitions), unresolved
+    forgotten: list[TopicPartition] = []
+    for t in field(body, "forgotten_topics_data", ()):
+        if not by_id:
+            forgotten += [TopicPartition(field(t, "topic"), p) for p in t.partitions]
+            continue
+        topic_id = field(t, "topic_id")
+        name = names.get(topic_id)
+        if name is None:  # a topic deleted since: its name as the session knew it
+            name = _session_topic_name(ctx, field(body, "session_id"), topic_id)
+        if name is not None:  # not a partition this request adds under another id
+            forgotten += [
+                tp for p in t.partitions
+                if (tp := TopicPartition(name, p)) not in partitions
+                or partitions[tp].topic_id == topic_id
+            ]  # fmt: skip
+    context = ctx.fetch_sessions.new_context(
         field(body, "session_id"), field(body, "session_epoch"), partitions, forgotten,
-        privileged=body.replica_id >= 0, now_ms=ctx.clock.hi_res_clock_ms(),
+        privileged=replica_id >= 0, now_ms=ctx.clock.hi_res_clock_ms(),
     )  # fmt: skip
+    return context, unresolved
+
+
+def _session_topic_name(ctx: RequestContext, session_id: int, topic_id: object) -> str | None:
+    """The name under which the fetch session holds partitions of ``topic_id``."""
+    session = ctx.fetch_sessions.sessions.get(session_id)
+    if session is None:
+        return None
+    return next(
+        (tp.topic for tp, c in session.partitions.items() if c.state.topic_id == topic_id), None
+    )
+
+
+def _replica_id(request: Request) -> int:
+    body = API.body(request)
+    if request.api_version >= REPLICA_STATE_VERSION:
+        return int(field(body, "replica_state").replica_id)
+    return int(field(body, "replica_id"))
 
 
 def _response(
     request: Request,
     context: FetchContext,
     results: list[tuple[PartitionFetch, FetchPartitionData]],
+    unresolved: Sequence[Unresolved] = (),
+    cache: MetadataCache | None = None,
 ) -> Any:
     """The FetchResponse for ``results``: kio's classes filled in directly (the general
     :func:`build` converts every field of every entity by its schema type, a large share of
-    a Fetch's Python time); any other shape of response class goes through ``build``."""
+    a Fetch's Python time); any other shape of response class, and the rare answers with
+    unknown topic ids or leaders to name (v16+), go through ``build``."""
     shapes = _shapes_of(request.response_type)
-    if shapes is None:
-        return _response_general(request, context, results)
+    if (
+        shapes is None
+        or unresolved
+        or (
+            request.api_version >= CURRENT_LEADER_VERSION
+            and any(data.error in _NEEDS_LEADER for _, data in results)
+        )
+    ):
+        return _response_general(request, context, results, unresolved, cache)
     partition_cls, aborted_cls = shapes.partition, shapes.aborted
     topics: dict[str, list[Any]] = {}
     for fetch, data in results:
@@ -120,7 +209,15 @@ def _response(
             fields["preferred_read_replica"] = -1
         topics.setdefault(fetch.tp.topic, []).append(partition_cls(**fields))
     topic_cls = shapes.topic
-    responses = tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in topics.items())
+    if shapes.by_id:
+        states = context.partitions
+        responses = tuple(
+            topic_cls(topic_id=states[TopicPartition(t, ps[0].partition_index)].topic_id,
+                      partitions=tuple(ps))
+            for t, ps in topics.items()
+        )  # fmt: skip
+    else:
+        responses = tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in topics.items())
     if shapes.session:
         return shapes.response(
             throttle_time=_NO_THROTTLE, error_code=context.error,
@@ -159,6 +256,7 @@ class _Shapes(NamedTuple):
     last_stable_offset: bool
     log_start_offset: bool
     preferred_read_replica: bool
+    by_id: bool
 
 
 _shapes: dict[type, _Shapes | None] = {}
@@ -172,7 +270,7 @@ def _shapes_of(response_type: type) -> _Shapes | None:
 
 def _make_shapes(response_type: type) -> _Shapes | None:
     """The classes under ``response_type``, or None if its shape is not the one
-    :func:`_response` fills (topic names, the partition fields of v4-v12)."""
+    :func:`_response` fills (topic names or ids, the partition fields of v4-v17)."""
 
     def names(cls: type) -> set[str]:
         return {f.name for f in dataclasses.fields(cls)}
@@ -189,7 +287,7 @@ def _make_shapes(response_type: type) -> _Shapes | None:
 
     top = names(response_type)
     topic = element(response_type, "responses")
-    if topic is None or names(topic) != {"topic", "partitions"}:
+    if topic is None or names(topic) not in ({"topic", "partitions"}, {"topic_id", "partitions"}):
         return None
     partition = element(topic, "partitions")
     if partition is None:
@@ -208,7 +306,7 @@ def _make_shapes(response_type: type) -> _Shapes | None:
     return _Shapes(
         response_type, topic, partition, aborted, "session_id" in top,
         "last_stable_offset" in fields, "log_start_offset" in fields,
-        "preferred_read_replica" in fields,
+        "preferred_read_replica" in fields, "topic_id" in names(topic),
     )  # fmt: skip
 
 
@@ -216,10 +314,15 @@ def _response_general(
     request: Request,
     context: FetchContext,
     results: list[tuple[PartitionFetch, FetchPartitionData]],
+    unresolved: Sequence[Unresolved] = (),
+    cache: MetadataCache | None = None,
 ) -> Any:
     """The FetchResponse through the general :func:`build` (what :func:`_response` must
     equal; tests compare them)."""
+    by_id = request.api_version >= TOPIC_IDS_VERSION
+    name_leaders = request.api_version >= CURRENT_LEADER_VERSION and cache is not None
     topics: dict[str, list[dict[str, Any]]] = {}
+    leaders: dict[int, Any] = {}
     for fetch, data in results:
         size = data.records.size if data.records is not None else 0
         # Large slices go out with sendfile, straight from the segment file.
@@ -233,29 +336,55 @@ def _response_general(
             data.log_start_offset, size,
         ):  # fmt: skip
             continue
-        topics.setdefault(fetch.tp.topic, []).append(
-            {
-                "partition_index": fetch.tp.partition,
-                "error_code": data.error,
-                "high_watermark": data.high_watermark,
-                "last_stable_offset": data.last_stable_offset,
-                "log_start_offset": data.log_start_offset,
-                "aborted_transactions": None
-                if data.aborted_transactions is None
-                else [
-                    {"producer_id": t.producer_id, "first_offset": t.first_offset}
-                    for t in data.aborted_transactions
-                ],
-                "preferred_read_replica": -1,
-                "records": records,
-            }
-        )
+        entry = {
+            "partition_index": fetch.tp.partition,
+            "error_code": data.error,
+            "high_watermark": data.high_watermark,
+            "last_stable_offset": data.last_stable_offset,
+            "log_start_offset": data.log_start_offset,
+            "aborted_transactions": None
+            if data.aborted_transactions is None
+            else [
+                {"producer_id": t.producer_id, "first_offset": t.first_offset}
+                for t in data.aborted_transactions
+            ],
+            "preferred_read_replica": -1,
+            "records": records,
+        }
+        if name_leaders and data.error in _NEEDS_LEADER:
+            assert cache is not None
+            entry["current_leader"] = _current_leader(cache, fetch.tp, leaders)
+        topics.setdefault(fetch.tp.topic, []).append(entry)
+    responses: list[dict[str, Any]] = []
+    for t, ps in topics.items():
+        if by_id:
+            topic_id = context.partitions[TopicPartition(t, ps[0]["partition_index"])].topic_id
+            responses.append({"topic_id": topic_id, "partitions": ps})
+        else:
+            responses.append({"topic": t, "partitions": ps})
+    for topic_id, indexes in unresolved:
+        responses.append({"topic_id": topic_id, "partitions": [
+            {"partition_index": p, "error_code": ErrorCode.unknown_topic_id,
+             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+             "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+            for p in indexes
+        ]})  # fmt: skip
     return build(
         request.response_type,
         throttle_time=0,
         error_code=context.error,
         session_id=context.session_id,
-        responses=[{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        responses=responses,
+        node_endpoints=[
+            {
+                "node_id": b.id,
+                "host": b.endpoints[0].host,
+                "port": b.endpoints[0].port,
+                "rack": b.rack,
+            }
+            for b in leaders.values()
+            if b.endpoints
+        ],
     )
 
 
@@ -278,12 +407,25 @@ def _authorized(
     )
 
 
+def _current_leader(cache: MetadataCache, tp: TopicPartition, leaders: dict[int, Any]) -> Any:
+    """KIP-951: the partition's leader and epoch as this broker knows them (-1: none), its
+    broker added to ``leaders`` for the answer's node endpoints."""
+    leader = cache.leader(tp)
+    if leader is None:
+        return {"leader_id": -1, "leader_epoch": -1}
+    leaders[leader.id] = leader
+    epoch = next(
+        (p.leader_epoch for p in cache.partitions(tp.topic) if p.partition == tp.partition), -1
+    )
+    return {"leader_id": leader.id, "leader_epoch": epoch}
+
+
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
-    context = _context(ctx, request)
+    replica_id = _replica_id(request)
+    context, unresolved = _context(ctx, request, replica_id)
     if context.error != ErrorCode.none:
         return _response(request, context, [])
-    replica_id = body.replica_id
     if replica_id >= 0:
         isolation = FetchIsolation.LOG_END
     elif field(body, "isolation_level", 0) == 1:
@@ -297,10 +439,17 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         max_bytes=field(body, "max_bytes", 2**31 - 1),
         isolation=isolation,
     )
-    fetches = [
-        PartitionFetch(tp, s.fetch_offset, s.max_bytes, s.current_leader_epoch, s.log_start_offset)
-        for tp, s in context.partitions.items()
-    ]
+    cache = ctx.metadata_cache
+    fetches = []
+    for tp, s in context.partitions.items():
+        if s.topic_id is not None and cache.topic_id(tp.topic) != s.topic_id:
+            unresolved.append(Unresolved(s.topic_id, [tp.partition]))  # recreated since
+            continue
+        fetches.append(
+            PartitionFetch(
+                tp, s.fetch_offset, s.max_bytes, s.current_leader_epoch, s.log_start_offset
+            )
+        )
     denied: list[tuple[PartitionFetch, FetchPartitionData]] = []
     if ctx.authorizer is not None:
         fetches, denied = _authorized(ctx, replica_id, fetches)
@@ -308,7 +457,8 @@ def handle(ctx: RequestContext, request: Request) -> Any:
 
     def done(results: list[tuple[PartitionFetch, FetchPartitionData]]) -> None:
         if not future.done():
-            future.set_result(_response(request, context, denied + results if denied else results))
+            answered = denied + results if denied else results
+            future.set_result(_response(request, context, answered, unresolved, cache))
 
     ctx.replica_manager.fetch_messages(params, fetches, done)
     return future

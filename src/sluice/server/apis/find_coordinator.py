@@ -7,7 +7,9 @@ topic is created on first use (its replication factor capped by the live brokers
 COORDINATOR_NOT_AVAILABLE answered for the client to retry until a leader is known; when
 this broker leads the partition, its coordinator must own it too.
 
-Versions 0-4: v5 adds TRANSACTION_ABORTABLE, v6 share groups. The minimum stays at 0:
+Versions 0-6: v5 lets the answer carry TRANSACTION_ABORTABLE (never needed here), v6 adds
+share groups (KIP-932), whose key type 2 is answered INVALID_REQUEST as by a Kafka 3.9
+broker without share groups enabled. The minimum stays at 0:
 librdkafka before 2.11.1 enables the group coordinator, consumer groups and lz4 only if
 the range holds v0.
 """
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     import kio.schema.find_coordinator.v2.request as v2
     import kio.schema.find_coordinator.v3.request as v3
     import kio.schema.find_coordinator.v4.request as v4
+    import kio.schema.find_coordinator.v5.request as v5
+    import kio.schema.find_coordinator.v6.request as v6
 
     from sluice.server.request_context import RequestContext
 
@@ -40,12 +44,15 @@ if TYPE_CHECKING:
         | v2.FindCoordinatorRequest
         | v3.FindCoordinatorRequest
         | v4.FindCoordinatorRequest
+        | v5.FindCoordinatorRequest
+        | v6.FindCoordinatorRequest
     )
 
-API: ApiSpec[Body] = ApiSpec(ApiKey.FIND_COORDINATOR, 0, 4)
+API: ApiSpec[Body] = ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6)
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
 NOT_AVAILABLE = "The coordinator is not available."
 
 
@@ -79,6 +86,8 @@ def _coordinator(ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]
             txn.config.num_partitions, ctx.config["transaction.state.log.replication.factor"],
             TRANSACTION_TOPIC_CONFIGS, lambda: txn.is_local(key),
         )  # fmt: skip
+    if key_type == SHARE_KEY_TYPE:
+        return _error(key, ErrorCode.invalid_request, "Share groups are not enabled.")
     return _error(key, ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}.")
 
 

@@ -1,7 +1,10 @@
 """ListOffsets (2): earliest, latest, max-timestamp and by-timestamp offsets.
 
-Versions 1-7: v8-v11 add the tiered-storage timestamps (-4, -5, -6) and asynchronous
-reads. The minimum stays at 1: librdkafka before 2.11.1 enables offsets by time only if
+Versions 1-9: v8 adds the earliest local offset (-4), which with no tiered storage is
+the log start offset, and v9 the latest tiered offset (-5), which with no tiered storage
+is none: offset -1, timestamp -1 and leader epoch -1, as Kafka answers when
+remote.storage.enable is off. v10 (Kafka 4.0) adds a timeout for reads from remote
+storage. The minimum stays at 1: librdkafka before 2.11.1 enables offsets by time only if
 the range holds v1. Any other negative timestamp is a time like the others, as in Kafka:
 the first record at or after it (the earliest record).
 """
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
     import kio.schema.list_offsets.v5.request as v5
     import kio.schema.list_offsets.v6.request as v6
     import kio.schema.list_offsets.v7.request as v7
+    import kio.schema.list_offsets.v8.request as v8
+    import kio.schema.list_offsets.v9.request as v9
 
     from sluice.server.request_context import RequestContext
 
@@ -44,9 +49,14 @@ if TYPE_CHECKING:
         | v5.ListOffsetsRequest
         | v6.ListOffsetsRequest
         | v7.ListOffsetsRequest
+        | v8.ListOffsetsRequest
+        | v9.ListOffsetsRequest
     )
 
-API: ApiSpec[Body] = ApiSpec(ApiKey.LIST_OFFSETS, 1, 7, needs_coordinators=False)
+API: ApiSpec[Body] = ApiSpec(ApiKey.LIST_OFFSETS, 1, 9, needs_coordinators=False)
+
+LATEST_TIERED_TIMESTAMP = -5
+"""The highest offset in remote storage (KIP-1005): none without tiered storage."""
 
 _SPECIAL = frozenset(
     {LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, MAX_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP}
@@ -83,6 +93,8 @@ def _lookup(
             "offset": partition.log.log_start_offset,
             "leader_epoch": partition.leader_epoch,
         }
+    if timestamp == LATEST_TIERED_TIMESTAMP:  # nothing is tiered
+        return {"error_code": ErrorCode.none, "timestamp": -1, "offset": -1, "leader_epoch": -1}
     if timestamp < 0 and timestamp not in _SPECIAL:  # a time: the first record at or after it
         timestamp = 0
     try:

@@ -1,6 +1,8 @@
 """OffsetCommit (8): store a group's consumed positions in ``__consumer_offsets``.
 
-Versions 2-8: v9 belongs to the KIP-848 consumer protocol, v10 names topics by id. The
+Versions 2-9: v9 carries a member epoch for the KIP-848 consumer protocol; for a classic
+group it is the generation, as a Kafka 3.9 broker in ZooKeeper mode treats it (its group
+coordinator has no KIP-848 groups); v10 (Kafka 4.1) names topics by id. The
 minimum stays at 2: librdkafka before 2.11.1 enables consumer groups only if the range
 overlaps its 1-2.
 """
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     import kio.schema.offset_commit.v6.request as v6
     import kio.schema.offset_commit.v7.request as v7
     import kio.schema.offset_commit.v8.request as v8
+    import kio.schema.offset_commit.v9.request as v9
 
     from sluice.server.request_context import RequestContext
 
@@ -37,9 +40,10 @@ if TYPE_CHECKING:
         | v6.OffsetCommitRequest
         | v7.OffsetCommitRequest
         | v8.OffsetCommitRequest
+        | v9.OffsetCommitRequest
     )
 
-API: ApiSpec[Body] = ApiSpec(ApiKey.OFFSET_COMMIT, 2, 8)
+API: ApiSpec[Body] = ApiSpec(ApiKey.OFFSET_COMMIT, 2, 9)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:

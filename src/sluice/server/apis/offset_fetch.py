@@ -1,6 +1,7 @@
 """OffsetFetch (9): a group's committed offsets (v8: several groups at once).
 
-Versions 1-8: v9 belongs to the KIP-848 consumer protocol, v10 names topics by id. The
+Versions 1-9: v9 adds a member id and epoch for the KIP-848 consumer protocol, which a
+classic group does not check, as in Kafka 3.9; v10 (Kafka 4.1) names topics by id. The
 minimum stays at 1: librdkafka before 2.11.1 enables consumer groups only if the range
 holds v1.
 """
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     import kio.schema.offset_fetch.v6.request as v6
     import kio.schema.offset_fetch.v7.request as v7
     import kio.schema.offset_fetch.v8.request as v8
+    import kio.schema.offset_fetch.v9.request as v9
 
     from sluice.coordinator.group import OffsetAndMetadata
     from sluice.server.request_context import RequestContext
@@ -39,9 +41,10 @@ if TYPE_CHECKING:
         | v6.OffsetFetchRequest
         | v7.OffsetFetchRequest
         | v8.OffsetFetchRequest
+        | v9.OffsetFetchRequest
     )
 
-API: ApiSpec[Body] = ApiSpec(ApiKey.OFFSET_FETCH, 1, 8)
+API: ApiSpec[Body] = ApiSpec(ApiKey.OFFSET_FETCH, 1, 9)
 
 
 def _partitions(topics: Any) -> list[TopicPartition] | None:

@@ -1,7 +1,8 @@
 """TxnOffsetCommit (28): a group's offsets committed inside a transaction, visible to
 OffsetFetch only once the transaction commits.
 
-Versions 0-3, transactions v1 only: v4+ bring TRANSACTION_ABORTABLE and KIP-890.
+Versions 0-4: v4 lets the answer carry TRANSACTION_ABORTABLE (KIP-890 part 1), an error
+Sluice never needs; v5 (Kafka 4.0) is transactions v2, which Sluice does not serve.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     import kio.schema.txn_offset_commit.v1.request as v1
     import kio.schema.txn_offset_commit.v2.request as v2
     import kio.schema.txn_offset_commit.v3.request as v3
+    import kio.schema.txn_offset_commit.v4.request as v4
 
     from sluice.server.request_context import RequestContext
 
@@ -30,9 +32,10 @@ if TYPE_CHECKING:
         | v1.TxnOffsetCommitRequest
         | v2.TxnOffsetCommitRequest
         | v3.TxnOffsetCommitRequest
+        | v4.TxnOffsetCommitRequest
     )
 
-API: ApiSpec[Body] = ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
+API: ApiSpec[Body] = ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
