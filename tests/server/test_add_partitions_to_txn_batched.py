@@ -83,3 +83,31 @@ def test_batched_add_and_verify() -> None:
             assert older == {"a": {("t", 1): ErrorCode.invalid_txn_state}}
         finally:
             client.close()
+
+
+def test_the_batched_form_needs_cluster_action_under_an_authorizer() -> None:
+    """Only brokers send v4+: Kafka answers CLUSTER_AUTHORIZATION_FAILED without
+    CLUSTER_ACTION on the cluster."""
+    config = {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+    }
+    with EmbeddedBroker(config=config) as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topic(bootstrap, "t", 1)
+        client = RawClient(bootstrap)
+        try:
+            pid, epoch = _init(client, "a")
+            allowed = _errors(client.request(_batch(5, ("a", pid, epoch, True, {"t": [0]}))))
+            assert allowed == {"a": {("t", 0): ErrorCode.transaction_abortable}}
+            deny = build(request_type(30, 3), creations=[{
+                "resource_type": 4, "resource_name": "kafka-cluster", "resource_pattern_type": 3,
+                "principal": "User:ANONYMOUS", "host": "*", "operation": 9,  # CLUSTER_ACTION
+                "permission_type": 2,
+            }])  # fmt: skip
+            assert client.request(deny).results[0].error_code == ErrorCode.none
+            refused = client.request(_batch(5, ("a", pid, epoch, True, {"t": [0]})))
+            assert refused.error_code == ErrorCode.cluster_authorization_failed
+            assert list(refused.results_by_transaction) == []
+        finally:
+            client.close()
