@@ -39,19 +39,20 @@ SERVED = [
     (16, 0, 5, 0), (18, 0, 4, 0), (19, 2, 7, 2), (20, 1, 6, 1), (21, 0, 2, 0), (22, 0, 5, 0),
     (23, 2, 4, 2), (24, 0, 3, 0), (25, 0, 3, 0), (26, 0, 3, 0), (27, 1, 1, 1), (28, 0, 3, 0),
     (32, 1, 4, 1), (33, 0, 2, 0), (37, 0, 3, 0), (42, 0, 2, 0), (43, 0, 2, 0), (44, 0, 1, 0),
-    (45, 0, 1, 0), (46, 0, 0, 0), (47, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
+    (45, 0, 1, 0), (46, 0, 0, 0), (47, 0, 0, 0), (48, 0, 1, 0), (49, 0, 1, 0), (60, 0, 1, 0),
+    (65, 0, 0, 0), (66, 0, 1, 0),
 ]  # fmt: skip
 
 # SHA-256 of the framed ApiVersions response (correlation id 7) of each version, and of
 # the v0 fallback sent for a version the broker does not know.
 ANSWERS = {
-    0: "4948ec4d95bdcbf621ef7bb3c9ce7b11f55a1daac47113042642c4f6d8cad3df",
-    1: "375ac2d0b08740a871952dcf5eeb145915ce7b3c30abfda997efac432be083aa",
-    2: "375ac2d0b08740a871952dcf5eeb145915ce7b3c30abfda997efac432be083aa",
-    3: "cc102e2b4ea2fbd4d91cfeb4e6790be711e58007934a5569b00595f0beedaaa6",
-    4: "cc102e2b4ea2fbd4d91cfeb4e6790be711e58007934a5569b00595f0beedaaa6",
+    0: "0305cf8f0c638050babacd7b192dd7a2e5b172a67cb3e9d87f70e45df406bf25",
+    1: "29b1874827b9ca2aacadaffe82f09c716e2d56d89a73cec34515da769b15784b",
+    2: "29b1874827b9ca2aacadaffe82f09c716e2d56d89a73cec34515da769b15784b",
+    3: "da8a7a187d6f80e7879d03b37a0559368eb693092f9d49230d27d6a2b653f8a5",
+    4: "da8a7a187d6f80e7879d03b37a0559368eb693092f9d49230d27d6a2b653f8a5",
 }
-FALLBACK = "b90e9237d317a1d565feb9a35fc5b9f24eae143b4fff631c3b8df903b7e2ae21"
+FALLBACK = "559d3db53038bc241b20e53c21b87cad36aaeeca3fb8a701469c654ee8cec165"
 
 
 def served_versions() -> VersionTable:
@@ -133,6 +134,7 @@ def test_the_apis_served_before_the_coordinators() -> None:
         ApiKey.LIST_OFFSETS, ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_CONFIGS,
         ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
         ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS,
     }  # fmt: skip
 
 

@@ -32,6 +32,7 @@ class _Context:
     def __init__(self, harness: Harness) -> None:
         self.replica_manager = harness.rm
         self.topic_admin = _TopicAdmin()
+        self.quotas = None  # no client quotas
 
 
 def _frame(records: bytes) -> bytearray:

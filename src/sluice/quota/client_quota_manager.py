@@ -376,6 +376,8 @@ class QuotaManagers:
             m.quota_type.value: m
             for m in (self.produce, self.fetch, self.request, self.controller_mutation)
         }
+        self.active = False
+        """Whether any quota is configured (otherwise nothing needs measuring)."""
 
     def apply(self, entity: ClientQuotaEntity, config: Mapping[str, str]) -> None:
         """``entity``'s stored config is now ``config``: each quota type takes its key's
@@ -392,6 +394,7 @@ class QuotaManagers:
                 if value is not None and not (math.isfinite(value) and value > 0):
                     value = None
             manager.update_quota(entity, value)
+        self.active = any(m.quotas_enabled for m in self._managers.values())
 
     def quotas(self) -> dict[ClientQuotaEntity, dict[str, float]]:
         """The quotas in force, by entity."""

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from sluice.replication.metadata_cache import MetadataCache
     from sluice.replication.producer_ids import ProducerIdManager
     from sluice.replication.replica_manager import ReplicaManager
+    from sluice.server.client_quotas import ClientQuotas
     from sluice.server.topics import TopicInfo
 
 __all__ = ["ActiveController", "Controller", "Coordinators", "RequestContext", "TopicAdmin"]
@@ -197,6 +198,8 @@ class RequestContext:
     """The client's address as Kafka shows it (``/127.0.0.1``)."""
     session: Session = DEFAULT_SESSION
     """The connection's principal and listener (:mod:`sluice.security`)."""
+    quotas: ClientQuotas | None = None
+    """The client quotas and their stored configs (the broker always sets them)."""
 
     @property
     def group_coordinator(self) -> GroupCoordinator:
