@@ -261,3 +261,13 @@ def test_managers_take_each_key_of_an_entity_config() -> None:
     assert managers.quotas() == {alice: {"request_percentage": 50.5}}
     managers.apply(alice, {})
     assert managers.quotas() == {}
+
+
+def test_a_refused_mutation_gives_its_permits_back() -> None:
+    managers = QuotaManagers(CONFIG, CONFIG, lambda: 0)
+    managers.apply(ClientQuotaEntity(client_id="c"), {"controller_mutation_rate": "1"})
+    quota = managers.controller_mutation.new_quota_for("u", "c", strict=True)
+    quota.record(11)
+    quota.refund(11)  # the creation failed its checks
+    quota.record(11)  # the bucket is full again
+    assert not quota.is_exceeded

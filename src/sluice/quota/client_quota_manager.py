@@ -304,7 +304,7 @@ class ControllerMutationQuota:
         return self.strict and self._last_throttle_ms > 0
 
     def record(self, permits: float) -> None:
-        """Take ``permits`` (partitions created or deleted).
+        """Take ``permits`` (partitions created or deleted), as Kafka's quotas do.
 
         :raises ThrottlingQuotaExceeded: strict, and the bucket was empty already.
         """
@@ -326,6 +326,14 @@ class ControllerMutationQuota:
             tokens = bucket.measure(rate, now)
             if tokens < 0:
                 self._throttled(tokens, rate, now)
+
+    def refund(self, permits: float) -> None:
+        """Give back what :meth:`record` took for a mutation that was then refused (Kafka
+        records only mutations that passed their checks)."""
+        sensor = self._sensor
+        if sensor is not None and sensor.bound is not None:
+            assert isinstance(sensor.measure, TokenBucket)
+            sensor.measure.record(-permits, sensor.bound, self._clock())
 
     def _throttled(self, tokens: float, rate: float, now: int) -> None:
         self._last_throttle_ms = round(-tokens / rate * 1000)

@@ -36,12 +36,17 @@ from sluice.quota.entity import alter_entity_config, describe_quotas, parse_enti
 
 if TYPE_CHECKING:
     from sluice.controller.admin_zk_client import AdminZkClient
+    from sluice.protocol import Request
+    from sluice.quota import ControllerMutationQuota
+    from sluice.server.request_context import RequestContext
 
 __all__ = [
     "ClientQuotas",
     "EntityConfigStore",
     "LocalEntityConfigStore",
     "ZkEntityConfigStore",
+    "controller_mutation_quota",
+    "mutation_throttle_ms",
 ]
 
 log = logging.getLogger(__name__)
@@ -177,3 +182,26 @@ class ClientQuotas:
             if entity is not None:
                 by_entity[entity] = config
         return describe_quotas(by_entity, components, strict)
+
+
+def controller_mutation_quota(
+    ctx: RequestContext, request: Request, strict_since: int
+) -> ControllerMutationQuota | None:
+    """The controller mutation quota of a CreateTopics, CreatePartitions or DeleteTopics
+    request (None: no such quota is set): strict from ``strict_since``, the first
+    version that knows THROTTLING_QUOTA_EXCEEDED (KIP-599), permissive before."""
+    quotas = ctx.quotas
+    if quotas is None or not quotas.managers.controller_mutation.quotas_enabled:
+        return None
+    return quotas.managers.controller_mutation.new_quota_for(
+        ctx.principal.name, ctx.client_id, request.api_version >= strict_since
+    )
+
+
+def mutation_throttle_ms(ctx: RequestContext, quota: ControllerMutationQuota | None) -> int:
+    """The throttle the request's mutations call for (its answer's throttle_time_ms)."""
+    if quota is None or ctx.quotas is None:
+        return 0
+    ms = quota.throttle_time_ms()
+    ctx.quotas.managers.controller_mutation.record_throttle(ctx.principal.name, ctx.client_id, ms)
+    return ms
