@@ -279,7 +279,8 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     if quotas is not None and replica_id < 0 and quotas.managers.fetch.quotas_enabled:
         quota = quotas.managers.fetch
         bound = quota.max_value_in_quota_window(ctx.principal.name, ctx.client_id)
-        max_bytes = min(max_bytes, max(int(bound), 1))
+        if bound < max_bytes:
+            max_bytes = max(int(bound), 1)
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=ms(body.max_wait),
