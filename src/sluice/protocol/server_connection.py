@@ -26,6 +26,10 @@ tested without sockets and the shell only carries bytes and decisions:
   memory again. A connection holding nothing still reads into its receive buffer, so
   small requests are served while large frames wait. Idle,
   :meth:`~ServerConnection.trim` lets go of the receive buffers.
+* **Throttles.** :meth:`~ServerConnection.start_throttling` mutes the connection for a
+  client quota throttle (Kafka's ``ThrottledChannel``): reading pauses and no request
+  is handed out until every throttle begun has ended
+  (:meth:`~ServerConnection.end_throttling`); answers already given still go out.
 * **Read timeout.** :meth:`~ServerConnection.read_timed_out`, called periodically,
   says whether one frame has been arriving for longer than a bound (a peer that
   announces a frame and never finishes it); the clock stops while reading is paused

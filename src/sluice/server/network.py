@@ -29,7 +29,10 @@ the call that completes it, in another request's call stack (see
 request is never handled from inside another's call stack: it waits for the event loop.
 Answers holding file regions go out with ``sendfile`` (:mod:`sluice.server.sendfile`)
 from a task, nothing else meanwhile; while the transport's write buffer is over its
-high-water mark no further request is handled. Oversized or malformed frames, unknown
+high-water mark no further request is handled. An answer carrying a client quota's
+``throttle_time_ms`` (or a request whose handler time goes over ``request_percentage``)
+mutes its connection once written, until the broker's timer ends the throttle
+(:mod:`sluice.server.throttled_channel`). Oversized or malformed frames, unknown
 APIs, unsupported versions, handler errors and responses that cannot be encoded close
 that connection; the broker keeps serving. What clients cause is logged through
 :data:`client_log` (each event at DEBUG, one line per kind per 10 s with counts), never a
