@@ -551,7 +551,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
                 future = asyncio.ensure_future(response)
                 pending = conn.defer(future)
                 future.add_done_callback(
-                    functools.partial(self._future_done, pending, False, extra)
+                    functools.partial(self._future_done, pending, False, extra=extra)
                 )
         except (Exception, asyncio.CancelledError) as exc:  # or a response that cannot be encoded
             what = f"api key {request.api_key} v{request.api_version}: {exc!r}"
@@ -588,7 +588,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             answer.get_loop().call_soon(self._dispatch)
 
     def _future_done(
-        self, pending: _Pending, framed: bool, extra: int, future: asyncio.Future[Any]
+        self, pending: _Pending, framed: bool, future: asyncio.Future[Any], extra: int = 0
     ) -> None:
         self._settle(pending, future, framed, extra)
         if self.conn.has_frames:
