@@ -215,3 +215,38 @@ def test_quotas_survive_a_restart(tmp_path: Path) -> None:
         ({"user": "alice"}, {"producer_byte_rate": 1024.0, "request_percentage": 25.5}),
     ]
     assert len(in_force) == 2
+
+
+def test_an_aiokafka_producer_is_throttled_by_a_user_quota(
+    broker: sluice.EmbeddedBroker, quotas: Admin
+) -> None:
+    """A quota of the user every unauthenticated client is (ANONYMOUS) bounds an aiokafka
+    producer whatever its client id."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    bootstrap = broker.bootstrap_servers
+    topic = _topic(bootstrap)
+    quotas.alter_client_quotas([({"user": "ANONYMOUS"}, {"producer_byte_rate": 10_000.0})])
+
+    async def produce_for(seconds: float) -> int:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id="aio",
+                                    linger_ms=2, max_batch_size=16384)  # fmt: skip
+        await producer.start()
+        acknowledged = 0
+        try:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                batch = [await producer.send(topic, MESSAGE) for _ in range(16)]
+                remaining = max(deadline - time.monotonic(), 0.01)
+                done, _ = await asyncio.wait(batch, timeout=remaining)
+                acknowledged += sum(len(MESSAGE) for f in done if f.exception() is None)
+                if len(done) < len(batch):
+                    break  # throttled past the window
+        finally:
+            await producer.stop()
+        return acknowledged
+
+    counted = asyncio.run(produce_for(3))
+    assert 0 < counted <= 10_000 * (10 + 3) + 300_000, counted
