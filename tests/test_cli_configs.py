@@ -124,3 +124,7 @@ def test_topic_and_broker_configs(
     assert code == 0
     assert out.startswith("All configs for broker 0 are:\n")
     assert "  num.partitions=1 sensitive=false" in out
+    assert configs(capsys, bs, "--describe", "--entity-type", "brokers") == (
+        0, "Dynamic configs for broker 0 are:\n", "")  # fmt: skip
+    assert configs(capsys, bs, "--describe", "--broker-defaults") == (
+        0, "Default configs for brokers in the cluster are:\n", "")  # fmt: skip

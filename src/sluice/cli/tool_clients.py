@@ -260,7 +260,7 @@ class Admin:
 
     def broker_ids(self) -> list[int]:
         """The live brokers' ids."""
-        return sorted(b.broker_id for b in self._call(self._admin.describe_cluster).brokers)
+        return sorted(b.node_id for b in self._call(self._admin.describe_cluster).brokers)
 
     def describe_configs(self, resource_type: int, name: str) -> list[ConfigValue]:
         """A topic's (2) or broker's (4) configs with their sources and synonyms."""
