@@ -603,7 +603,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         try:
             if framed:
                 conn.answer_framed(pending, future.result())
-            elif self.server.throttling is not None:
+            elif extra or (self.server.throttling is not None and self.server.throttling.active):
                 conn.answer(pending, self._throttled(future.result(), extra))
             else:
                 conn.answer(pending, future.result())
