@@ -13,7 +13,10 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "sluice"
 
-CORE = ("base", "protocol", "log", "timer", "purgatory", "replication", "coordinator", "controller")
+CORE = (
+    "base", "protocol", "log", "timer", "purgatory", "replication", "coordinator", "controller",
+    "quota",
+)  # fmt: skip
 """Packages that take bytes and a clock and return results: no sockets, no event loop."""
 
 SHELL = (

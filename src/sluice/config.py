@@ -250,6 +250,30 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "",
         "Per-address limits, host:count,host:count (host names resolved at start).",
     ),
+    ConfigDef(
+        "quota.window.num",
+        "int",
+        11,
+        "Samples a client quota's rate is measured over (producer_byte_rate, "
+        "consumer_byte_rate, request_percentage).",
+        min=1,
+    ),
+    ConfigDef("quota.window.size.seconds", "int", 1, "Length of each client quota sample.", min=1),
+    ConfigDef(
+        "controller.quota.window.num",
+        "int",
+        11,
+        "Samples of the controller mutation quota (its token bucket holds this many "
+        "windows of controller_mutation_rate).",
+        min=1,
+    ),
+    ConfigDef(
+        "controller.quota.window.size.seconds",
+        "int",
+        1,
+        "Length of each controller mutation quota sample.",
+        min=1,
+    ),
     ConfigDef("min.insync.replicas", "int", 1, "Replicas an acks=all write needs.", min=1),
     ConfigDef("unclean.leader.election.enable", "bool", False, "Elect out-of-ISR leaders."),
     ConfigDef("replica.lag.time.max.ms", "long", 30_000, "Follower lag before ISR removal."),

@@ -524,3 +524,34 @@ def test_acls_survive_a_restart(tmp_path: Any) -> None:
         assert _authorizer(first).create_acls([binding]) == [None]
     with sluice.EmbeddedBroker(config=config, log_dir=tmp_path) as second:
         assert _authorizer(second).acls(AclBindingFilter()) == [binding]
+
+
+def test_client_quotas_need_cluster_configs_acls(broker: sluice.EmbeddedBroker) -> None:
+    """As Kafka: DescribeClientQuotas needs DESCRIBE_CONFIGS on the cluster,
+    AlterClientQuotas ALTER_CONFIGS (neither client library has admin calls for them)."""
+    from sluice.protocol import ErrorCode
+    from sluice.protocol.apis import request_type
+    from sluice.server.messages import build
+    from support.wire import RawClient
+
+    entity = [{"entity_type": "client-id", "entity_name": "acl-quota"}]
+    alter = build(request_type(49, 1), validate_only=False, entries=[{
+        "entity": entity, "ops": [{"key": "producer_byte_rate", "value": 1024.0,
+                                   "remove": False}],
+    }])  # fmt: skip
+    describe = build(request_type(48, 1), strict=False, components=[
+        {"entity_type": "client-id", "match_type": 0, "match": "acl-quota"}])  # fmt: skip
+    client = RawClient(broker.bootstrap_servers)
+    try:
+        [refused] = client.request(alter).entries
+        assert refused.error_code == ErrorCode.cluster_authorization_failed
+        assert client.request(describe).error_code == ErrorCode.cluster_authorization_failed
+        grant(broker, RT.CLUSTER, "kafka-cluster", Op.ALTER_CONFIGS)  # implies DESCRIBE_CONFIGS
+        [done] = client.request(alter).entries
+        assert done.error_code == ErrorCode.none
+        answer = client.request(describe)
+        assert answer.error_code == ErrorCode.none
+        [(entry)] = answer.entries
+        assert [(v.key, v.value) for v in entry.values] == [("producer_byte_rate", 1024.0)]
+    finally:
+        client.close()

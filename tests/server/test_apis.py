@@ -40,19 +40,20 @@ SERVED = [
     (23, 2, 4, 2), (24, 0, 5, 0), (25, 0, 4, 0), (26, 0, 4, 0), (27, 1, 1, 1), (28, 0, 4, 0),
     (29, 1, 3, 1), (30, 1, 3, 1), (31, 1, 3, 1), (32, 1, 4, 1), (33, 0, 2, 0), (34, 1, 2, 1),
     (35, 1, 4, 1), (37, 0, 3, 0), (42, 0, 2, 0), (43, 0, 2, 0), (44, 0, 1, 0), (45, 0, 0, 0),
-    (46, 0, 0, 0), (47, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
+    (46, 0, 0, 0), (47, 0, 0, 0), (48, 0, 1, 0), (49, 0, 1, 0),
+    (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
 ]  # fmt: skip
 
 # SHA-256 of the framed ApiVersions response (correlation id 7) of each version, and of
 # the v0 fallback sent for a version the broker does not know.
 ANSWERS = {
-    0: "c3943e053924fa16cdc766117e34a2d3460e7a8cc094447df8074f91bddeff1e",
-    1: "3c5e5223100ac2105f6df4edaa8097fe9e4c50e62ac4c9044e5b815391798e52",
-    2: "3c5e5223100ac2105f6df4edaa8097fe9e4c50e62ac4c9044e5b815391798e52",
-    3: "1855ac80ad3001c66922c51f68f816eb75b229309ddb6669f1f97218ec7f739d",
-    4: "1855ac80ad3001c66922c51f68f816eb75b229309ddb6669f1f97218ec7f739d",
+    0: "2dae254006cb6437e2e5a1e81a598fda3479757a84de1909d69532d284a6531c",
+    1: "9200dd27d44173d4618ebd98e5004fa59e2ae4fa04fcef048ee9a4cedafa05b0",
+    2: "9200dd27d44173d4618ebd98e5004fa59e2ae4fa04fcef048ee9a4cedafa05b0",
+    3: "0d6c1c7f810c488b92bd796d7841e0799c8e73785914a54674749a750090af67",
+    4: "0d6c1c7f810c488b92bd796d7841e0799c8e73785914a54674749a750090af67",
 }
-FALLBACK = "96e4e5f6f25132565a5b06ab3f8889e26a149c246e7c1d5ec2ea8ce9580af4d8"
+FALLBACK = "5f1e9c78cf62691df4fb816217c1c99bc4c063e323f7b8602470a60e12aab1ea"
 
 
 def served_versions() -> VersionTable:
@@ -135,6 +136,7 @@ def test_the_apis_served_before_the_coordinators() -> None:
         ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
         ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_LOG_DIRS,
         ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS,
+        ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS,
     }  # fmt: skip
 
 

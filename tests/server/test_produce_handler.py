@@ -33,6 +33,7 @@ class _Context:
         self.replica_manager = harness.rm
         self.topic_admin = _TopicAdmin()
         self.authorizer = None  # no authorization
+        self.quotas = None  # no client quotas
 
 
 def _frame(records: bytes) -> bytearray:

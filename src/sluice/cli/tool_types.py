@@ -14,6 +14,7 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "ClientError",
+    "ConfigValue",
     "GroupDescription",
     "GroupMember",
     "GroupPartitionLag",
@@ -114,3 +115,14 @@ class LogDirInfo:
     path: str
     error: str | None
     replicas: list[LogDirReplica]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigValue:
+    """One entry of a DescribeConfigs answer."""
+
+    name: str
+    value: str | None
+    source: str  # Kafka's ConfigSource name (DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG, ...)
+    sensitive: bool
+    synonyms: list[tuple[str, str, str | None]]  # (source, name, value)

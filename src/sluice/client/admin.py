@@ -393,6 +393,57 @@ class Admin:
         for r in body.responses:
             _check(r.error_code, r.error_message, f"AlterConfigs {r.resource_name}")
 
+    # -- client quotas -----------------------------------------------------------------
+
+    def alter_client_quotas(
+        self,
+        alterations: Iterable[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+        validate_only: bool = False,
+    ) -> None:
+        """Set or remove client quotas (Java's ``alterClientQuotas``). Each alteration is
+        an entity (``{"user": "alice", "client-id": None}``: None is the default) and its
+        quotas (``{"producer_byte_rate": 1048576.0, "consumer_byte_rate": None}``: None
+        removes the key). Raises the first entity's error."""
+        entries = [
+            {
+                "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+                "ops": [
+                    {"key": k, "value": 0.0 if v is None else float(v), "remove": v is None}
+                    for k, v in ops.items()
+                ],
+            }
+            for entity, ops in alterations
+        ]
+        body = self._client.send(
+            None, ApiKey.ALTER_CLIENT_QUOTAS, entries=entries, validate_only=validate_only
+        )
+        for entry in body.entries:
+            named = ",".join(f"{e.entity_type}={e.entity_name}" for e in entry.entity)
+            _check(entry.error_code, entry.error_message, f"AlterClientQuotas {named}")
+
+    def describe_client_quotas(
+        self, components: Iterable[tuple[str, int, str | None]] = (), strict: bool = False
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """The quotas of the entities a filter matches (Java's ``describeClientQuotas``):
+        each component is (entity type, match type, name) with match type 0 (exactly
+        ``name``), 1 (the default) or 2 (any named entity); no components match every
+        entity unless ``strict``. Returns (entity, quotas) pairs."""
+        body = self._client.send(
+            None, ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            components=[
+                {"entity_type": t, "match_type": m, "match": n} for t, m, n in components
+            ],
+            strict=strict,
+        )  # fmt: skip
+        _check(body.error_code, body.error_message, "DescribeClientQuotas")
+        return [
+            (
+                {e.entity_type: e.entity_name for e in entry.entity},
+                {v.key: float(v.value) for v in entry.values},
+            )
+            for entry in body.entries or ()
+        ]
+
     # -- records -----------------------------------------------------------------------
 
     def delete_records(

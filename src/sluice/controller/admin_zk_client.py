@@ -11,7 +11,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 
 from sluice.base import TopicPartition
-from sluice.metastore import CreateMode, NodeExistsError, ensure_path
+from sluice.metastore import CreateMode, NodeExistsError, NoNodeError, ensure_path
 
 from .kafka_zk_client import KafkaZkClient
 from .model import ReplicaAssignment
@@ -19,6 +19,7 @@ from .zk_data import (
     ConfigEntityChangeNotificationZNode,
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
+    EntityConfigZNode,
     PreferredReplicaElectionZNode,
     TopicConfigZNode,
     TopicsZNode,
@@ -148,3 +149,50 @@ class AdminZkClient:
         ensure_path(self.store, "/admin")
         data = PreferredReplicaElectionZNode.encode(partitions)
         self.store.create(PreferredReplicaElectionZNode.path, data)
+
+    # -- user and client configs (/config/users, /config/clients) -----------------------
+    def fetch_entity_config(self, entity_path: str) -> dict[str, str]:
+        """The config of ``users/u``, ``clients/c`` or ``users/u/clients/c`` ({} if none)."""
+        try:
+            return EntityConfigZNode.decode(self.store.get(EntityConfigZNode.path(entity_path))[0])
+        except NoNodeError:
+            return {}
+
+    def fetch_all_entity_configs(self) -> dict[str, dict[str, str]]:
+        """Every user, client id and (user, client id) config, by entity path."""
+        out: dict[str, dict[str, str]] = {}
+        for kind in ("users", "clients"):
+            try:
+                names = self.store.get_children(f"/config/{kind}")
+            except NoNodeError:
+                continue
+            for name in names:
+                path = f"{kind}/{name}"
+                out[path] = self.fetch_entity_config(path)
+                if kind != "users":
+                    continue
+                try:
+                    clients = self.store.get_children(f"/config/{path}/clients")
+                except NoNodeError:
+                    continue
+                for client in clients:
+                    out[f"{path}/clients/{client}"] = self.fetch_entity_config(
+                        f"{path}/clients/{client}"
+                    )
+        return out
+
+    def change_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        """Write an entity's config and announce it to every broker (``/config/changes``
+        with ``entity_path``), as Kafka's ``changeConfigs`` does for users and clients."""
+        path, data = EntityConfigZNode.path(entity_path), EntityConfigZNode.encode(config)
+        if self.store.exists(path) is None:
+            ensure_path(self.store, path.rpartition("/")[0])
+            with contextlib.suppress(NodeExistsError):
+                self.store.create(path, data)
+        self.store.set(path, data)
+        change = ConfigEntityChangeNotificationZNode
+        ensure_path(self.store, change.path)
+        self.store.create(
+            f"{change.path}/{change.prefix}", change.encode(entity_path),
+            CreateMode.PERSISTENT_SEQUENTIAL,
+        )  # fmt: skip

@@ -294,6 +294,19 @@ class TopicConfigZNode:
         return {str(k): str(v) for k, v in ((_loads(data) or {}).get("config") or {}).items()}
 
 
+class EntityConfigZNode:
+    """``/config/<entity path>``: a user's, client id's or (user, client id)'s dynamic
+    config (``/config/users/alice``, ``/config/users/alice/clients/app``,
+    ``/config/clients/<default>``), in the topic configs' format."""
+
+    @staticmethod
+    def path(entity_path: str) -> str:
+        return f"/config/{entity_path}"
+
+    encode = TopicConfigZNode.encode
+    decode = TopicConfigZNode.decode
+
+
 class DeleteTopicsZNode:
     """``/admin/delete_topics``: one child per topic queued for deletion."""
 

@@ -26,6 +26,10 @@ tested without sockets and the shell only carries bytes and decisions:
   memory again. A connection holding nothing still reads into its receive buffer, so
   small requests are served while large frames wait. Idle,
   :meth:`~ServerConnection.trim` lets go of the receive buffers.
+* **Throttles.** :meth:`~ServerConnection.start_throttling` mutes the connection for a
+  client quota throttle (Kafka's ``ThrottledChannel``): reading pauses and no request
+  is handed out until every throttle begun has ended
+  (:meth:`~ServerConnection.end_throttling`); answers already given still go out.
 * **Read timeout.** :meth:`~ServerConnection.read_timed_out`, called periodically,
   says whether one frame has been arriving for longer than a bound (a peer that
   announces a frame and never finishes it); the clock stops while reading is paused
@@ -144,7 +148,7 @@ class ServerConnection(Generic[H]):
     __slots__ = ("_backlogged", "_closed", "_decoder", "_has_file", "_held", "_in_hand",
                  "_in_hand_charge", "_in_hand_id", "_in_hand_pipelined", "_max_pipelined",
                  "_max_queued", "_output", "_partial_count", "_partial_since", "_pending",
-                 "_pool", "_raw_api_keys", "_sending", "_versions")  # fmt: skip
+                 "_pool", "_raw_api_keys", "_sending", "_throttles", "_versions")  # fmt: skip
 
     def __init__(
         self,
@@ -178,6 +182,7 @@ class ServerConnection(Generic[H]):
         self._sending = False  # the shell is sending a file region handed out
         self._closed = False
         self._backlogged = False  # frames not handled yet exceeded max_queued_bytes
+        self._throttles = 0  # quota throttles in force: the connection is muted
         # The read timeout: when a frame was first seen partly received, and which one.
         self._partial_since: float | None = None
         self._partial_count = 0
@@ -216,7 +221,22 @@ class ServerConnection(Generic[H]):
     def reading_paused(self) -> bool:
         """Whether reading should be paused now (the shell applies it when it changes):
         too many frames wait to be handled, or the connection waits for memory."""
-        return self._backlogged or self.waiting_for_memory
+        return self._backlogged or self._throttles > 0 or self.waiting_for_memory
+
+    @property
+    def throttled(self) -> bool:
+        """A quota throttle is in force: nothing is read or handed out until it ends."""
+        return self._throttles > 0
+
+    def start_throttling(self) -> None:
+        """Mute the connection for a quota throttle (Kafka's ``ThrottledChannel``): reading
+        pauses and no request is handed out until :meth:`end_throttling`."""
+        self._throttles += 1
+
+    def end_throttling(self) -> None:
+        """A throttle began by :meth:`start_throttling` ended."""
+        if self._throttles > 0:
+            self._throttles -= 1
 
     @property
     def waiting_for_memory(self) -> bool:
@@ -281,7 +301,7 @@ class ServerConnection(Generic[H]):
         an earlier call. Time while reading is paused for the connection's own backlog
         does not count."""
         decoder = self._decoder
-        if self._closed or self._backlogged or not decoder.buffered:
+        if self._closed or self._backlogged or self._throttles or not decoder.buffered:
             self._partial_since = None
             return False
         received = decoder.frames_received
@@ -301,7 +321,7 @@ class ServerConnection(Generic[H]):
         """
         decoder = self._decoder
         while True:
-            if self._closed or self._sending:
+            if self._closed or self._sending or self._throttles:
                 return None
             if self._in_hand:
                 raise RuntimeError("the request handed out last is not answered or deferred")

@@ -37,12 +37,19 @@ from sluice.log.group_flush import GroupFlusher
 from sluice.protocol import VersionTable
 from sluice.protocol.memory_pool import MemoryPool
 from sluice.purgatory import DelayedOperation, DelayedOperationPurgatory
+from sluice.quota import MetricConfig, QuotaManagers
 from sluice.replication.fetch_session import FetchSessionCache
 from sluice.replication.metadata_cache import MetadataCache
 from sluice.replication.producer_ids import ProducerIdManager
 from sluice.replication.replica_manager import ReplicaManager
 from sluice.server import gc_policy
 from sluice.server.apis import registry
+from sluice.server.client_quotas import (
+    ClientQuotas,
+    EntityConfigStore,
+    LocalEntityConfigStore,
+    ZkEntityConfigStore,
+)
 from sluice.server.congestion import checked_algorithm
 from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.network import Handler, KafkaServer
@@ -50,6 +57,7 @@ from sluice.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
 from sluice.server.single_node_controller import SingleNodeController
+from sluice.server.throttled_channel import ThrottledChannels
 from sluice.server.topic_admin import (
     SingleNodeTopicAdmin,
     TopicAdminBase,
@@ -178,6 +186,8 @@ class Broker:
         # API key -> handler: the table the listeners read, changed in place (the request
         # gate opens keys in it; sluice.testing's request controls wrap entries).
         self.handlers: dict[int, Handler[RequestContext]] = {}
+        self.client_quotas: ClientQuotas  # with the request context
+        self.throttled_channels: ThrottledChannels | None = None
 
     @property
     def cluster_id(self) -> str:
@@ -265,6 +275,8 @@ class Broker:
             from sluice.security.acl_store import ACL_FILE, FileAclStore
 
             self.authorizer = self._authorizer(FileAclStore(self.log_dir / ACL_FILE))
+        store = LocalEntityConfigStore(self.log_dir)
+        self._start_client_quotas(store, store.fetch_all_entity_configs())
         self.request_context = self._request_context(
             SingleNodeController(self.broker_id, self.replica_manager)
         )
@@ -304,6 +316,10 @@ class Broker:
         self.topic_admin = cluster.topic_admin
         if self.config["authorizer.class.name"] and cluster.store is not None:
             await self._loop.run_in_executor(None, self._zk_authorizer, cluster.store)
+        zk_store = ZkEntityConfigStore(cluster.admin)
+        stored = await self._loop.run_in_executor(None, zk_store.fetch_all_entity_configs)
+        quotas = self._start_client_quotas(zk_store, stored)
+        cluster.entity_config_listeners.append(quotas.reload)
         self.request_context = self._request_context(cluster)
         handlers = await self._start_coordinators_and_handlers(
             self.versions, _Slices(enabled=False)
@@ -351,6 +367,27 @@ class Broker:
         authorizer.reload()  # what changed before the watches were armed
         self.authorizer = authorizer
 
+    def _start_client_quotas(
+        self, store: EntityConfigStore, stored: dict[str, dict[str, str]]
+    ) -> ClientQuotas:
+        """The client quota managers with the stored quotas, and the timer that ends
+        throttles."""
+        config = self.config
+        managers = QuotaManagers(
+            MetricConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000),
+            MetricConfig(
+                config["controller.quota.window.num"],
+                config["controller.quota.window.size.seconds"] * 1000,
+            ),
+            self.clock.hi_res_clock_ms,
+        )
+        self.client_quotas = ClientQuotas(managers, store)
+        self.client_quotas.load(stored)
+        self.throttled_channels = ThrottledChannels(self.client_quotas, self.clock, self.broker_id)
+        assert self._loop is not None
+        self.throttled_channels.start(self._loop)
+        return self.client_quotas
+
     def _request_context(self, controller: Controller) -> RequestContext:
         """What the request handlers may use; the network layer adds each client's
         identity."""
@@ -361,6 +398,7 @@ class Broker:
             producer_ids=self.producer_id_manager, topic_admin=self.topic_admin,
             controller=controller, coordinators=self.coordinators, authorizer=self.authorizer,
             log_manager=self.log_manager, alter_log_dirs=self.alter_log_dirs,
+            quotas=self.client_quotas,
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:
@@ -456,6 +494,7 @@ class Broker:
                 self.request_context, raw_handlers=raw_handlers, loopback_congestion=congestion,
                 quotas=quotas, pool=pool,
                 read_timeout_ms=self.config["socket.request.read.timeout.ms"],
+                throttling=self.throttled_channels,
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
@@ -491,6 +530,7 @@ class Broker:
         self.replica_manager.shutdown()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
+        self._stop_throttled_channels()
         self._stop_file_thread()
         self._close_flush_thread()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
@@ -511,6 +551,7 @@ class Broker:
         self.topic_admin.shutdown()
         self.replica_manager.shutdown()
         self.log_manager.abandon()
+        self._stop_throttled_channels()
         self._stop_file_thread()
         self._close_flush_thread()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
@@ -532,6 +573,10 @@ class Broker:
         with none left the broker still answers (unlike Kafka, which halts)."""
         self.log_manager.handle_log_dir_failure(log_dir)
         self.replica_manager.handle_log_dir_failure(log_dir)
+
+    def _stop_throttled_channels(self) -> None:
+        if self.throttled_channels is not None:
+            self.throttled_channels.stop()
 
     def _stop_file_thread(self) -> None:
         """Run the file work still queued and end the file thread (the logs are closed:

@@ -103,6 +103,9 @@ class ClusterManager:
         self.store: CoordinationStore | None = None
         self.zk: KafkaZkClient
         self.admin: AdminZkClient
+        # Called on the loop with a user or client entity path ("users/alice",
+        # "users/alice/clients/app", "clients/<default>") whose config changed.
+        self.entity_config_listeners: list[Callable[[str], None]] = []
         self.topic_admin: ZkTopicAdmin
         self.controller: KafkaController | None = None
         self.channel: NetworkControllerChannel | None = None
@@ -337,6 +340,9 @@ class ClusterManager:
             kind, _, name = entity.partition("/")
             if kind == "topics" and name:
                 self.apply_topic_config(name)
+            elif kind in ("users", "clients") and name:
+                for listener in self.entity_config_listeners:
+                    listener(entity)
         self._config_seen = children
 
     def apply_topic_config(self, topic: str) -> None:

@@ -29,7 +29,10 @@ the call that completes it, in another request's call stack (see
 request is never handled from inside another's call stack: it waits for the event loop.
 Answers holding file regions go out with ``sendfile`` (:mod:`sluice.server.sendfile`)
 from a task, nothing else meanwhile; while the transport's write buffer is over its
-high-water mark no further request is handled. Oversized or malformed frames, unknown
+high-water mark no further request is handled. An answer carrying a client quota's
+``throttle_time_ms`` (or a request whose handler time goes over ``request_percentage``)
+mutes its connection once written, until the broker's timer ends the throttle
+(:mod:`sluice.server.throttled_channel`). Oversized or malformed frames, unknown
 APIs, unsupported versions, handler errors and responses that cannot be encoded close
 that connection; the broker keeps serving. What clients cause is logged through
 :data:`client_log` (each event at DEBUG, one line per kind per 10 s with counts), never a
@@ -52,6 +55,7 @@ from sluice.base.rate_limited_log import RateLimitedLog
 from sluice.protocol import FrameSizeError, ProtocolError, Request, VersionTable
 from sluice.protocol.memory_pool import MemoryPool
 from sluice.protocol.server_connection import PendingAnswer, RawRequest, ServerConnection
+from sluice.protocol.throttle import NoResponse, throttle_time_ms, with_throttle_time
 from sluice.security import DEFAULT_SESSION, Session
 from sluice.server.acceptor import Acceptor, bind_listener
 from sluice.server.answer import Answer
@@ -98,6 +102,21 @@ RawHandler = Callable[[bytes], Any]
 _Pending: TypeAlias = "PendingAnswer[asyncio.Future[Any]]"
 
 
+class Throttling(Protocol):
+    """Client quota throttles (:mod:`sluice.server.throttled_channel`): an answer's
+    throttle time mutes its connection until the timer calls back."""
+
+    @property
+    def active(self) -> bool:
+        """Whether any quota is configured (otherwise answers are not looked at)."""
+
+    def throttle(self, ms: int, on_end: Callable[[], None]) -> object:
+        """Call ``on_end`` on the event loop ``ms`` from now."""
+
+    def request_throttle_ms(self, request: Request, session: Session, nanos: int) -> int:
+        """Record a request's handler time; the request quota's throttle."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClientIdentity:
     """The smallest context: only the client's identity (a server without a broker)."""
@@ -131,10 +150,11 @@ class KafkaServer(Generic[Ctx]):
         quotas: ConnectionQuotas | None = None,
         pool: MemoryPool | None = None,
         read_timeout_ms: int = 0,
+        throttling: Throttling | None = None,
     ) -> None:
         """``quotas`` and ``pool``: the broker's, shared by its listeners (None: no
         connection limits, no memory bound); ``read_timeout_ms`` 0 or less: a request
-        may take any time to arrive."""
+        may take any time to arrive; ``throttling``: the client quotas' (None: none)."""
         self.host = host
         self.port = port
         self.handlers = handlers  # read per request: may be updated in place
@@ -150,6 +170,7 @@ class KafkaServer(Generic[Ctx]):
         self._read_timeout_s = read_timeout_ms / 1000 if read_timeout_ms > 0 else None
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.pool = pool
+        self.throttling = throttling
         self._acceptor: Acceptor | None = None
         self._opening: set[asyncio.Task[Any]] = set()  # accepted sockets becoming transports
         self._connections: set[KafkaConnectionProtocol[Ctx]] = set()
@@ -509,20 +530,31 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         if context is None or context.client_id != client_id:
             context = self.context = server.context.for_client(client_id, self.host, self.session)
         conn = self.conn
+        throttling = server.throttling
+        quotas = throttling is not None and throttling.active
         try:
+            started = time.perf_counter_ns() if quotas else 0
             response = handler(context, request)
+            extra = 0  # the request quota's throttle
+            if quotas:
+                assert throttling is not None
+                elapsed = time.perf_counter_ns() - started
+                extra = throttling.request_throttle_ms(request, self.session, elapsed)
             if type(response) is Answer:
                 if response.done():  # answered already: a Produce at acks=1, a Fetch with data
-                    conn.respond(response.result())
+                    result = response.result()
+                    conn.respond(self._throttled(result, extra) if quotas else result)
                 else:
                     pending = conn.defer(response)
-                    response.when_done(functools.partial(self._answer_done, pending))
+                    response.when_done(functools.partial(self._answer_done, pending, extra))
             elif response is None or not inspect.isawaitable(response):
-                conn.respond(response)
+                conn.respond(self._throttled(response, extra) if quotas else response)
             else:
                 future = asyncio.ensure_future(response)
                 pending = conn.defer(future)
-                future.add_done_callback(functools.partial(self._future_done, pending, False))
+                future.add_done_callback(
+                    functools.partial(self._future_done, pending, False, extra=extra)
+                )
         except (Exception, asyncio.CancelledError) as exc:  # or a response that cannot be encoded
             what = f"api key {request.api_key} v{request.api_version}: {exc!r}"
             client_log.event("error handling a request", self.peer, what, exc_info=exc,
@@ -561,26 +593,32 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         return authorize_cluster(context, AclOperation.CLUSTER_ACTION)
 
     # -- answers -------------------------------------------------------------------------
-    def _answer_done(self, pending: _Pending, answer: Answer) -> None:
+    def _answer_done(self, pending: _Pending, extra: int, answer: Answer) -> None:
         """An :class:`Answer` was set, inside whatever set it: write what it releases; the
         next request waits for the loop."""
-        self._settle(pending, answer, False)
+        self._settle(pending, answer, False, extra)
         if not self._dispatch_soon and self.conn.has_frames:
             self._dispatch_soon = True
             answer.get_loop().call_soon(self._dispatch)
 
-    def _future_done(self, pending: _Pending, framed: bool, future: asyncio.Future[Any]) -> None:
-        self._settle(pending, future, framed)
+    def _future_done(
+        self, pending: _Pending, framed: bool, future: asyncio.Future[Any], extra: int = 0
+    ) -> None:
+        self._settle(pending, future, framed, extra)
         if self.conn.has_frames:
             self._dispatch()
 
-    def _settle(self, pending: _Pending, future: asyncio.Future[Any], framed: bool) -> None:
+    def _settle(
+        self, pending: _Pending, future: asyncio.Future[Any], framed: bool, extra: int = 0
+    ) -> None:
         conn = self.conn
         if conn.closed:
             return
         try:
             if framed:
                 conn.answer_framed(pending, future.result())
+            elif extra or (self.server.throttling is not None and self.server.throttling.active):
+                conn.answer(pending, self._throttled(future.result(), extra))
             else:
                 conn.answer(pending, future.result())
             self._flush()
@@ -596,6 +634,34 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         if self._reading_paused:  # its memory released: it may read again
             self._apply_reading()
         self._note_busy()
+
+    # -- quota throttles ------------------------------------------------------------------
+    def _throttled(self, response: Any, extra: int) -> Any:
+        """``response`` with the request quota's throttle ``extra`` if longer than its own;
+        a throttled answer mutes the connection once written (KIP-219)."""
+        ms = throttle_time_ms(response)
+        if extra > ms:
+            response, ms = with_throttle_time(response, extra), extra
+        if ms > 0:
+            self._throttle(ms)
+        return None if type(response) is NoResponse else response
+
+    def _throttle(self, ms: int) -> None:
+        throttling = self.server.throttling
+        if throttling is None or self._closed:
+            return
+        self.conn.start_throttling()
+        self._apply_reading()
+        throttling.throttle(ms, self._throttle_ended)
+
+    def _throttle_ended(self) -> None:
+        conn = self.conn
+        conn.end_throttling()
+        if self._closed:
+            return
+        self._apply_reading()
+        if conn.has_frames and not conn.throttled:
+            self._dispatch()
 
     def _flush(self) -> None:
         """Write what the connection hands out: at once, or with sendfile from a task."""

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from sluice.replication.producer_ids import ProducerIdManager
     from sluice.replication.replica_manager import ReplicaManager
     from sluice.security.authorizer import AclAuthorizer
+    from sluice.server.client_quotas import ClientQuotas
     from sluice.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
     from sluice.server.replica_assignment import Assignments
     from sluice.server.topics import TopicInfo
@@ -229,6 +230,8 @@ class RequestContext:
     authorizer: AclAuthorizer | None = None
     """``authorizer.class.name``'s authorizer; None: every request is authorized
     (:mod:`sluice.server.auth_helper`)."""
+    quotas: ClientQuotas | None = None
+    """The client quotas and their stored configs (the broker always sets them)."""
 
     @property
     def group_coordinator(self) -> GroupCoordinator:

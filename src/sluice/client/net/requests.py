@@ -60,6 +60,8 @@ CLIENT_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     ApiKey.DELETE_ACLS: (1, 3),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
 }
 """API key -> (min, max) version the Sluice clients implement; the network client
 sends each request at the highest version both sides support. (The transaction

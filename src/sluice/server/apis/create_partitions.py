@@ -16,6 +16,10 @@ leader for every new partition, or REQUEST_TIMED_OUT (no message, the partitions
 added) when ``timeout_ms`` ends first. A request that would add more than
 ``MAX_PARTITIONS_PER_REQUEST`` (10,000) partitions in all is refused whole, each topic
 answered POLICY_VIOLATION, as Kafka's controller refuses it.
+
+A ``controller_mutation_rate`` quota counts the partitions added; from v3 (KIP-599) a
+topic grown once the quota is used up is refused with THROTTLING_QUOTA_EXCEEDED, before
+that it grows and the answer is throttled.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sluice.log import KafkaStorageException
 from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.quota import ControllerMutationQuota, ThrottlingQuotaExceeded
 from sluice.server.apis import ApiSpec
 from sluice.server.auth_helper import AclOperation, ResourceType, authorize
+from sluice.server.client_quotas import controller_mutation_quota, mutation_throttle_ms
 from sluice.server.messages import build, field, ms
 from sluice.server.topics import (
     EXCESSIVE_BATCH_MESSAGE,
@@ -55,6 +61,26 @@ if TYPE_CHECKING:
     )
 
 API: ApiSpec[Body] = ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, needs_coordinators=False)
+STRICT_QUOTA_SINCE = 3
+
+
+async def _create_within_quota(
+    ctx: RequestContext, topic: Any, validate_only: bool, quota: ControllerMutationQuota | None
+) -> _Result:
+    """Grow the topic if the controller mutation quota lets it: the new partitions are
+    taken from the quota first, and given back if the growth is refused."""
+    permits = 0 if quota is None or validate_only else _new_partitions(ctx, topic)
+    if quota is None or not permits:
+        return await _create(ctx, topic, validate_only)
+    try:
+        quota.record(permits)
+    except ThrottlingQuotaExceeded as exc:
+        return ErrorCode.throttling_quota_exceeded, str(exc), _NONE
+    result = await _create(ctx, topic, validate_only)
+    if result[0] != ErrorCode.none:
+        quota.refund(permits)
+    return result
+
 
 _NONE = range(0)
 
@@ -121,6 +147,7 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
         results = [{"name": t.name, "error_code": ErrorCode.policy_violation,
                     "error_message": EXCESSIVE_BATCH_MESSAGE} for t in body.topics]  # fmt: skip
         return build(request.response_type, throttle_time=0, results=results)
+    quota = controller_mutation_quota(ctx, request, STRICT_QUOTA_SINCE)
     additions: dict[int, asyncio.Task[_Result]] = {}
     for topic in body.topics:
         if occurrences[topic.name] > 1:
@@ -131,7 +158,9 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
             results.append({"name": topic.name, "error_code": ErrorCode.topic_authorization_failed,
                             "error_message": None})  # fmt: skip
             continue
-        additions[len(results)] = asyncio.ensure_future(_create(ctx, topic, validate_only))
+        additions[len(results)] = asyncio.ensure_future(
+            _create_within_quota(ctx, topic, validate_only, quota)
+        )
         results.append({"name": topic.name})
     timeout_ms = ms(body.timeout)
     deadline = time.monotonic() + timeout_ms / 1000
@@ -155,4 +184,5 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
         for result in results:
             if result["name"] in leaderless:  # added, not yet usable: as Kafka
                 result.update(error_code=ErrorCode.request_timed_out, error_message=None)
-    return build(request.response_type, throttle_time=0, results=results)
+    throttle = mutation_throttle_ms(ctx, quota)
+    return build(request.response_type, throttle_time=throttle, results=results)

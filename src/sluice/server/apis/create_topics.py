@@ -29,6 +29,10 @@ must then be -1 (INVALID_REQUEST); they are checked as Kafka's controller checks
 (INVALID_REPLICA_ASSIGNMENT: :mod:`sluice.server.replica_assignment`) and honoured, on a
 single node (whose only registered broker is itself) and in a cluster (written to the
 topic's ZooKeeper znode, the controller creating each replica where it is assigned).
+
+A ``controller_mutation_rate`` quota counts each created topic's partitions; from v6
+(KIP-599) a topic asked for once the quota is used up is refused with
+THROTTLING_QUOTA_EXCEEDED, before that it is created and the answer throttled.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.config import ConfigError, format_config_value
 from sluice.log import KafkaStorageException, LogError
 from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.quota import ControllerMutationQuota, ThrottlingQuotaExceeded
 from sluice.server.apis import ApiSpec
 from sluice.server.auth_helper import (
     AclOperation,
@@ -47,6 +52,7 @@ from sluice.server.auth_helper import (
     authorize,
     authorize_cluster,
 )
+from sluice.server.client_quotas import controller_mutation_quota, mutation_throttle_ms
 from sluice.server.messages import build, field, ms
 from sluice.server.topics import (
     EXCESSIVE_BATCH_MESSAGE,
@@ -79,6 +85,26 @@ if TYPE_CHECKING:
     )
 
 API: ApiSpec[Body] = ApiSpec(ApiKey.CREATE_TOPICS, 2, 7)
+STRICT_QUOTA_SINCE = 6
+
+
+async def _create_within_quota(
+    ctx: RequestContext, topic: Any, validate_only: bool, quota: ControllerMutationQuota | None
+) -> dict[str, Any]:
+    """Create the topic if the controller mutation quota lets it: its partitions are
+    taken from the quota first, and given back if the creation is refused."""
+    permits = 0 if quota is None or validate_only else _partitions(ctx, topic)
+    if quota is None or not permits:
+        return await _create(ctx, topic, validate_only)
+    try:
+        quota.record(permits)
+    except ThrottlingQuotaExceeded as exc:
+        return {"name": topic.name, "error_code": ErrorCode.throttling_quota_exceeded,
+                "error_message": str(exc)}  # fmt: skip
+    result = await _create(ctx, topic, validate_only)
+    if result["error_code"] != ErrorCode.none:
+        quota.refund(permits)
+    return result
 
 
 async def _create(ctx: RequestContext, topic: Any, validate_only: bool) -> dict[str, Any]:
@@ -165,6 +191,7 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
         results = [{"name": t.name, "error_code": ErrorCode.policy_violation,
                     "error_message": EXCESSIVE_BATCH_MESSAGE} for t in body.topics]  # fmt: skip
         return build(request.response_type, throttle_time=0, topics=results)
+    quota = controller_mutation_quota(ctx, request, STRICT_QUOTA_SINCE)
     creations: dict[int, asyncio.Task[dict[str, Any]]] = {}
     for topic in body.topics:
         if topic.name in seen:
@@ -177,7 +204,9 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
                             "error_message": "Authorization failed."})  # fmt: skip
             continue
         # Each one's checks run when its task starts, in the request's order.
-        creations[len(results)] = asyncio.ensure_future(_create(ctx, topic, validate_only))
+        creations[len(results)] = asyncio.ensure_future(
+            _create_within_quota(ctx, topic, validate_only, quota)
+        )
         results.append({"name": topic.name})
     if creations:
         timeout_ms = ms(body.timeout)
@@ -201,4 +230,5 @@ async def _answer(ctx: RequestContext, request: Request) -> Any:
             for result in results:
                 if result["name"] in leaderless:  # created, not yet usable: as Kafka
                     result.update(error_code=ErrorCode.request_timed_out, error_message=None)
-    return build(request.response_type, throttle_time=0, topics=results)
+    throttle = mutation_throttle_ms(ctx, quota)
+    return build(request.response_type, throttle_time=throttle, topics=results)

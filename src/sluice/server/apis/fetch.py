@@ -9,6 +9,12 @@ FENCED_LEADER_EPOCH, its current leader and epoch and that leader's endpoint (KI
 v17's replica directory id is for KRaft JBOD followers and is not used. The minimum
 stays at 4: librdkafka before 2.11.1 enables the v2 record format only if the range
 holds v4, and zstd only if it holds v10.
+
+A consumer's ``consumer_byte_rate`` bounds what one Fetch may return (ten windows of its
+quota, Kafka's ``getMaxValueInQuotaWindow``); a Fetch that takes the consumer over its
+quota is answered empty with ``throttle_time_ms`` (its bytes not counted, as Kafka
+unrecords them) and the connection is muted that long. Followers' fetches are not
+subject to client quotas.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
-from sluice.replication.fetch_session import FetchContext, PartitionState
+from sluice.protocol.throttle import with_throttle_time
+from sluice.quota import ClientQuotaManager
+from sluice.replication.fetch_session import INVALID_SESSION_ID, FetchContext, PartitionState
 from sluice.replication.partition import FetchIsolation
 from sluice.replication.replica_manager import FetchParams, FetchPartitionData, PartitionFetch
 from sluice.server.answer import Answer
@@ -432,11 +440,19 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         isolation = FetchIsolation.TXN_COMMITTED
     else:
         isolation = FetchIsolation.HIGH_WATERMARK
+    max_bytes = field(body, "max_bytes", 2**31 - 1)
+    quotas = ctx.quotas
+    quota = None
+    if quotas is not None and replica_id < 0 and quotas.managers.fetch.quotas_enabled:
+        quota = quotas.managers.fetch
+        bound = quota.max_value_in_quota_window(ctx.principal.name, ctx.client_id)
+        if bound < max_bytes:
+            max_bytes = max(int(bound), 1)
     params = FetchParams(
         replica_id=replica_id,
         max_wait_ms=ms(body.max_wait),
         min_bytes=body.min_bytes,
-        max_bytes=field(body, "max_bytes", 2**31 - 1),
+        max_bytes=max_bytes,
         isolation=isolation,
     )
     cache = ctx.metadata_cache
@@ -456,9 +472,40 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     future = Answer(loop=asyncio.get_running_loop())  # written by the network layer when set
 
     def done(results: list[tuple[PartitionFetch, FetchPartitionData]]) -> None:
-        if not future.done():
-            answered = denied + results if denied else results
-            future.set_result(_response(request, context, answered, unresolved, cache))
+        if future.done():
+            return
+        if quota is not None:
+            throttle = _throttle_ms(ctx, quota, results)
+            if throttle:
+                future.set_result(_throttled_response(request, context, throttle))
+                return
+        answered = denied + results if denied else results
+        future.set_result(_response(request, context, answered, unresolved, cache))
 
     ctx.replica_manager.fetch_messages(params, fetches, done)
     return future
+
+
+def _throttle_ms(
+    ctx: RequestContext,
+    quota: ClientQuotaManager,
+    results: list[tuple[PartitionFetch, FetchPartitionData]],
+) -> int:
+    """Record the answer's bytes against the consumer's quota; if that throttles, take
+    them back (the answer goes out empty) and return the throttle."""
+    size = sum(data.records.size for _, data in results if data.records is not None)
+    name, client_id, now = ctx.principal.name, ctx.client_id, ctx.clock.hi_res_clock_ms()
+    throttle = quota.record_and_get_throttle_time_ms(name, client_id, size, now)
+    if throttle:
+        quota.unrecord(name, client_id, size, now)
+        quota.record_throttle(name, client_id, throttle, now)
+    return throttle
+
+
+def _throttled_response(request: Request, context: FetchContext, throttle_ms: int) -> Any:
+    """An empty answer carrying the throttle (Kafka's ``getThrottledResponse``: the session
+    id of an incremental fetch, none for a full one)."""
+    response = with_throttle_time(_response(request, context, []), throttle_ms)
+    if not context.incremental and hasattr(response, "session_id") and response.session_id:
+        response = dataclasses.replace(response, session_id=INVALID_SESSION_ID)
+    return response

@@ -11,6 +11,10 @@ v11 plus transactions v2 (KIP-890 part 2); v13 names topics by id.
 As in Kafka, an internal topic (``__consumer_offsets``, ``__transaction_state``) takes
 no client's records: INVALID_TOPIC_EXCEPTION, unless the client id is Kafka's
 ``__admin_client``. Its coordinator writes it through the replica manager.
+
+A client over its ``producer_byte_rate`` (the records' bytes count) gets its answer with
+``throttle_time_ms`` and its connection is muted that long (an acks=0 client: muted
+only); see ``server/throttled_channel.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.protocol.produce_response import PartitionResult, encode_produce_response
+from sluice.protocol.throttle import NoResponse
 from sluice.replication.delayed import ProducePartitionStatus
 from sluice.replication.metadata_cache import INTERNAL_TOPICS
 from sluice.server.answer import Answer
@@ -70,7 +75,9 @@ ADMIN_CLIENT_ID = "__admin_client"
 """Kafka's ``AdminUtils.ADMIN_CLIENT_ID``: the one client allowed to append to internal topics."""
 
 
-def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatus]) -> Any:
+def _response(
+    version: int, statuses: dict[TopicPartition, ProducePartitionStatus], throttle_ms: int = 0
+) -> Any:
     """The answer, hand-encoded: the broker accepts Produce v3-11 (``API``),
     exactly the versions ``encode_produce_response`` writes."""
     by_topic: dict[str, list[PartitionResult]] = {}
@@ -79,7 +86,20 @@ def _response(version: int, statuses: dict[TopicPartition, ProducePartitionStatu
             (tp.partition, s.error, s.base_offset, s.log_append_time if s.log_append_time
              >= 0 else -1, s.log_start_offset, s.error_message)
         )  # fmt: skip
-    return encode_produce_response(version, by_topic.items())
+    return encode_produce_response(version, by_topic.items(), throttle_ms)
+
+
+def _throttle_ms(ctx: RequestContext, entries: dict[TopicPartition, bytes]) -> int:
+    """Record the records' bytes against the client's produce quota; its throttle."""
+    quotas = ctx.quotas
+    if quotas is None or not quotas.managers.produce.quotas_enabled:
+        return 0
+    manager = quotas.managers.produce
+    size = sum(len(records) for records in entries.values())
+    name, now = ctx.principal.name, ctx.clock.hi_res_clock_ms()
+    throttle = manager.record_and_get_throttle_time_ms(name, ctx.client_id, size, now)
+    manager.record_throttle(name, ctx.client_id, throttle, now)
+    return throttle
 
 
 def handle(ctx: RequestContext, request: Request) -> Any:
@@ -135,9 +155,10 @@ def handle(ctx: RequestContext, request: Request) -> Any:
                 early[tp] = ProducePartitionStatus(-1, -1, error=ErrorCode.invalid_record)
             else:
                 entries[tp] = p.records
+    throttle = _throttle_ms(ctx, entries)
     if acks == 0:  # no response at all, as in Kafka
         ctx.replica_manager.append_records(ms(body.timeout), acks, entries, _ignore)
-        return None
+        return NoResponse(throttle) if throttle else None
     # The answer is built where the append completes (at once, or when the DelayedProduce
     # does) and the network layer awaits this future itself, or writes it when it is set:
     # no task per produce.
@@ -151,7 +172,7 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         if future.done():
             return
         try:
-            future.set_result(_response(version, {**early, **statuses}))
+            future.set_result(_response(version, {**early, **statuses}, throttle))
         except Exception as exc:  # answered as an error by the network layer
             future.set_exception(exc)
 
