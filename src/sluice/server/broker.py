@@ -41,6 +41,7 @@ from sluice.replication.fetch_session import FetchSessionCache
 from sluice.replication.metadata_cache import MetadataCache
 from sluice.replication.producer_ids import ProducerIdManager
 from sluice.replication.replica_manager import ReplicaManager
+from sluice.security.sasl.credential_store import FileScramCredentialStore, ScramCredentialStore
 from sluice.server import gc_policy
 from sluice.server.apis import registry
 from sluice.server.congestion import checked_algorithm
@@ -170,6 +171,8 @@ class Broker:
         # Cluster mode (zookeeper.connect set): see sluice.server.cluster.
         self.cluster: ClusterManager | None = None
         self.request_context: RequestContext  # built once the listeners can open
+        # Users' SCRAM credentials: a file in log_dir, or ZooKeeper in a cluster.
+        self.scram_credentials: ScramCredentialStore
         # API key -> handler: the table the listeners read, changed in place (the request
         # gate opens keys in it; sluice.testing's request controls wrap entries).
         self.handlers: dict[int, Handler[RequestContext]] = {}
@@ -252,6 +255,7 @@ class Broker:
             topic_admin.host_registered_topics()
         gc_policy.freeze_long_lived()
         self.topic_admin = topic_admin
+        self.scram_credentials = FileScramCredentialStore(self.log_dir)
         self.request_context = self._request_context(
             SingleNodeController(self.broker_id, self.replica_manager)
         )
@@ -289,6 +293,7 @@ class Broker:
         )  # fmt: skip
         await self._loop.run_in_executor(None, cluster.connect)
         self.topic_admin = cluster.topic_admin
+        self.scram_credentials = cluster.scram_credentials
         self.request_context = self._request_context(cluster)
         handlers = await self._start_coordinators_and_handlers(
             self.versions, _Slices(enabled=False)
@@ -314,6 +319,7 @@ class Broker:
             replica_manager=self.replica_manager, fetch_sessions=self.fetch_sessions,
             producer_ids=self.producer_id_manager, topic_admin=self.topic_admin,
             controller=controller, coordinators=self.coordinators,
+            scram_credentials=self.scram_credentials,
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:

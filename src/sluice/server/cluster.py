@@ -51,6 +51,7 @@ from sluice.server.inter_broker import BrokerConnection, NetworkControllerChanne
 from sluice.server.replica_fetcher import ReplicaFetcher
 from sluice.server.topics import TopicInfo, TopicRegistry
 from sluice.server.txn_runtime import load_transaction_partition
+from sluice.server.zk_scram_credentials import ZkScramCredentialStore, desanitize
 from sluice.server.zk_topic_admin import ZkTopicAdmin, topic_uuid
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ class ClusterManager:
         self.zk: KafkaZkClient
         self.admin: AdminZkClient
         self.topic_admin: ZkTopicAdmin
+        self.scram_credentials: ZkScramCredentialStore  # users' SCRAM credentials
         self.controller: KafkaController | None = None
         self.channel: NetworkControllerChannel | None = None
         self.checker = ControllerEpochChecker()
@@ -147,6 +149,8 @@ class ClusterManager:
         )  # fmt: skip
         cache = self.metadata_cache
         cache.cluster_id = self._cluster_id(store, cache.cluster_id)
+        self.scram_credentials = ZkScramCredentialStore(store)
+        self.scram_credentials.load()
 
     def _cluster_id(self, store: CoordinationStore, local: str) -> str:
         """The cluster's id in /cluster/id (created from ours by the first broker)."""
@@ -319,6 +323,7 @@ class ClusterManager:
         ensure_path(store, Change.path)
         self._config_watch = fired
         self._config_seen = set(store.get_children(Change.path, watch=fired))
+        self.scram_credentials.load()  # users changed before the watch was armed
 
     def _process_config_changes(self) -> None:
         from sluice.controller.zk_data import ConfigEntityChangeNotificationZNode as Change
@@ -337,6 +342,8 @@ class ClusterManager:
             kind, _, name = entity.partition("/")
             if kind == "topics" and name:
                 self.apply_topic_config(name)
+            elif kind == "users" and name:
+                self.scram_credentials.reload_user(desanitize(name))
         self._config_seen = children
 
     def apply_topic_config(self, topic: str) -> None:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from sluice.replication.metadata_cache import MetadataCache
     from sluice.replication.producer_ids import ProducerIdManager
     from sluice.replication.replica_manager import ReplicaManager
+    from sluice.security.sasl.credential_store import ScramCredentialStore
     from sluice.server.topics import TopicInfo
 
 __all__ = ["ActiveController", "Controller", "Coordinators", "RequestContext", "TopicAdmin"]
@@ -191,6 +192,9 @@ class RequestContext:
     topic_admin: TopicAdmin
     controller: Controller
     coordinators: Coordinators
+    scram_credentials: ScramCredentialStore
+    """Users' SCRAM credentials: the cache the SCRAM exchanges read and where they are
+    kept (a file on a single node, ZooKeeper in a cluster)."""
     client_id: str | None = None
     """The request header's client id."""
     client_host: str = ""
