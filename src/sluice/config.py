@@ -13,8 +13,13 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sluice.controller.model import EndPoint
+
 __all__ = [
     "BROKER_CONFIGS",
+    "LISTENER_CONFIG_PREFIXES",
+    "LISTENER_PREFIX",
+    "SECURITY_PROTOCOLS",
     "TOPIC_CONFIGS",
     "BrokerConfig",
     "ConfigDef",
@@ -22,7 +27,9 @@ __all__ = [
     "format_config_value",
     "parse_bool",
     "parse_connection_overrides",
+    "parse_listener",
     "parse_properties",
+    "parse_security_protocol_map",
     "topic_config_defaults",
 ]
 
@@ -105,6 +112,13 @@ def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
     return {d.name: d for d in defs}
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""Kafka's security protocols, by their wire ids (UpdateMetadata's security_protocol)."""
+LISTENER_PREFIX = "listener.name."
+"""``listener.name.<listener>.<config>`` sets a config for one listener (Kafka's prefix)."""
+LISTENER_CONFIG_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.")
+"""The configs a ``listener.name.<listener>.`` prefix may set (as Kafka allows)."""
+
 _TS_TYPES = ("CreateTime", "LogAppendTime")
 _CLEANUP = ("delete", "compact")
 _COMPRESSION = ("uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")
@@ -112,8 +126,41 @@ _COMPRESSION = ("uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("broker.id", "int", 0, "This broker's id.", min=0),
     ConfigDef("cluster.id", "string", None, "Cluster id; generated and stored in log.dirs."),
-    ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on."),
-    ConfigDef("advertised.listeners", "list", None, "Addresses clients are told to use."),
+    ConfigDef(
+        "listeners",
+        "list",
+        ["PLAINTEXT://127.0.0.1:9092"],
+        "Listeners to serve, NAME://host:port each (an empty host: every interface); a "
+        "name is a security protocol or a name given one in listener.security.protocol.map.",
+    ),
+    ConfigDef(
+        "advertised.listeners",
+        "list",
+        None,
+        "The addresses clients are told to use, per listener name (a subset of listeners' "
+        "names); unset: listeners.",
+    ),
+    ConfigDef(
+        "listener.security.protocol.map",
+        "list",
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "Listener names and their security protocols, NAME:PROTOCOL each.",
+    ),
+    ConfigDef(
+        "inter.broker.listener.name",
+        "string",
+        None,
+        "The listener brokers use to reach each other (replica fetches, controller "
+        "requests); unset: the one named by security.inter.broker.protocol.",
+    ),
+    ConfigDef(
+        "security.inter.broker.protocol",
+        "string",
+        "PLAINTEXT",
+        "The security protocol between brokers, when inter.broker.listener.name is unset "
+        "(the listener of that name is used); not both.",
+        choices=SECURITY_PROTOCOLS,
+    ),
     ConfigDef(
         "log.dirs",
         "string",
@@ -389,7 +436,13 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._explicit: dict[str, Any] = {}
+        # listener.name.<listener>.<config>: listener name (upper case) -> config -> value
+        self._listener_overrides: dict[str, dict[str, Any]] = {}
         for key, raw in (values or {}).items():
+            if key.startswith(LISTENER_PREFIX):
+                listener, name, value = _parse_listener_override(key, raw)
+                self._listener_overrides.setdefault(listener, {})[name] = value
+                continue
             definition = BROKER_CONFIGS.get(key)
             if definition is None:
                 raise ConfigError(f"unknown broker config {key!r}")
@@ -425,13 +478,62 @@ class BrokerConfig:
     def explicit(self) -> dict[str, Any]:
         return dict(self._explicit)
 
+    def for_listener(self, listener_name: str, key: str) -> Any:
+        """``key`` as one listener sees it: its ``listener.name.<listener>.<key>`` if set,
+        else the broker-wide value."""
+        overrides = self._listener_overrides.get(listener_name.upper(), {})
+        return overrides[key] if key in overrides else self[key]
+
+    def listener_overrides(self, listener_name: str) -> dict[str, Any]:
+        """The configs set for one listener with ``listener.name.<listener>.``."""
+        return dict(self._listener_overrides.get(listener_name.upper(), {}))
+
     def _check_consistency(self) -> None:
-        for listener in self.listeners:
-            parse_listener(listener)
-        if self["advertised.listeners"] is not None:
-            for listener in self["advertised.listeners"]:
-                parse_listener(listener)
+        self._check_listeners()
         self._check_connection_limits()
+
+    def _check_listeners(self) -> None:
+        """Kafka's checks of listeners, advertised.listeners and the inter-broker listener."""
+        protocol_map = self.security_protocol_map
+        listeners = self.listener_endpoints
+        names = [e.listener_name for e in listeners]
+        if not names:
+            raise ConfigError("listeners must name at least one listener")
+        for name in names:
+            if names.count(name) > 1:
+                raise ConfigError(f"listeners: each listener must have a different name: {name}")
+        ports = [e.port for e in listeners if e.port != 0]
+        for port in ports:
+            if ports.count(port) > 1:
+                raise ConfigError(f"listeners: each listener must have a different port: {port}")
+        advertised = self.advertised_endpoints
+        adv_names = [e.listener_name for e in advertised]
+        for name in adv_names:
+            if name not in names:
+                raise ConfigError(
+                    f"advertised.listeners: listener {name} is not one of the listeners"
+                )
+            if adv_names.count(name) > 1:
+                raise ConfigError(f"advertised.listeners: listener {name} is named twice")
+        for listener in self._listener_overrides:
+            if listener not in protocol_map:
+                raise ConfigError(
+                    f"{LISTENER_PREFIX}{listener.lower()}.*: no listener {listener} in "
+                    "listener.security.protocol.map"
+                )
+        if self.is_set("inter.broker.listener.name") and self.is_set(
+            "security.inter.broker.protocol"
+        ):
+            raise ConfigError(
+                "only one of inter.broker.listener.name and security.inter.broker.protocol "
+                "may be set"
+            )
+        if self["zookeeper.connect"] and self.inter_broker_listener_name not in adv_names:
+            raise ConfigError(
+                f"inter.broker.listener.name must be a listener name defined in "
+                f"advertised.listeners; {self.inter_broker_listener_name} is not "
+                f"(advertised: {', '.join(adv_names)})"
+            )
 
     def _check_connection_limits(self) -> None:
         """Kafka's checks of the memory pool and connection limit settings."""
@@ -483,6 +585,35 @@ class BrokerConfig:
         return list(adv) if adv is not None else self.listeners
 
     @property
+    def security_protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map``: listener name -> security protocol."""
+        return parse_security_protocol_map(self["listener.security.protocol.map"])
+
+    @property
+    def listener_endpoints(self) -> list[EndPoint]:
+        """The listeners to open, each with its name and security protocol."""
+        protocol_map = self.security_protocol_map
+        return [parse_listener(x, protocol_map) for x in self.listeners]
+
+    @property
+    def advertised_endpoints(self) -> list[EndPoint]:
+        """What this broker registers: advertised.listeners (or listeners)."""
+        protocol_map = self.security_protocol_map
+        return [parse_listener(x, protocol_map) for x in self.advertised_listeners]
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """``inter.broker.listener.name``, else the listener named after
+        ``security.inter.broker.protocol``."""
+        name = self["inter.broker.listener.name"]
+        return str(name).strip().upper() if name else str(self["security.inter.broker.protocol"])
+
+    @property
+    def inter_broker_security_protocol(self) -> str:
+        name = self.inter_broker_listener_name
+        return self.security_protocol_map.get(name, name)
+
+    @property
     def retention_ms(self) -> int:
         if self["log.retention.ms"] is not None:
             return int(self["log.retention.ms"])
@@ -505,21 +636,68 @@ class BrokerConfig:
         return self[key]
 
 
-def parse_listener(listener: str) -> tuple[str, str, int]:
-    """``PLAINTEXT://host:port`` -> (security protocol, host, port)."""
-    scheme, sep, rest = listener.partition("://")
+def parse_security_protocol_map(entries: Iterable[str]) -> dict[str, str]:
+    """``listener.security.protocol.map`` entries (``NAME:PROTOCOL``) as a dict."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        name, sep, protocol = entry.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name:
+            raise ConfigError(
+                f"invalid entry {entry!r} in listener.security.protocol.map: expected NAME:PROTOCOL"
+            )
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: unknown security protocol {protocol!r} for "
+                f"{name} (one of {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        if name in out:
+            raise ConfigError(f"listener.security.protocol.map: {name} is named twice")
+        out[name] = protocol
+    return out
+
+
+def parse_listener(listener: str, protocol_map: Mapping[str, str] | None = None) -> EndPoint:
+    """``NAME://host:port`` -> EndPoint(host, port, NAME, its security protocol from
+    ``protocol_map``, by default Kafka's PLAINTEXT/SSL/SASL_PLAINTEXT/SASL_SSL); an empty
+    host is every interface (0.0.0.0)."""
+    if protocol_map is None:
+        protocol_map = {p: p for p in SECURITY_PROTOCOLS}
+    scheme, sep, rest = listener.strip().partition("://")
     host, colon, port = rest.rpartition(":")
-    if not sep or not colon:
-        raise ConfigError(f"invalid listener {listener!r}: expected PLAINTEXT://host:port")
-    if scheme.upper() != "PLAINTEXT":
-        raise ConfigError(f"listener {listener!r}: only PLAINTEXT is supported")
+    if not sep or not colon or not scheme:
+        raise ConfigError(f"invalid listener {listener!r}: expected NAME://host:port")
+    name = scheme.upper()
+    protocol = protocol_map.get(name)
+    if protocol is None:
+        raise ConfigError(
+            f"listener {listener!r}: no security protocol for listener {name} in "
+            "listener.security.protocol.map"
+        )
     try:
         port_number = int(port)
     except ValueError:
         raise ConfigError(f"invalid port in listeners entry {listener!r}") from None
     if not 0 <= port_number <= 65535:
         raise ConfigError(f"invalid port in listener {listener!r}")
-    return scheme.upper(), host.strip("[]") or "0.0.0.0", port_number
+    return EndPoint(host.strip("[]") or "0.0.0.0", port_number, name, protocol)
+
+
+def _parse_listener_override(key: str, raw: Any) -> tuple[str, str, Any]:
+    """``listener.name.<listener>.<config>`` -> (LISTENER, config, parsed value)."""
+    listener, dot, name = key[len(LISTENER_PREFIX) :].partition(".")
+    definition = BROKER_CONFIGS.get(name)
+    if (
+        not dot
+        or not listener
+        or definition is None
+        or not name.startswith(LISTENER_CONFIG_PREFIXES)
+    ):
+        raise ConfigError(
+            f"unknown broker config {key!r} (a listener.name.<listener>. prefix takes "
+            f"{', '.join(p + '*' for p in LISTENER_CONFIG_PREFIXES)} configs)"
+        )
+    return listener.upper(), name, definition.parse(raw)
 
 
 def parse_connection_overrides(text: str) -> dict[str, int]:

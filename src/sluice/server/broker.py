@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import ipaddress
 import logging
 import resource
 import time
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.base import TopicPartition
 from sluice.base.clock import SYSTEM_CLOCK, Clock
-from sluice.config import BrokerConfig, ConfigError, parse_listener
+from sluice.config import BrokerConfig, ConfigError
 from sluice.controller.model import Broker as BrokerInfo
 from sluice.controller.model import EndPoint
 from sluice.log import Log, LogDirFailureChannel, LogManager
@@ -46,6 +48,7 @@ from sluice.server import gc_policy
 from sluice.server.apis import registry
 from sluice.server.congestion import checked_algorithm
 from sluice.server.connection_quotas import ConnectionQuotas
+from sluice.server.listener_security import listener_security
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
@@ -167,7 +170,15 @@ class Broker:
         self._file_thread = FileThread(f"sluice-file-work-{self.broker_id}")
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
-        self.advertised = [parse_listener(x)[1:] for x in config.advertised_listeners]
+        # What this broker registers, one endpoint per advertised listener (a port 0 is
+        # replaced by the bound one once the listeners are open).
+        self.advertised: list[EndPoint] = config.advertised_endpoints
+        # Each listener with its security, settled before anything starts: a listener the
+        # broker cannot serve (or whose TLS settings are wrong) stops it here.
+        self.listener_security = [
+            (endpoint, listener_security(config, endpoint))
+            for endpoint in config.listener_endpoints
+        ]
         # Cluster mode (zookeeper.connect set): see sluice.server.cluster.
         self.cluster: ClusterManager | None = None
         self.request_context: RequestContext  # built once the listeners can open
@@ -237,7 +248,10 @@ class Broker:
         self._start_log_cleaner()
         if on_listening is not None:
             on_listening()
-        bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
+        bound = ", ".join(
+            f"{s.listener_name}://{s.host}:{s.port} ({s.security.description})"
+            for s in self.servers
+        )
         log.info(
             "Sluice broker %d ready on %s (cluster %s, %d topics, started in %.0f ms)",
             self.broker_id, bound, self.cluster_id, len(self.registry.topics),
@@ -285,7 +299,7 @@ class Broker:
 
         assert self._loop is not None
         self.cluster = cluster = ClusterManager(
-            self.config, log_dir=self.log_dir, advertised=lambda: self.advertised[0],
+            self.config, log_dir=self.log_dir, advertised=lambda: tuple(self.advertised),
             metadata_cache=self.metadata_cache, replica_manager=self.replica_manager,
             log_manager=self.log_manager, registry=self.registry,
             producer_ids=self.producer_id_manager, coordinators=self.coordinators,
@@ -407,22 +421,25 @@ class Broker:
         # Kafka's SocketServer has.
         pool = MemoryPool(self.config["queued.max.request.bytes"])
         quotas = ConnectionQuotas.from_config(self.config)
-        for listener in self.config.listeners:
-            _, host, port = parse_listener(listener)
+        for endpoint, security in self.listener_security:
             server = KafkaServer(
-                host, port, handlers, self.versions,
+                endpoint.host, endpoint.port, handlers, self.versions,
                 self.config["socket.request.max.bytes"], self.config["connections.max.idle.ms"],
                 self.request_context, raw_handlers=raw_handlers, loopback_congestion=congestion,
                 quotas=quotas, pool=pool,
                 read_timeout_ms=self.config["socket.request.read.timeout.ms"],
+                security=security,
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
-        if self.advertised and self.advertised[0][1] == 0:  # port 0: advertise the real one
-            self.advertised[0] = (self.advertised[0][0], self.servers[0].port)
-        host, port = self.advertised[0]
+        _warn_if_exposed(self.servers)
+        bound = {s.listener_name: s.port for s in self.servers}
+        self.advertised = [  # port 0: advertise the real one
+            dataclasses.replace(ep, port=bound[ep.listener_name]) if ep.port == 0 else ep
+            for ep in self.advertised
+        ]
         self.metadata_cache.register_local_broker(
-            BrokerInfo(self.broker_id, (EndPoint(host, port),)), alive=alive
+            BrokerInfo(self.broker_id, tuple(self.advertised)), alive=alive
         )
 
     async def stop(self) -> None:
@@ -618,6 +635,31 @@ class Broker:
         """Forget producer ids idle for producer.id.expiration.ms in every partition."""
         expiration_ms = self.config["producer.id.expiration.ms"]
         return sum(log_.remove_expired_producers(expiration_ms) for log_ in self.log_manager)
+
+
+def _warn_if_exposed(servers: Iterable[KafkaServer[RequestContext]]) -> None:
+    """One warning for the listeners that take unauthenticated clients on an address
+    other than loopback."""
+    exposed = [
+        f"{s.listener_name}://{s.host}:{s.port}"
+        for s in servers
+        if not s.security.authenticates and not _is_loopback(s.host)
+    ]
+    if exposed:
+        log.warning(
+            "listeners %s accept unauthenticated clients on a non-loopback address: anyone "
+            "who can reach them can read, write and delete every topic",
+            ", ".join(exposed),
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: resolved when bound, not known to be loopback
+        return False
 
 
 def raise_open_file_limit() -> int:

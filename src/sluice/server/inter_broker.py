@@ -18,9 +18,10 @@ import itertools
 import logging
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sluice.base import TopicPartition
+from sluice.config import SECURITY_PROTOCOLS
 from sluice.controller.events import ControlledShutdownResult
 from sluice.controller.model import Broker, EndPoint
 from sluice.controller.requests import (
@@ -40,6 +41,9 @@ from sluice.protocol import ErrorCode, FrameDecoder, FrameSizeError, encode_requ
 from sluice.protocol.apis import InterBrokerApiKey
 from sluice.server.congestion import set_on_loopback
 from sluice.server.low_water import ReceiveLowWater
+
+if TYPE_CHECKING:
+    from sluice.server.listener_security import InterBrokerListener
 
 try:  # the protocol package's response decoder, when present
     from sluice.protocol.responses import decode_response
@@ -167,9 +171,13 @@ def api_key_of(request: ControllerRequest) -> int:
     return UPDATE_METADATA
 
 
-def encode_controller_request(request: ControllerRequest) -> bytes:
+def encode_controller_request(
+    request: ControllerRequest, listener_name: str = "PLAINTEXT"
+) -> bytes:
     """The body (no header) of a controller request; StopReplica v1 takes one delete flag,
-    so a StopReplica must not mix deleting and non-deleting partitions."""
+    so a StopReplica must not mix deleting and non-deleting partitions. LeaderAndIsr names
+    each live leader by its endpoint on ``listener_name`` (the inter-broker listener), as
+    Kafka's does; UpdateMetadata carries every endpoint with its security protocol."""
     w = _W().i32(request.controller_id).i32(request.controller_epoch).i64(request.broker_epoch)
     if isinstance(request, LeaderAndIsrRequest):
         topics = _by_topic(request.partition_states)
@@ -182,7 +190,7 @@ def encode_controller_request(request: ControllerRequest) -> bytes:
                 w.i8(1 if s.is_new else 0)
         w.i32(len(request.live_leaders))
         for b in request.live_leaders:
-            ep = b.endpoints[0] if b.endpoints else EndPoint("", -1)
+            ep = b.endpoint(listener_name) or EndPoint("", -1)
             w.i32(b.id).string(ep.host).i32(ep.port)
         return w.bytes()
     if isinstance(request, StopReplicaRequest):
@@ -205,7 +213,8 @@ def encode_controller_request(request: ControllerRequest) -> bytes:
     for b in request.live_brokers:
         w.i32(b.id).i32(len(b.endpoints))
         for ep in b.endpoints:
-            w.i32(ep.port).string(ep.host).string(ep.listener_name).i16(0)
+            w.i32(ep.port).string(ep.host).string(ep.listener_name)
+            w.i16(SECURITY_PROTOCOLS.index(ep.security_protocol))
         w.string(b.rack)
     return w.bytes()
 
@@ -263,8 +272,8 @@ def decode_controller_request(api_key: int, body: bytes) -> ControllerRequest:
         bid = r.i32()
         eps = []
         for _ in range(r.i32()):
-            port, host, listener, _proto = r.i32(), r.string() or "", r.string(), r.i16()
-            eps.append(EndPoint(host, port, listener or "PLAINTEXT"))
+            port, host, listener, protocol = r.i32(), r.string() or "", r.string(), r.i16()
+            eps.append(EndPoint(host, port, listener or "PLAINTEXT", SECURITY_PROTOCOLS[protocol]))
         brokers.append(Broker(bid, tuple(eps), r.string()))
     return UpdateMetadataRequest(
         controller_id, controller_epoch, broker_epoch, tuple(ustates), tuple(brokers), {}
@@ -486,11 +495,14 @@ class BrokerConnection:
         frame = await self._roundtrip(encode_request(correlation_id, body, self.client_id))
         return decode_response(frame, body.__api_key__, body.__version__).body
 
-    async def send_controller(self, request: ControllerRequest) -> Any:
+    async def send_controller(
+        self, request: ControllerRequest, listener_name: str = "PLAINTEXT"
+    ) -> Any:
+        """``listener_name``: the inter-broker listener, whose endpoints LeaderAndIsr
+        names the live leaders by."""
         api_key = api_key_of(request)
-        frame = raw_request_frame(
-            api_key, next(self._ids), encode_controller_request(request), self.client_id
-        )
+        body = encode_controller_request(request, listener_name)
+        frame = raw_request_frame(api_key, next(self._ids), body, self.client_id)
         reply = await self._roundtrip(frame)
         return decode_controller_response(api_key, reply[4:])
 
@@ -515,9 +527,13 @@ class NetworkControllerChannel:
     connection per broker; requests go in order and are retried until the broker is
     removed. Callable from any thread."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, local_id: int) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, local_id: int, inter_broker: InterBrokerListener
+    ) -> None:
+        """``inter_broker``: the listener the other brokers are reached on."""
         self._loop = loop
         self._local_id = local_id
+        self._inter_broker = inter_broker
         self._queues: dict[int, asyncio.Queue[Any]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
@@ -563,8 +579,13 @@ class NetworkControllerChannel:
         queue.put_nowait((request, callback))
 
     async def _run(self, broker: Broker, queue: asyncio.Queue[Any]) -> None:
-        ep = broker.endpoints[0]
-        conn = BrokerConnection(ep.host, ep.port, f"controller-{self._local_id}")
+        inter_broker = self._inter_broker
+        ep = inter_broker.endpoint(broker)
+        if ep is None:
+            log.warning("broker %d has no %s listener: no controller requests reach it",
+                        broker.id, inter_broker.listener_name)  # fmt: skip
+            return
+        conn = inter_broker.connection(ep, f"controller-{self._local_id}")
         try:
             while True:
                 request, callback = await queue.get()
@@ -584,7 +605,9 @@ class NetworkControllerChannel:
                 for part in parts:
                     while True:
                         try:
-                            responses.append(await conn.send_controller(part))
+                            responses.append(
+                                await conn.send_controller(part, inter_broker.listener_name)
+                            )
                             break
                         except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
                             log.debug("controller request to %d failed: %s", broker.id, exc)

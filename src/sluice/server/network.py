@@ -57,6 +57,7 @@ from sluice.server.acceptor import Acceptor, bind_listener
 from sluice.server.answer import Answer
 from sluice.server.congestion import set_on_loopback
 from sluice.server.connection_quotas import ConnectionQuotas
+from sluice.server.listener_security import PLAINTEXT_SECURITY, ListenerSecurity
 from sluice.server.low_water import ReceiveLowWater
 from sluice.server.sendfile import write_segments
 
@@ -129,12 +130,17 @@ class KafkaServer(Generic[Ctx]):
         quotas: ConnectionQuotas | None = None,
         pool: MemoryPool | None = None,
         read_timeout_ms: int = 0,
+        security: ListenerSecurity = PLAINTEXT_SECURITY,
     ) -> None:
         """``quotas`` and ``pool``: the broker's, shared by its listeners (None: no
         connection limits, no memory bound); ``read_timeout_ms`` 0 or less: a request
-        may take any time to arrive."""
+        may take any time to arrive; ``security``: the listener's name and security
+        protocol (:mod:`sluice.server.listener_security`)."""
         self.host = host
         self.port = port
+        self.security = security
+        self.listener_name = security.listener_name
+        self.security_protocol = security.security_protocol
         self.handlers = handlers  # read per request: may be updated in place
         self.versions = versions
         self.context = context
@@ -336,7 +342,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         self.peer = "?"
         self.host = ""  # as Kafka shows a client's address: /127.0.0.1
         self.context: Ctx | None = None  # for the client id of its latest request
-        self.session = DEFAULT_SESSION  # who the client is (set by authentication)
+        self.session = server.security.initial_session  # who the client is, where from
         self.last_active = time.monotonic()
         self._reading_paused = False  # as applied to the transport
         self._waiting_memory = False  # in the memory pool's line

@@ -127,10 +127,9 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     else:
         topics = [_requested_entry(ctx, item, allow_create) for item in requested]
     brokers = [
-        {"node_id": b.id, "host": b.endpoints[0].host, "port": b.endpoints[0].port,
-         "rack": b.rack}
-        for b in cache.alive_brokers()
-    ]  # fmt: skip
+        {"node_id": b.id, "host": ep.host, "port": ep.port, "rack": b.rack}
+        for b, ep in cache.alive_endpoints(ctx.session.listener_name)
+    ]
     return build(
         request.response_type,
         throttle_time=0,
