@@ -117,6 +117,13 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 LISTENER_PREFIX = "listener.name."
 """``listener.name.<listener>.<config>`` sets a config for one listener (Kafka's prefix)."""
 LISTENER_CONFIG_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.")
+SASL_MECHANISM_NAMES = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+SASL_MECHANISM_CONFIGS = (
+    "sasl.jaas.config",
+    "sasl.server.callback.handler.class",
+    "connections.max.reauth.ms",
+)
+"""The configs a ``listener.name.<listener>.<mechanism>.`` prefix may set, as in Kafka."""
 """The configs a ``listener.name.<listener>.`` prefix may set (as Kafka allows)."""
 
 _TS_TYPES = ("CreateTime", "LogAppendTime")
@@ -361,6 +368,92 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, "Rebalance check."),
     ConfigDef("leader.imbalance.per.broker.percentage", "int", 10, "Allowed imbalance."),
     ConfigDef("request.timeout.ms", "int", 30_000, "Inter-broker request timeout."),
+    # -- SASL (sluice.security.sasl; docs/security.md) --------------------------------
+    ConfigDef(
+        "sasl.enabled.mechanisms",
+        "list",
+        ["GSSAPI"],
+        "The SASL mechanisms a SASL listener serves: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+        "OAUTHBEARER (Kafka's default GSSAPI is not supported: a SASL listener must set "
+        "this). Per listener: listener.name.<listener>.sasl.enabled.mechanisms.",
+    ),
+    ConfigDef(
+        "sasl.mechanism.inter.broker.protocol",
+        "string",
+        "GSSAPI",
+        "The SASL mechanism brokers authenticate to each other with, when the inter-broker "
+        "listener is SASL_PLAINTEXT or SASL_SSL.",
+    ),
+    ConfigDef(
+        "sasl.jaas.config",
+        "string",
+        None,
+        "A login module's JAAS configuration; on a broker only with a listener and "
+        "mechanism prefix: listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+    ),
+    ConfigDef(
+        "sasl.server.callback.handler.class",
+        "string",
+        None,
+        "With listener.name.<listener>.oauthbearer.: "
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler "
+        "validates signed JWTs against sasl.oauthbearer.jwks.endpoint.url; unset: Kafka's "
+        "unsecured-JWS validator (development only).",
+    ),
+    ConfigDef(
+        "connections.max.reauth.ms",
+        "long",
+        0,
+        "The longest a SASL session lasts before the client must re-authenticate (KIP-368; "
+        "told to clients of SaslAuthenticate v1+; a connection whose session expired is "
+        "closed at its next request). 0: no limit but the credential's own expiry.",
+        min=0,
+    ),
+    ConfigDef(
+        "connection.failed.authentication.delay.ms",
+        "int",
+        100,
+        "How long the answer to a failed authentication, and the connection's close, are "
+        "delayed (slows password guessing).",
+        min=0,
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "string",
+        None,
+        "The JWKS whose keys sign valid OAuth tokens (a file: URL).",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.expected.audience",
+        "list",
+        None,
+        "A signed token's aud must hold one of these (unset: not checked).",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.expected.issuer",
+        "string",
+        None,
+        "A signed token's iss must be this (unset: not checked).",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.sub.claim.name",
+        "string",
+        "sub",
+        "The claim of a signed token that names the principal.",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.scope.claim.name",
+        "string",
+        "scope",
+        "The claim of a signed token that holds its scope.",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.clock.skew.seconds",
+        "int",
+        30,
+        "Clock skew allowed when checking a signed token's exp and nbf.",
+        min=0,
+    ),
 )
 
 # Topic config -> (broker synonym, definition). Kafka's topic-level names.
@@ -686,12 +779,23 @@ def parse_listener(listener: str, protocol_map: Mapping[str, str] | None = None)
 def _parse_listener_override(key: str, raw: Any) -> tuple[str, str, Any]:
     """``listener.name.<listener>.<config>`` -> (LISTENER, config, parsed value)."""
     listener, dot, name = key[len(LISTENER_PREFIX) :].partition(".")
-    definition = BROKER_CONFIGS.get(name)
+    mechanism, _, per_mechanism = name.partition(".")
+    if mechanism.upper() in SASL_MECHANISM_NAMES and per_mechanism in SASL_MECHANISM_CONFIGS:
+        # listener.name.<listener>.<mechanism>.<config>: kept as "<mechanism>.<config>"
+        name = f"{mechanism.lower()}.{per_mechanism}"
+        definition = BROKER_CONFIGS.get(per_mechanism)
+    else:
+        definition = BROKER_CONFIGS.get(name)
+        if name in SASL_MECHANISM_CONFIGS[:2]:
+            definition = None  # only with a mechanism prefix
     if (
         not dot
         or not listener
         or definition is None
-        or not name.startswith(LISTENER_CONFIG_PREFIXES)
+        or (
+            not name.startswith(LISTENER_CONFIG_PREFIXES)
+            and definition.name not in SASL_MECHANISM_CONFIGS
+        )
     ):
         raise ConfigError(
             f"unknown broker config {key!r} (a listener.name.<listener>. prefix takes "

@@ -48,10 +48,12 @@ from sluice.server import gc_policy
 from sluice.server.apis import registry
 from sluice.server.congestion import checked_algorithm
 from sluice.server.connection_quotas import ConnectionQuotas
+from sluice.server.event_loop_timer import EventLoopTimer
 from sluice.server.listener_security import listener_security
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
+from sluice.server.sasl_authentication import ServerAuthentication
 from sluice.server.single_node_controller import SingleNodeController
 from sluice.server.topic_admin import (
     SingleNodeTopicAdmin,
@@ -184,6 +186,7 @@ class Broker:
         self.request_context: RequestContext  # built once the listeners can open
         # Users' SCRAM credentials: a file in log_dir, or ZooKeeper in a cluster.
         self.scram_credentials: ScramCredentialStore
+        self._auth_timer: EventLoopTimer | None = None  # SASL listeners' delays
         # API key -> handler: the table the listeners read, changed in place (the request
         # gate opens keys in it; sluice.testing's request controls wrap entries).
         self.handlers: dict[int, Handler[RequestContext]] = {}
@@ -422,13 +425,20 @@ class Broker:
         pool = MemoryPool(self.config["queued.max.request.bytes"])
         quotas = ConnectionQuotas.from_config(self.config)
         for endpoint, security in self.listener_security:
+            authentication = None
+            if security.sasl is not None:
+                authentication = ServerAuthentication(
+                    security.sasl.server_config(self.scram_credentials.cache, self.clock),
+                    self.clock, self.config["connection.failed.authentication.delay.ms"],
+                    self._authentication_timer().schedule,
+                )  # fmt: skip
             server = KafkaServer(
                 endpoint.host, endpoint.port, handlers, self.versions,
                 self.config["socket.request.max.bytes"], self.config["connections.max.idle.ms"],
                 self.request_context, raw_handlers=raw_handlers, loopback_congestion=congestion,
                 quotas=quotas, pool=pool,
                 read_timeout_ms=self.config["socket.request.read.timeout.ms"],
-                security=security,
+                security=security, authentication=authentication,
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
@@ -441,6 +451,15 @@ class Broker:
         self.metadata_cache.register_local_broker(
             BrokerInfo(self.broker_id, tuple(self.advertised)), alive=alive
         )
+
+    def _authentication_timer(self) -> EventLoopTimer:
+        """The timer of the SASL listeners' failed-authentication delays (made once)."""
+        if self._auth_timer is None:
+            assert self._loop is not None
+            self._auth_timer = EventLoopTimer(
+                f"sluice-sasl-delay-{self.broker_id}", self._loop, self.clock
+            )
+        return self._auth_timer
 
     async def stop(self) -> None:
         """Stop accepting, answer requests in flight, flush and close the logs cleanly.
@@ -467,6 +486,8 @@ class Broker:
         self.log_manager.shutdown()  # flushes and writes the clean-shutdown marker
         self._stop_file_thread()
         self._close_flush_thread()
+        if self._auth_timer is not None:
+            self._auth_timer.shutdown()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
 
@@ -485,6 +506,8 @@ class Broker:
         self.log_manager.abandon()
         self._stop_file_thread()
         self._close_flush_thread()
+        if self._auth_timer is not None:
+            self._auth_timer.shutdown()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
 

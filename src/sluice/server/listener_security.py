@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from sluice.config import BrokerConfig, ConfigError
 from sluice.controller.model import Broker, EndPoint
 from sluice.security import ANONYMOUS, Session
+from sluice.security.sasl.listener_config import SaslListenerSettings, sasl_listener_settings
 
 if TYPE_CHECKING:
     from sluice.server.inter_broker import BrokerConnection
@@ -42,6 +43,8 @@ class ListenerSecurity:
 
     listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
+    sasl: SaslListenerSettings | None = None
+    """SASL_PLAINTEXT and SASL_SSL: the listener's mechanisms and their settings."""
 
     @property
     def initial_session(self) -> Session:
@@ -72,6 +75,9 @@ def listener_security(config: BrokerConfig, endpoint: EndPoint) -> ListenerSecur
     """The security of the listener ``endpoint`` (from ``config.listener_endpoints``);
     ConfigError for a protocol this broker cannot serve."""
     protocol = endpoint.security_protocol
+    if protocol == "SASL_PLAINTEXT":
+        settings = sasl_listener_settings(config, endpoint.listener_name)
+        return ListenerSecurity(endpoint.listener_name, protocol, settings)
     if protocol != "PLAINTEXT":
         raise ConfigError(
             f"listener {endpoint.connection_string}: security protocol {protocol} is not "

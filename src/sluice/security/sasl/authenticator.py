@@ -207,11 +207,16 @@ class SaslServerAuthenticator:
                 f"re-authentication of mechanism '{self._previous_mechanism}'"
             )
             return self._fail(message, self._authenticate_error(request, message))
-        phase = "SASL handshake" if state is not SaslState.AUTHENTICATE else "SASL authentication"
+        return self.fail_unexpected(key)
+
+    def fail_unexpected(self, api_key: int) -> Step:
+        """A request other than the exchange's arrived before authentication completed
+        (Kafka's IllegalSaslStateException): the authentication fails, with no answer."""
+        phase = "SASL authentication" if self.state is SaslState.AUTHENTICATE else "SASL handshake"
         try:
-            name = ApiKey(key).name
+            name = ApiKey(api_key).name
         except ValueError:
-            name = str(key)
+            name = str(api_key)
         return self._fail(f"Unexpected Kafka request of type {name} during {phase}.")
 
     def receive_token(self, token: bytes) -> Step:
