@@ -68,9 +68,10 @@ def test_listener_settings_are_checked_as_kafka_does(values: dict[str, str], mes
         BrokerConfig(values)
 
 
-def test_sasl_listeners_refuse_to_start() -> None:
+def test_sasl_listeners_without_mechanisms_refuse_to_start() -> None:
+    # Kafka's default mechanism is GSSAPI, which is not served
     config = BrokerConfig({"listeners": "PLAINTEXT://:0,SASL_PLAINTEXT://:0"})
-    with pytest.raises(ConfigError, match=r"SASL_PLAINTEXT://0\.0\.0\.0:0: security protocol"):
+    with pytest.raises(ConfigError, match="mechanism GSSAPI is not supported"):
         for endpoint in config.listener_endpoints:
             listener_security(config, endpoint)
 

@@ -76,6 +76,8 @@ client_log = RateLimitedLog(log)
 """What clients cause: each event at DEBUG, per kind one line per 10 s with counts."""
 
 _SASL_HANDSHAKE = 17
+AUTH_FAILURE_GRACE_MS = 100
+"""The least time a connection whose authentication failed stays open after its answer."""
 
 HOUSEKEEPING_S = 1.0
 """How often idle connections, read timeouts and receive buffers are looked at (more
@@ -609,8 +611,11 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
 
     def _fail_authentication(self, step: Step) -> None:
         """Kafka's delayed close: nothing more is handled; after
-        ``connection.failed.authentication.delay.ms`` the answer (if any) is written and
-        the connection closed."""
+        ``connection.failed.authentication.delay.ms`` the answer (if any) is written, and
+        the connection is closed once the client has closed it, or at the latest the same
+        delay (at least :data:`AUTH_FAILURE_GRACE_MS`) later. The grace lets a client
+        read the answer before the close: kafka-python, reading both at once, reports a
+        lost connection instead of the error."""
         self._auth_failed = True
         conn = self.conn
         conn.sasl_tokens = False
@@ -622,15 +627,22 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self._reading_paused = True
             self.transport.pause_reading()
 
+        delay_ms = authentication.failed_authentication_delay_ms
+
         def expire() -> None:
             if self._closed:
                 return
-            if step.response is not None:
-                conn.answer(pending, step.response)
-                self._flush()
-            self.close()
+            if step.response is None:
+                self.close()
+                return
+            conn.answer(pending, step.response)
+            self._flush()
+            if self.transport is not None:  # to see the client's close
+                self._reading_paused = False
+                self.transport.resume_reading()
+            authentication.schedule(max(delay_ms, AUTH_FAILURE_GRACE_MS), self.close)
 
-        authentication.schedule(authentication.failed_authentication_delay_ms, expire)
+        authentication.schedule(delay_ms, expire)
 
     def _handle_raw(self, request: RawRequest) -> None:
         conn = self.conn
