@@ -36,22 +36,23 @@ from sluice.server.apis import ApiRegistry, ApiSpec, RawApiSpec, registry
 SERVED = [
     (0, 3, 11, 0), (1, 4, 12, 4), (2, 1, 7, 1), (3, 0, 12, 0), (8, 2, 8, 2), (9, 1, 8, 1),
     (10, 0, 4, 0), (11, 0, 9, 0), (12, 0, 4, 0), (13, 0, 5, 0), (14, 0, 5, 0), (15, 0, 5, 0),
-    (16, 0, 5, 0), (18, 0, 4, 0), (19, 2, 7, 2), (20, 1, 6, 1), (21, 0, 2, 0), (22, 0, 5, 0),
-    (23, 2, 4, 2), (24, 0, 3, 0), (25, 0, 3, 0), (26, 0, 3, 0), (27, 1, 1, 1), (28, 0, 3, 0),
-    (32, 1, 4, 1), (33, 0, 2, 0), (37, 0, 3, 0), (42, 0, 2, 0), (43, 0, 2, 0), (44, 0, 1, 0),
-    (45, 0, 1, 0), (46, 0, 0, 0), (47, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
+    (16, 0, 5, 0), (17, 0, 1, 0), (18, 0, 4, 0), (19, 2, 7, 2), (20, 1, 6, 1), (21, 0, 2, 0),
+    (22, 0, 5, 0), (23, 2, 4, 2), (24, 0, 3, 0), (25, 0, 3, 0), (26, 0, 3, 0), (27, 1, 1, 1),
+    (28, 0, 3, 0), (32, 1, 4, 1), (33, 0, 2, 0), (36, 0, 2, 0), (37, 0, 3, 0), (42, 0, 2, 0),
+    (43, 0, 2, 0), (44, 0, 1, 0), (45, 0, 1, 0), (46, 0, 0, 0), (47, 0, 0, 0), (50, 0, 0, 0),
+    (51, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
 ]  # fmt: skip
 
 # SHA-256 of the framed ApiVersions response (correlation id 7) of each version, and of
 # the v0 fallback sent for a version the broker does not know.
 ANSWERS = {
-    0: "4948ec4d95bdcbf621ef7bb3c9ce7b11f55a1daac47113042642c4f6d8cad3df",
-    1: "375ac2d0b08740a871952dcf5eeb145915ce7b3c30abfda997efac432be083aa",
-    2: "375ac2d0b08740a871952dcf5eeb145915ce7b3c30abfda997efac432be083aa",
-    3: "cc102e2b4ea2fbd4d91cfeb4e6790be711e58007934a5569b00595f0beedaaa6",
-    4: "cc102e2b4ea2fbd4d91cfeb4e6790be711e58007934a5569b00595f0beedaaa6",
+    0: "9a4728ffb1f0aca8e19fb0ddf0a6916ab4b9c16dd9b896488587a9a0159e19e8",
+    1: "74d5432c94ddb707ad2eb4653325870ce03474ce54fe8f1c277251ddf8429645",
+    2: "74d5432c94ddb707ad2eb4653325870ce03474ce54fe8f1c277251ddf8429645",
+    3: "213372f23e74023b59989c8b5fea81ae54334508c22bea900ccc0afbd67eb3a0",
+    4: "213372f23e74023b59989c8b5fea81ae54334508c22bea900ccc0afbd67eb3a0",
 }
-FALLBACK = "b90e9237d317a1d565feb9a35fc5b9f24eae143b4fff631c3b8df903b7e2ae21"
+FALLBACK = "ab0816919702d547c338ca05640dd2cd6c82b8947ff9c270f02832fc27a2c5f2"
 
 
 def served_versions() -> VersionTable:
@@ -108,8 +109,8 @@ def test_every_advertised_api_has_a_handler() -> None:
     handlers = found.handlers()
     assert set(handlers) == set(found.versions) == set(found.specs)
     assert all(callable(handle) for handle in handlers.values())
-    assert ApiKey.SASL_HANDSHAKE not in found.versions  # no SASL listener yet
-    assert ApiKey.SASL_AUTHENTICATE not in found.versions
+    assert ApiKey.SASL_HANDSHAKE in found.versions
+    assert ApiKey.SASL_AUTHENTICATE in found.versions
 
 
 def test_a_module_is_named_after_its_api() -> None:
@@ -132,7 +133,9 @@ def test_the_apis_served_before_the_coordinators() -> None:
         ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH,
         ApiKey.LIST_OFFSETS, ApiKey.DESCRIBE_CLUSTER, ApiKey.DESCRIBE_CONFIGS,
         ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DELETE_RECORDS, ApiKey.CREATE_PARTITIONS,
-        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     }  # fmt: skip
 
 

@@ -21,8 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-import scramp
-
 from . import SCRAM_SHA_256, SCRAM_SHA_512, SaslAuthenticationException, SaslException
 
 __all__ = [
@@ -150,17 +148,20 @@ def _username(client_first_bare: str) -> str:
 class ScramSaslServer:
     """One SCRAM exchange: client-first, server-first, client-final, server-final."""
 
-    __slots__ = ("_authorization_id", "_credential", "_credentials", "_server", "_stage",
-                 "mechanism")  # fmt: skip
+    __slots__ = ("_authorization_id", "_credential", "_credentials", "_error", "_server",
+                 "_stage", "mechanism")  # fmt: skip
 
     credential_expiration_ms = None
 
     def __init__(self, mechanism: str, credentials: CredentialLookup) -> None:
         if mechanism not in _HASHES:
             raise ValueError(f"not a SCRAM mechanism: {mechanism}")
+        import scramp  # imported on first use: it loads asn1crypto and importlib.metadata
+
         self.mechanism = mechanism
         self._credentials = credentials
         self._server = scramp.ScramMechanism(mechanism).make_server(self._auth_info)
+        self._error: type[Exception] = scramp.ScramException
         self._stage = 0  # 0: client-first expected, 1: client-final, 2: done
         self._authorization_id: str | None = None
         self._credential: ScramCredential | None = None
@@ -208,7 +209,7 @@ class ScramSaslServer:
         server = self._server
         try:
             server.set_client_first(text)
-        except scramp.ScramException as exc:
+        except self._error as exc:
             raise SaslException(f"Invalid SCRAM client first message: {exc}") from None
         if authzid.startswith("a=") and authzid[2:] != username:
             raise SaslAuthenticationException(
@@ -224,7 +225,7 @@ class ScramSaslServer:
         try:
             server.set_client_final(text)
             final = server.get_server_final()
-        except scramp.ScramException as exc:
+        except self._error as exc:
             message = f"Authentication failed: Invalid client final message: {exc}"
             raise SaslException(message) from None
         self._stage = 2
