@@ -51,3 +51,58 @@ class Jwks:
         now = int(time.time())
         payload = {"sub": sub, "iat": now, "exp": now + lifetime_s, **claims}
         return jwt.encode(payload, self.key, algorithm="RS256", headers={"kid": self.kid})
+
+
+def scram_login(bootstrap: str, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> bool:
+    """One SCRAM exchange on a new connection to exactly ``bootstrap`` (SaslHandshake v1,
+    SaslAuthenticate v2, scramp's client): whether it succeeded."""
+    import scramp
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from support.wire import RawClient
+
+    client = RawClient(bootstrap)
+    try:
+        handshake: Any = client.request(SaslHandshakeRequest(mechanism=mechanism))
+        if handshake.error_code != 0:
+            return False
+        scram = scramp.ScramClient([mechanism], user, password)
+        first: Any = client.request(
+            SaslAuthenticateRequest(auth_bytes=scram.get_client_first().encode())
+        )
+        if first.error_code != 0:
+            return False
+        scram.set_server_first(first.auth_bytes.decode())
+        final: Any = client.request(
+            SaslAuthenticateRequest(auth_bytes=scram.get_client_final().encode())
+        )
+        if final.error_code != 0:
+            return False
+        scram.set_server_final(final.auth_bytes.decode())
+        return True
+    finally:
+        client.close()
+
+
+def alter_scram_request(
+    user: str, password: str, mechanism: int = 1, iterations: int = 4096
+) -> Any:
+    """An AlterUserScramCredentials v0 request upserting ``user`` (1: SCRAM-SHA-256)."""
+    import os
+
+    from kio.schema.alter_user_scram_credentials.v0.request import (
+        AlterUserScramCredentialsRequest,
+        ScramCredentialUpsertion,
+    )
+    from kio.static.primitive import i8, i32
+
+    from sluice.security.sasl.scram import salted_password
+
+    name = "SCRAM-SHA-256" if mechanism == 1 else "SCRAM-SHA-512"
+    salt = os.urandom(16)
+    upsertion = ScramCredentialUpsertion(
+        name=user, mechanism=i8(mechanism), iterations=i32(iterations), salt=salt,
+        salted_password=salted_password(name, password, salt, iterations),
+    )  # fmt: skip
+    return AlterUserScramCredentialsRequest(deletions=(), upsertions=(upsertion,))
