@@ -131,6 +131,7 @@ class SaslServerAuthenticator:
         "client_supports_reauthentication",
         "mechanism",
         "raw_tokens",
+        "reauthentications",
         "state",
     )  # fmt: skip
 
@@ -148,6 +149,8 @@ class SaslServerAuthenticator:
         self._previous_mechanism: str | None = None  # while re-authenticating
         self.client_supports_reauthentication = False
         """The client used SaslAuthenticate v1 or later (KIP-368)."""
+        self.reauthentications = 0
+        """Re-authentications that succeeded on this connection."""
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -312,6 +315,8 @@ class SaslServerAuthenticator:
     def _succeed(
         self, principal: KafkaPrincipal, response: Any = None, raw: bytes | None = None
     ) -> Step:
+        if self.reauthenticating:
+            self.reauthentications += 1
         self._principal = principal
         self._previous_mechanism = None
         self.raw_tokens = False
