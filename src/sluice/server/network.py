@@ -232,7 +232,15 @@ class KafkaServer(Generic[Ctx]):
             made.append(KafkaConnectionProtocol(self, quota_key))
             return made[0]
 
-        task = loop.create_task(loop.connect_accepted_socket(protocol, sock))
+        security = self.security
+        if security.ssl_context is None:
+            opening = loop.connect_accepted_socket(protocol, sock)
+        else:  # the handshake runs on the loop, bounded; the protocol connects after it
+            opening = loop.connect_accepted_socket(
+                protocol, sock, ssl=security.ssl_context,
+                ssl_handshake_timeout=security.handshake_timeout_s,
+            )  # fmt: skip
+        task = loop.create_task(opening)
         self._opening.add(task)
         task.add_done_callback(functools.partial(self._opened, sock, quota_key, made))
 
@@ -369,6 +377,15 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self.peer = f"{peername[0]}:{peername[1]}"
             self.host = f"/{peername[0]}"
         self.server._accepted(self)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:  # TLS: the client certificate names the principal
+            try:
+                self.set_session(
+                    self.server.security.tls_session(ssl_object.getpeercert(binary_form=True))
+                )
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
+                client_log.event("refused a client certificate", self.peer, exc)
+                self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._shut()
