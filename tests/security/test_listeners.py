@@ -18,6 +18,8 @@ from sluice.security import Session
 from sluice.server.broker import _warn_if_exposed
 from sluice.server.listener_security import ListenerSecurity
 
+pytestmark = pytest.mark.integration  # brokers, sockets, real clients
+
 
 @pytest.fixture(scope="module")
 def broker_config() -> dict[str, Any]:

@@ -28,6 +28,8 @@ from sluice.security import Session
 from sluice.security.certificates import DevelopmentPki, write_development_pki
 from support.waiting import wait_until
 
+pytestmark = pytest.mark.integration  # brokers, sockets, real clients
+
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> DevelopmentPki:

@@ -19,6 +19,8 @@ from sluice.protocol import ApiKey
 from sluice.security import Session
 from sluice.security.certificates import DevelopmentPki, write_development_pki
 
+pytestmark = pytest.mark.integration  # brokers, sockets, real clients
+
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> DevelopmentPki:

@@ -258,7 +258,8 @@ class KafkaServer(Generic[Ctx]):
             self.quotas.remove(quota_key)
             sock.close()
         if not task.cancelled():
-            client_log.event("accepting failed", quota_key, task.exception())
+            kind = "TLS handshake failed" if self.security.ssl_context else "accepting failed"
+            client_log.event(kind, quota_key, task.exception())
 
     # -- housekeeping -------------------------------------------------------------------
     async def _housekeeping(self) -> None:
