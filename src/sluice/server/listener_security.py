@@ -28,8 +28,14 @@ from sluice.security.ssl_principal_mapper import SslPrincipalMapper, distinguish
 if TYPE_CHECKING:
     from sluice.server.inter_broker import BrokerConnection
 
+TLS_SHUTDOWN_TIMEOUT_S = 2.0
+"""How long a closing TLS connection waits for the client to answer its close_notify
+before the socket is dropped (Kafka does not wait at all; asyncio's default is 30 s,
+which a silent client would add to every stop)."""
+
 __all__ = [
     "PLAINTEXT_SECURITY",
+    "TLS_SHUTDOWN_TIMEOUT_S",
     "InterBrokerListener",
     "ListenerSecurity",
     "authenticates",
@@ -51,6 +57,8 @@ class ListenerSecurity:
     """``ssl.principal.mapping.rules``, for the principal of a client certificate."""
     handshake_timeout_s: float = 30.0
     """The longest a TLS handshake may take; the connection is closed after."""
+    shutdown_timeout_s: float = TLS_SHUTDOWN_TIMEOUT_S
+    """How long a closing TLS connection waits for the client's close_notify."""
 
     @property
     def initial_session(self) -> Session:
@@ -58,9 +66,10 @@ class ListenerSecurity:
         return Session(ANONYMOUS, self.listener_name, self.security_protocol)
 
     def tls_session(self, peer_certificate: bytes | None) -> Session:
-        """The session of a connection whose TLS handshake ended: ``User:<mapped
-        distinguished name>`` when the client presented a certificate (``peer_certificate``,
-        DER), else anonymous. NoMatchingRule when no mapping rule applies."""
+        """The session of a connection whose TLS handshake ended on an SSL listener:
+        ``User:<mapped distinguished name>`` when the client presented a certificate
+        (``peer_certificate``, DER), else anonymous. NoMatchingRule when no mapping rule
+        applies."""
         if peer_certificate is None:
             return self.initial_session
         mapper = self.principal_mapper or SslPrincipalMapper()
@@ -104,16 +113,15 @@ def listener_security(config: BrokerConfig, endpoint: EndPoint) -> ListenerSecur
     first). ConfigError for a protocol this broker cannot serve or bad TLS settings."""
     protocol = endpoint.security_protocol
     name = endpoint.listener_name
-    if protocol == "PLAINTEXT":
-        return ListenerSecurity(name, protocol)
-    if protocol != "SSL":
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):  # SASL authenticates over the requests
         raise ConfigError(
             f"listener {endpoint.connection_string}: security protocol {protocol} is not "
             "supported by this broker"
         )
-    factory = _ssl_factory(config, name)
-    try:
-        context = factory.server_context()
+    if protocol == "PLAINTEXT":
+        return ListenerSecurity(name, protocol)
+    try:  # SSL: TLS from the first byte
+        context = _ssl_factory(config, name).server_context()
         mapper = SslPrincipalMapper(config.for_listener(name, "ssl.principal.mapping.rules"))
     except (SslConfigError, ValueError) as exc:
         raise ConfigError(f"listener {endpoint.connection_string}: {exc}") from None

@@ -239,6 +239,7 @@ class KafkaServer(Generic[Ctx]):
             opening = loop.connect_accepted_socket(
                 protocol, sock, ssl=security.ssl_context,
                 ssl_handshake_timeout=security.handshake_timeout_s,
+                ssl_shutdown_timeout=security.shutdown_timeout_s,
             )  # fmt: skip
         task = loop.create_task(opening)
         self._opening.add(task)
@@ -379,7 +380,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self.host = f"/{peername[0]}"
         self.server._accepted(self)
         ssl_object = transport.get_extra_info("ssl_object")
-        if ssl_object is not None:  # TLS: the client certificate names the principal
+        if ssl_object is not None and self.server.security_protocol == "SSL":
+            # the client certificate names the principal
             try:
                 self.set_session(
                     self.server.security.tls_session(ssl_object.getpeercert(binary_form=True))
