@@ -15,9 +15,14 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import NewTopic as AIONewTopic
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic as KafkaNewTopic
 from kafka.errors import KafkaTimeoutError
@@ -183,6 +188,15 @@ def test_aiokafka_over_ssl_with_a_client_certificate(
         context = create_ssl_context(
             cafile=str(pki.ca), certfile=keystore, keyfile=keystore, password="keypass"
         )
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=address, security_protocol="SSL", ssl_context=context
+        )
+        await admin.start()
+        try:
+            await admin.create_topics([AIONewTopic(topic, 1, 1)])
+            assert topic in await admin.list_topics()
+        finally:
+            await admin.close()
         producer = AIOKafkaProducer(
             bootstrap_servers=address, security_protocol="SSL", ssl_context=context
         )
@@ -353,3 +367,38 @@ def test_ssl_context_settings_take_effect(pki: DevelopmentPki) -> None:
             pytest.raises(ssl.SSLError),
         ):
             context.wrap_socket(raw, server_hostname=host)
+
+
+def _pkcs12(pki: DevelopmentPki, path: Path, password: bytes) -> Path:
+    key = serialization.load_pem_private_key(pki.broker.read_bytes(), b"keypass")
+    cert, *chain = x509.load_pem_x509_certificates(pki.broker.read_bytes())
+    path.write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"broker", key, cert, chain,  # type: ignore[arg-type]
+            serialization.BestAvailableEncryption(password),
+        )
+    )  # fmt: skip
+    return path
+
+
+def test_inline_pem_and_pkcs12_keystores(pki: DevelopmentPki, tmp_path: Path) -> None:
+    """ssl.keystore.key/certificate.chain inline (line breaks lost, as in a continued
+    properties value) and a PKCS12 keystore serve the same certificate."""
+    text = pki.broker.read_text()
+    key_end = text.index("-----END ENCRYPTED PRIVATE KEY-----") + 35
+    inline = {
+        "ssl.keystore.key": text[:key_end].replace("\n", ""),
+        "ssl.keystore.certificate.chain": text[key_end:].replace("\n", " "),
+        "ssl.key.password": "keypass",
+    }
+    store = _pkcs12(pki, tmp_path / "broker.p12", b"storepass")
+    stores = {
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(store),
+        "ssl.keystore.password": "storepass",
+    }
+    for keystore in (inline, stores):
+        config = {"listeners": "SSL://127.0.0.1:0", **keystore}
+        with sluice.EmbeddedBroker(config=config) as broker:
+            conf = _confluent(_address(broker, "SSL"), pki)
+            assert AdminClient(conf).list_topics(timeout=10).brokers

@@ -135,9 +135,12 @@ SSL_SERVER_CONFIGS: tuple[SslSetting, ...] = (
 """The ``ssl.*`` keys of a broker (its listeners, and its clients to other brokers)."""
 
 
+_DEFAULTS = {s.name: s.default for s in SSL_SERVER_CONFIGS}
+
+
 class SslEngineFactory:
     """Builds TLS contexts from ``ssl.*`` values (``values[key]`` typed as the key's type,
-    None when unset); checks them when made."""
+    None when unset: then the key's default); checks them when made."""
 
     def __init__(self, values: Mapping[str, Any] | Callable[[str], Any]) -> None:
         get = values if callable(values) else values.get
@@ -145,7 +148,8 @@ class SslEngineFactory:
         self._check()
 
     def value(self, key: str) -> Any:
-        return self._get(key)
+        value = self._get(key)
+        return _DEFAULTS.get(key) if value is None else value
 
     # -- contexts -------------------------------------------------------------------------
     def server_context(self) -> ssl.SSLContext:
