@@ -19,7 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin import NewTopic as AIONewTopic
 from aiokafka.helpers import create_ssl_context
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
@@ -402,3 +402,15 @@ def test_inline_pem_and_pkcs12_keystores(pki: DevelopmentPki, tmp_path: Path) ->
         with sluice.EmbeddedBroker(config=config) as broker:
             conf = _confluent(_address(broker, "SSL"), pki)
             assert AdminClient(conf).list_topics(timeout=10).brokers
+
+
+def test_describe_configs_hides_the_key_password(
+    tls_broker: sluice.EmbeddedBroker, pki: DevelopmentPki
+) -> None:
+    admin = AdminClient({"bootstrap.servers": _address(tls_broker, "PLAINTEXT")})
+    resource = ConfigResource("broker", "0")
+    configs = admin.describe_configs([resource])[resource].result(15)
+    password = configs["ssl.key.password"]
+    assert password.is_sensitive and password.value is None
+    assert configs["ssl.keystore.location"].value == str(pki.broker)
+    assert not configs["ssl.keystore.location"].is_sensitive
