@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sluice.controller.model import EndPoint
+from sluice.security.ssl_engine_factory import SSL_SERVER_CONFIGS
 
 __all__ = [
     "BROKER_CONFIGS",
@@ -72,6 +73,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "long": _parse_int,
     "double": _parse_float,
     "string": lambda key, raw: raw.strip(),
+    "password": lambda key, raw: raw.strip(),  # a string never shown (DescribeConfigs)
     "list": _parse_list,
 }
 
@@ -129,6 +131,14 @@ SASL_MECHANISM_CONFIGS = (
 _TS_TYPES = ("CreateTime", "LogAppendTime")
 _CLEANUP = ("delete", "compact")
 _COMPRESSION = ("uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")
+
+
+def _ssl_defs() -> list[ConfigDef]:
+    """The ``ssl.*`` broker configs (sluice.security.ssl_engine_factory): for the SSL
+    listeners (each may override them with ``listener.name.<listener>.``) and for the
+    broker's own connections to other brokers on an SSL inter-broker listener."""
+    return [ConfigDef(s.name, s.type, s.default, s.doc) for s in SSL_SERVER_CONFIGS]
+
 
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("broker.id", "int", 0, "This broker's id.", min=0),
@@ -455,6 +465,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         min=0,
     ),
 )
+BROKER_CONFIGS.update(_defs(*_ssl_defs()))
 
 # Topic config -> (broker synonym, definition). Kafka's topic-level names.
 TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {

@@ -39,7 +39,9 @@ def test_the_inter_broker_listener_defaults_to_security_inter_broker_protocol() 
     config = BrokerConfig(
         {"listeners": "PLAINTEXT://:0,SSL://:0", "security.inter.broker.protocol": "SSL"}
     )
-    assert inter_broker_listener(config) == InterBrokerListener("SSL", "SSL")
+    inter = inter_broker_listener(config)
+    assert (inter.listener_name, inter.security_protocol) == ("SSL", "SSL")
+    assert inter.ssl_context is not None  # a TLS client, verifying the other brokers
 
 
 @pytest.mark.parametrize(
@@ -61,6 +63,7 @@ def test_the_inter_broker_listener_defaults_to_security_inter_broker_protocol() 
             "inter.broker.listener.name must be a listener name defined in advertised",
         ),
         ({"listener.name.plaintext.log.dirs": "/x"}, "unknown broker config"),
+        ({"listener.name.sasl.ssl.client.auth": "required"}, "no listener SASL"),
     ],
 )
 def test_listener_settings_are_checked_as_kafka_does(values: dict[str, str], message: str) -> None:

@@ -3,6 +3,8 @@ connection's session names its listener, and unsupported protocols stop the star
 
 from __future__ import annotations
 
+import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,6 +15,10 @@ import sluice
 from sluice.config import ConfigError
 from sluice.protocol import ApiKey
 from sluice.security import Session
+from sluice.server.broker import _warn_if_exposed
+from sluice.server.listener_security import ListenerSecurity
+
+pytestmark = pytest.mark.integration  # brokers, sockets, real clients
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +91,35 @@ def test_a_sasl_listener_stops_the_start() -> None:
     assert "SASL_SSL://127.0.0.1:0: security protocol SASL_SSL is not supported" in str(
         failed.value.__cause__
     )
+
+
+def test_the_ready_line_says_who_may_connect(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="sluice.server.broker")
+    with sluice.EmbeddedBroker():
+        pass
+    [ready] = [r.getMessage() for r in caplog.records if " ready on " in r.getMessage()]
+    assert "PLAINTEXT://127.0.0.1:" in ready and "(unauthenticated)" in ready
+    # loopback only: no warning about exposure
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_unauthenticated_listeners_beyond_loopback_are_warned_about_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def server(name: str, host: str, security: ListenerSecurity) -> Any:
+        return SimpleNamespace(listener_name=name, host=host, port=9092, security=security)
+
+    plain = ListenerSecurity("PLAINTEXT", "PLAINTEXT")
+    sasl = ListenerSecurity("SASL_SSL", "SASL_SSL")
+    servers = [
+        server("PLAINTEXT", "127.0.0.1", plain),
+        server("PLAINTEXT", "::1", plain),
+        server("EXTERNAL", "0.0.0.0", plain),
+        server("INTERNAL", "10.0.0.5", plain),
+        server("SASL_SSL", "0.0.0.0", sasl),
+    ]
+    with caplog.at_level(logging.WARNING, logger="sluice.server.broker"):
+        _warn_if_exposed(servers)
+    [warning] = caplog.records
+    assert "EXTERNAL://0.0.0.0:9092, INTERNAL://10.0.0.5:9092" in warning.getMessage()
+    assert "unauthenticated" in warning.getMessage()

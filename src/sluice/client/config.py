@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.client.errors import ConfigException
+from sluice.security.ssl_engine_factory import SSL_CLIENT_CONFIGS
 
 __all__ = [
     "COMMON_CLIENT_CONFIGS",
@@ -180,5 +181,9 @@ COMMON_CLIENT_CONFIGS: tuple[ConfigKey, ...] = (
     ConfigKey("connections.max.idle.ms", INT, 540_000,
               "Accepted for compatibility; Sluice clients keep connections open",
               at_least(-1)),
+    ConfigKey("security.protocol", STRING, "PLAINTEXT", "PLAINTEXT or SSL",
+              one_of("PLAINTEXT", "SSL")),
+    *(ConfigKey(s.name, LIST if s.type == "list" else STRING, s.default, s.doc)
+      for s in SSL_CLIENT_CONFIGS),
 )  # fmt: skip
 """Keys every Sluice client accepts (Kafka's CommonClientConfigs)."""

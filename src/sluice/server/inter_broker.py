@@ -16,6 +16,7 @@ import contextlib
 import inspect
 import itertools
 import logging
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -449,10 +450,19 @@ class _ResponseReader(asyncio.BufferedProtocol):
 
 
 class BrokerConnection:
-    """One plain connection to another broker; requests answered in order."""
+    """One connection to another broker (TLS with ``ssl_context``); requests answered in
+    order."""
 
-    def __init__(self, host: str, port: int, client_id: str, loopback_congestion: str = "") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        loopback_congestion: str = "",
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.ssl_context = ssl_context
         self.loopback_congestion = loopback_congestion  # sluice.server.congestion
         self._reader: _ResponseReader | None = None
         self._ids = itertools.count(1)
@@ -465,8 +475,12 @@ class BrokerConnection:
             return self._reader
         loop = asyncio.get_running_loop()
         transport, reader = await asyncio.wait_for(
-            loop.create_connection(_ResponseReader, self.host, self.port), 5
-        )
+            loop.create_connection(
+                _ResponseReader, self.host, self.port, ssl=self.ssl_context,
+                server_hostname=self.host if self.ssl_context is not None else None,
+            ),
+            5,
+        )  # fmt: skip
         if self.loopback_congestion:
             set_on_loopback(transport, self.loopback_congestion)
         self._reader = reader

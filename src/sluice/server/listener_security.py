@@ -15,19 +15,28 @@ broker at start with a :class:`~sluice.config.ConfigError` naming the listener.
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sluice.config import BrokerConfig, ConfigError
 from sluice.controller.model import Broker, EndPoint
-from sluice.security import ANONYMOUS, Session
+from sluice.security import ANONYMOUS, KafkaPrincipal, Session
 from sluice.security.sasl.listener_config import SaslListenerSettings, sasl_listener_settings
+from sluice.security.ssl_engine_factory import SslConfigError, SslEngineFactory
+from sluice.security.ssl_principal_mapper import SslPrincipalMapper, distinguished_name
 
 if TYPE_CHECKING:
     from sluice.server.inter_broker import BrokerConnection
 
+TLS_SHUTDOWN_TIMEOUT_S = 2.0
+"""How long a closing TLS connection waits for the client to answer its close_notify
+before the socket is dropped (Kafka does not wait at all; asyncio's default is 30 s,
+which a silent client would add to every stop)."""
+
 __all__ = [
     "PLAINTEXT_SECURITY",
+    "TLS_SHUTDOWN_TIMEOUT_S",
     "InterBrokerListener",
     "ListenerSecurity",
     "authenticates",
@@ -38,11 +47,19 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ListenerSecurity:
-    """One listener's name and security protocol, and the session its connections start
-    with."""
+    """One listener's name and security protocol, its TLS context (SSL) and how a client
+    certificate names its principal."""
 
     listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
+    """Set for SSL (and SASL_SSL) listeners: connections are TLS from the first byte."""
+    principal_mapper: SslPrincipalMapper | None = None
+    """``ssl.principal.mapping.rules``, for the principal of a client certificate."""
+    handshake_timeout_s: float = 30.0
+    """The longest a TLS handshake may take; the connection is closed after."""
+    shutdown_timeout_s: float = TLS_SHUTDOWN_TIMEOUT_S
+    """How long a closing TLS connection waits for the client's close_notify."""
     sasl: SaslListenerSettings | None = None
     """SASL_PLAINTEXT and SASL_SSL: the listener's mechanisms and their settings."""
 
@@ -51,19 +68,41 @@ class ListenerSecurity:
         """A connection's identity before any authentication: anonymous, on this listener."""
         return Session(ANONYMOUS, self.listener_name, self.security_protocol)
 
+    def tls_session(self, peer_certificate: bytes | None) -> Session:
+        """The session of a connection whose TLS handshake ended on an SSL listener:
+        ``User:<mapped distinguished name>`` when the client presented a certificate
+        (``peer_certificate``, DER), else anonymous. NoMatchingRule when no mapping rule
+        applies."""
+        if peer_certificate is None:
+            return self.initial_session
+        mapper = self.principal_mapper or SslPrincipalMapper()
+        name = mapper.name(distinguished_name(peer_certificate))
+        return Session(KafkaPrincipal("User", name), self.listener_name, self.security_protocol)
+
     @property
     def authenticates(self) -> bool:
-        """Whether a client must prove who it is on this listener."""
-        return authenticates(self.security_protocol)
+        """Whether a client must prove who it is on this listener (SASL, or TLS with
+        ``ssl.client.auth=required``)."""
+        if authenticates(self.security_protocol):
+            return True
+        context = self.ssl_context
+        return context is not None and context.verify_mode == ssl.CERT_REQUIRED
 
     @property
     def description(self) -> str:
         """How the ready line describes the listener's clients."""
-        return "authenticated" if self.authenticates else "unauthenticated"
+        context = self.ssl_context
+        if context is None:
+            return "authenticated" if self.authenticates else "unauthenticated"
+        if context.verify_mode == ssl.CERT_REQUIRED:
+            return "TLS, client certificates required"
+        if context.verify_mode == ssl.CERT_OPTIONAL:
+            return "TLS, client certificates requested, else unauthenticated"
+        return "TLS, unauthenticated"
 
 
 def authenticates(security_protocol: str) -> bool:
-    """Whether a listener of this protocol authenticates its clients."""
+    """Whether a listener of this protocol authenticates every client by itself."""
     return security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -72,28 +111,51 @@ PLAINTEXT_SECURITY = ListenerSecurity()
 
 
 def listener_security(config: BrokerConfig, endpoint: EndPoint) -> ListenerSecurity:
-    """The security of the listener ``endpoint`` (from ``config.listener_endpoints``);
-    ConfigError for a protocol this broker cannot serve."""
+    """The security of the listener ``endpoint`` (from ``config.listener_endpoints``):
+    an SSL listener's TLS context from its ``ssl.*`` settings (``listener.name.<l>.ssl.*``
+    first). ConfigError for a protocol this broker cannot serve or bad TLS settings."""
     protocol = endpoint.security_protocol
-    if protocol == "SASL_PLAINTEXT":
-        settings = sasl_listener_settings(config, endpoint.listener_name)
-        return ListenerSecurity(endpoint.listener_name, protocol, settings)
-    if protocol != "PLAINTEXT":
+    name = endpoint.listener_name
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         raise ConfigError(
             f"listener {endpoint.connection_string}: security protocol {protocol} is not "
             "supported by this broker"
         )
-    return ListenerSecurity(endpoint.listener_name, protocol)
+    if protocol == "PLAINTEXT":
+        return ListenerSecurity(name, protocol)
+    # SASL authenticates over the requests (sluice.security.sasl): its settings, checked now
+    sasl = sasl_listener_settings(config, name) if protocol.startswith("SASL_") else None
+    if protocol == "SASL_PLAINTEXT":
+        return ListenerSecurity(name, protocol, sasl=sasl)
+    try:  # SSL, SASL_SSL: TLS from the first byte
+        context = _ssl_factory(config, name).server_context()
+        mapper = SslPrincipalMapper(config.for_listener(name, "ssl.principal.mapping.rules"))
+    except (SslConfigError, ValueError) as exc:
+        raise ConfigError(f"listener {endpoint.connection_string}: {exc}") from None
+    timeout_ms = config["socket.request.read.timeout.ms"]
+    return ListenerSecurity(
+        name, protocol, context, mapper, timeout_ms / 1000 if timeout_ms > 0 else 30.0,
+        sasl=sasl,
+    )  # fmt: skip
+
+
+def _ssl_factory(config: BrokerConfig, listener_name: str) -> SslEngineFactory:
+    try:
+        return SslEngineFactory(lambda key: config.for_listener(listener_name, key))
+    except SslConfigError as exc:
+        raise ConfigError(f"listener {listener_name}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
 class InterBrokerListener:
     """How this broker reaches the others (replica fetchers, the controller's requests,
     controlled shutdown, transaction markers): through their endpoints on
-    ``inter.broker.listener.name``, with that listener's security protocol."""
+    ``inter.broker.listener.name``, with that listener's security protocol (TLS with the
+    listener's ``ssl.*`` settings, this broker's keystore as its client certificate)."""
 
     listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None
 
     def endpoint(self, broker: Broker) -> EndPoint | None:
         """``broker``'s endpoint on the inter-broker listener (None: it has none)."""
@@ -118,11 +180,25 @@ class InterBrokerListener:
         from sluice.server.inter_broker import BrokerConnection
 
         return BrokerConnection(
-            endpoint.host, endpoint.port, client_id, loopback_congestion=loopback_congestion
-        )
+            endpoint.host, endpoint.port, client_id, loopback_congestion=loopback_congestion,
+            ssl_context=self.ssl_context,
+        )  # fmt: skip
 
 
 def inter_broker_listener(config: BrokerConfig) -> InterBrokerListener:
-    """The inter-broker listener's name and security, from ``config``."""
+    """The inter-broker listener's name and security, from ``config``; ConfigError for a
+    protocol the broker cannot speak to other brokers."""
     name = config.inter_broker_listener_name
-    return InterBrokerListener(name, config.inter_broker_security_protocol)
+    protocol = config.inter_broker_security_protocol
+    if protocol == "PLAINTEXT":
+        return InterBrokerListener(name, protocol)
+    if protocol != "SSL":
+        raise ConfigError(
+            f"inter.broker.listener.name {name}: security protocol {protocol} is not "
+            "supported between brokers by this broker"
+        )
+    try:
+        context = _ssl_factory(config, name).client_context()
+    except SslConfigError as exc:
+        raise ConfigError(f"inter-broker listener {name}: {exc}") from None
+    return InterBrokerListener(name, protocol, context)

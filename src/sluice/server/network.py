@@ -247,7 +247,16 @@ class KafkaServer(Generic[Ctx]):
             made.append(KafkaConnectionProtocol(self, quota_key))
             return made[0]
 
-        task = loop.create_task(loop.connect_accepted_socket(protocol, sock))
+        security = self.security
+        if security.ssl_context is None:
+            opening = loop.connect_accepted_socket(protocol, sock)
+        else:  # the handshake runs on the loop, bounded; the protocol connects after it
+            opening = loop.connect_accepted_socket(
+                protocol, sock, ssl=security.ssl_context,
+                ssl_handshake_timeout=security.handshake_timeout_s,
+                ssl_shutdown_timeout=security.shutdown_timeout_s,
+            )  # fmt: skip
+        task = loop.create_task(opening)
         self._opening.add(task)
         task.add_done_callback(functools.partial(self._opened, sock, quota_key, made))
 
@@ -265,7 +274,8 @@ class KafkaServer(Generic[Ctx]):
             self.quotas.remove(quota_key)
             sock.close()
         if not task.cancelled():
-            client_log.event("accepting failed", quota_key, task.exception())
+            kind = "TLS handshake failed" if self.security.ssl_context else "accepting failed"
+            client_log.event(kind, quota_key, task.exception())
 
     # -- housekeeping -------------------------------------------------------------------
     async def _housekeeping(self) -> None:
@@ -391,6 +401,16 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self.peer = f"{peername[0]}:{peername[1]}"
             self.host = f"/{peername[0]}"
         self.server._accepted(self)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None and self.server.security_protocol == "SSL":
+            # the client certificate names the principal
+            try:
+                self.set_session(
+                    self.server.security.tls_session(ssl_object.getpeercert(binary_form=True))
+                )
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
+                client_log.event("refused a client certificate", self.peer, exc)
+                self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._shut()

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import selectors
 import socket
+import ssl
 from typing import Any, Protocol
 
 from sluice.base.clock import Clock
@@ -74,7 +75,9 @@ class NetworkClient:
         send_buffer_bytes: int = 131_072,
         receive_buffer_bytes: int = 32_768,
         metadata_updater: MetadataUpdater | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """``ssl_context``: connect with TLS (``security.protocol=SSL``)."""
         self.metadata = metadata
         self._clock = clock
         self.client_id = client_id
@@ -87,6 +90,7 @@ class NetworkClient:
             reconnect_backoff_max_ms,
             send_buffer_bytes,
             receive_buffer_bytes,
+            ssl_context,
         )
         self._conns = self._states.conns
         self._correlation_id = 0
@@ -273,17 +277,41 @@ class NetworkClient:
             if conn.state is ConnectionState.CONNECTING:
                 if not mask & selectors.EVENT_WRITE:
                     return
-                conn.finish_connect()
+                raw = conn.sock
+                assert raw is not None
+                handshaking = conn.finish_connect()
                 log.debug("Connected to node %s", conn.node)
-                self._send_api_versions(conn, CLIENT_VERSIONS[ApiKey.API_VERSIONS][1], now_ms)
+                if not handshaking:
+                    self._send_api_versions(conn, CLIENT_VERSIONS[ApiKey.API_VERSIONS][1], now_ms)
+                    return
+                assert conn.sock is not None  # wrapped in TLS: a new object, same descriptor
+                self._selector.unregister(raw)
+                self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            if conn.state is ConnectionState.HANDSHAKING:
+                self._handshake(conn, now_ms)
                 return
             if mask & selectors.EVENT_READ:
                 for request, frame in conn.read():
                     self._completed.append(self._decode(request, frame, now_ms))
             if mask & selectors.EVENT_WRITE and conn.sock is not None:
                 self._write(conn, now_ms)
+        except ssl.SSLError as exc:  # a handshake refused: worth saying, it will not heal
+            log.warning("TLS with node %d (%s:%d) failed: %s",
+                        conn.node.id, conn.node.host, conn.node.port, exc)  # fmt: skip
+            self._close(conn, now_ms, f"TLS failed: {exc}")
         except (OSError, ProtocolError) as exc:
             self._close(conn, now_ms, str(exc))
+
+    def _handshake(self, conn: BrokerConnection, now_ms: int) -> None:
+        """Advance a TLS handshake; once done, ApiVersions goes out."""
+        waiting = conn.handshake()
+        assert conn.sock is not None
+        if waiting:
+            self._selector.modify(conn.sock, waiting, conn)
+            return
+        log.debug("TLS handshake with node %s done", conn.node)
+        self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
+        self._send_api_versions(conn, CLIENT_VERSIONS[ApiKey.API_VERSIONS][1], now_ms)
 
     def _decode(self, request: InFlightRequest, frame: memoryview, now_ms: int) -> ClientResponse:
         if request.decode is not None:
@@ -295,7 +323,7 @@ class NetworkClient:
     def _next_timeout_ms(self, now_ms: int) -> int:
         timeout = _FOREVER
         for conn in self._conns.values():
-            if conn.state is ConnectionState.CONNECTING:
+            if conn.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKING):
                 timeout = min(timeout, conn.connect_started_ms + self._setup_timeout_ms - now_ms)
             if conn.in_flight:
                 timeout = min(timeout, conn.next_deadline_ms() - now_ms)

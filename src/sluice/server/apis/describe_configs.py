@@ -49,7 +49,9 @@ STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
 # DescribeConfigsResponse.ConfigType, by ConfigDef.type
-CONFIG_TYPES = {"bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+CONFIG_TYPES = {
+    "bool": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7, "password": 9,
+}  # fmt: skip
 
 # Broker configs that stand for one another, most specific first (KafkaConfig's synonyms).
 _SYNONYM_GROUPS = (
@@ -95,12 +97,15 @@ def _entry(
     include_synonyms: bool,
     include_docs: bool,
 ) -> dict[str, Any]:
+    sensitive = type_name == "password"  # as Kafka: its value is never shown
+    if sensitive:
+        synonyms = [{**s, "value": None} for s in synonyms]
     return {
         "name": name,
-        "value": format_config_value(value),
+        "value": None if sensitive else format_config_value(value),
         "read_only": read_only,
         "config_source": synonyms[0]["source"] if synonyms else DEFAULT_CONFIG,
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": synonyms if include_synonyms else [],
         "config_type": CONFIG_TYPES.get(type_name, 0),
         "documentation": (doc or None) if include_docs else None,
