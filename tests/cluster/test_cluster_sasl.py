@@ -1,6 +1,8 @@
-"""SCRAM users in a 3-broker cluster on a real ZooKeeper: a user created through one
-broker authenticates on every other within a second (/config/users and /config/changes,
-as Kafka keeps them), with scramp's client and confluent-kafka."""
+"""SASL in a 3-broker cluster on a real ZooKeeper: the brokers replicate and take the
+controller's requests over a SASL_PLAINTEXT inter-broker listener (PLAIN), and a SCRAM
+user created through one broker authenticates on every other within a second
+(/config/users and /config/changes, as Kafka keeps them), with scramp's client and
+confluent-kafka."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from sluice.ports import free_port
@@ -29,9 +32,12 @@ def sasl_cluster(cluster_prerequisites: None) -> Iterator[tuple[EmbeddedCluster,
         listeners = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[b]}"
         cluster.broker_overrides[b] = {
             "listeners": listeners, "advertised.listeners": listeners,
-            "inter.broker.listener.name": "PLAINTEXT",
+            "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "sasl.enabled.mechanisms": "SCRAM-SHA-256,PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas({"admin": "a"}),
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(
+                {"admin": "admin-secret"}, "admin"
+            ),
         }  # fmt: skip
     with cluster:
         yield cluster, sasl_ports
@@ -65,11 +71,16 @@ def test_a_user_made_on_one_broker_authenticates_on_the_others_within_a_second(
         zk.stop()
     assert b'"SCRAM-SHA-256":"salt=' in data and b"iterations=4096" in data
     assert b'{"version":2,"entity_path":"users/alice"}' in entity
-    # a real client, through broker 3
+    # a real client, through broker 3, on a topic replicated over the SASL listener
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_of(2)})
+    admin.create_topics([NewTopic("sasl-cluster", 1, 3)])["sasl-cluster"].result(30)
     producer = Producer({
         "bootstrap.servers": f"127.0.0.1:{sasl_ports[3]}", "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
-        "sasl.password": "alice-secret",
+        "sasl.password": "alice-secret", "acks": "all",
     })  # fmt: skip
-    producer.produce("sasl-cluster", b"hello")
-    assert producer.flush(30) == 0
+    for i in range(10):
+        producer.produce("sasl-cluster", str(i).encode())
+    assert producer.flush(30) == 0  # acks=all: the followers fetched over SASL
+    metadata = admin.list_topics("sasl-cluster", timeout=10).topics["sasl-cluster"]
+    assert len(metadata.partitions[0].isrs) == 3

@@ -46,6 +46,7 @@ def sasl_config(jwks: Jwks) -> dict[str, Any]:
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0,JWT://127.0.0.1:0",
         "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,JWT:SASL_PLAINTEXT",
         "security.inter.broker.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(USERS, "admin"),
         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (

@@ -18,6 +18,7 @@ import itertools
 import logging
 import ssl
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -40,6 +41,7 @@ from sluice.controller.requests import (
 )
 from sluice.protocol import ErrorCode, FrameDecoder, FrameSizeError, encode_request
 from sluice.protocol.apis import InterBrokerApiKey
+from sluice.security.sasl.client import SaslClient, SaslClientExchange
 from sluice.server.congestion import set_on_loopback
 from sluice.server.low_water import ReceiveLowWater
 
@@ -460,9 +462,13 @@ class BrokerConnection:
         client_id: str,
         loopback_congestion: str = "",
         ssl_context: ssl.SSLContext | None = None,
+        sasl: Callable[[], SaslClient] | None = None,
     ) -> None:
+        """``sasl``: authenticate each new connection with this mechanism's client."""
         self.host, self.port, self.client_id = host, port, client_id
         self.ssl_context = ssl_context
+        self.sasl = sasl
+        self._session_ends = float("inf")  # monotonic s: a SASL session's lifetime ends
         self.loopback_congestion = loopback_congestion  # sluice.server.congestion
         self._reader: _ResponseReader | None = None
         self._ids = itertools.count(1)
@@ -472,7 +478,9 @@ class BrokerConnection:
 
     async def _connect(self) -> _ResponseReader:
         if self._reader is not None:
-            return self._reader
+            if time.monotonic() < self._session_ends:
+                return self._reader
+            self.close()  # its SASL session is about to expire: a new one authenticates
         loop = asyncio.get_running_loop()
         transport, reader = await asyncio.wait_for(
             loop.create_connection(
@@ -483,8 +491,45 @@ class BrokerConnection:
         )  # fmt: skip
         if self.loopback_congestion:
             set_on_loopback(transport, self.loopback_congestion)
+        if self.sasl is not None:
+            try:
+                await asyncio.wait_for(self._authenticate(reader), 30)
+            except BaseException:
+                transport.close()
+                raise
         self._reader = reader
         return reader
+
+    async def _authenticate(self, reader: _ResponseReader) -> None:
+        """Kafka's SaslClientAuthenticator: SaslHandshake v1, then SaslAuthenticate v2
+        until the mechanism is done. Raises SaslAuthenticationError (the broker's message)
+        or UnsupportedSaslMechanismError."""
+        from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+        from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+        assert self.sasl is not None
+        exchange = SaslClientExchange(self.sasl())
+
+        async def call(body: Any) -> Any:
+            frame = encode_request(next(self._ids), body, self.client_id)
+            waiter = reader.expect()
+            assert reader.transport is not None
+            reader.transport.write(frame)
+            reply = await waiter
+            return decode_response(bytes(reply), body.__api_key__, body.__version__).body
+
+        handshake = await call(SaslHandshakeRequest(mechanism=exchange.mechanism))
+        exchange.on_handshake(handshake.error_code, handshake.mechanisms)
+        while (token := exchange.next_token()) is not None:
+            answer = await call(SaslAuthenticateRequest(auth_bytes=token))
+            lifetime = int(answer.session_lifetime.total_seconds() * 1000)
+            exchange.on_authenticate(
+                answer.error_code, answer.error_message, answer.auth_bytes, lifetime
+            )
+        if exchange.session_lifetime_ms > 0:  # reconnect at 85% of it, before it ends
+            self._session_ends = time.monotonic() + exchange.session_lifetime_ms * 0.85 / 1000
+        else:
+            self._session_ends = float("inf")
 
     async def roundtrip(self, frame: bytes) -> bytes | memoryview:
         """Send one framed request, return its response frame (without the size prefix):

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sluice.config import BrokerConfig, ConfigError
 from sluice.controller.model import Broker, EndPoint
 from sluice.security import ANONYMOUS, KafkaPrincipal, Session
+from sluice.security.sasl.client import SaslClient, SaslConfigError, sasl_client_factory
 from sluice.security.sasl.listener_config import SaslListenerSettings, sasl_listener_settings
 from sluice.security.ssl_engine_factory import SslConfigError, SslEngineFactory
 from sluice.security.ssl_principal_mapper import SslPrincipalMapper, distinguished_name
@@ -156,6 +158,9 @@ class InterBrokerListener:
     listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
+    sasl: Callable[[], SaslClient] | None = None
+    """SASL_PLAINTEXT, SASL_SSL: the client of ``sasl.mechanism.inter.broker.protocol``,
+    with this broker's credentials (the listener's JAAS ``username`` / ``password``)."""
 
     def endpoint(self, broker: Broker) -> EndPoint | None:
         """``broker``'s endpoint on the inter-broker listener (None: it has none)."""
@@ -181,7 +186,7 @@ class InterBrokerListener:
 
         return BrokerConnection(
             endpoint.host, endpoint.port, client_id, loopback_congestion=loopback_congestion,
-            ssl_context=self.ssl_context,
+            ssl_context=self.ssl_context, sasl=self.sasl,
         )  # fmt: skip
 
 
@@ -192,13 +197,27 @@ def inter_broker_listener(config: BrokerConfig) -> InterBrokerListener:
     protocol = config.inter_broker_security_protocol
     if protocol == "PLAINTEXT":
         return InterBrokerListener(name, protocol)
-    if protocol != "SSL":
-        raise ConfigError(
-            f"inter.broker.listener.name {name}: security protocol {protocol} is not "
-            "supported between brokers by this broker"
-        )
+    sasl = _inter_broker_sasl(config, name) if protocol.startswith("SASL_") else None
+    if protocol == "SASL_PLAINTEXT":
+        return InterBrokerListener(name, protocol, sasl=sasl)
     try:
         context = _ssl_factory(config, name).client_context()
     except SslConfigError as exc:
         raise ConfigError(f"inter-broker listener {name}: {exc}") from None
-    return InterBrokerListener(name, protocol, context)
+    return InterBrokerListener(name, protocol, context, sasl)
+
+
+def _inter_broker_sasl(config: BrokerConfig, name: str) -> Callable[[], SaslClient]:
+    """The client of ``sasl.mechanism.inter.broker.protocol`` on listener ``name``."""
+    mechanism = str(config["sasl.mechanism.inter.broker.protocol"])
+    settings = sasl_listener_settings(config, name)
+    if mechanism not in settings.enabled_mechanisms:
+        raise ConfigError(
+            f"sasl.mechanism.inter.broker.protocol {mechanism} must be enabled on the "
+            f"inter-broker listener {name} (enabled: {', '.join(settings.enabled_mechanisms)})"
+        )
+    key = f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    try:
+        return sasl_client_factory(mechanism, settings.jaas.get(mechanism), key=key)
+    except SaslConfigError as exc:
+        raise ConfigError(f"inter-broker SASL: {exc}") from None
