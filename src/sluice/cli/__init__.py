@@ -39,6 +39,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         consumer_groups,
         demo,
         dump_log,
+        scram_users,
         topics,
     )
 
@@ -52,6 +53,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)
     certs.add_parser(sub)
+    scram_users.add_parser(sub)  # sluice configs --entity-type users (SCRAM credentials)
     return parser
 
 

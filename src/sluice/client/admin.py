@@ -15,6 +15,7 @@ error code). Results are plain dataclasses and dicts.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from sluice.client.net.cluster import Node, PartitionInfo
 from sluice.client.net.consumer_network_client import ConsumerNetworkClient, coordinator_node
 from sluice.client.security import SECURITY_CONFIG_DEFAULTS, ClientSecurity
 from sluice.protocol import ApiKey, ErrorCode
+from sluice.security.sasl.scram import mechanism_from_type, mechanism_type, salted_password
 
 __all__ = [
     "Admin",
@@ -40,6 +42,8 @@ __all__ = [
     "NewTopic",
     "PartitionDescription",
     "TopicDescription",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
 ]
 
 RESOURCE_TOPIC: Final = 2
@@ -49,6 +53,26 @@ _RETRY_COORDINATOR = {
     ErrorCode.not_coordinator,
     ErrorCode.coordinator_load_in_progress,
 }
+
+
+@dataclass(frozen=True)
+class UserScramCredentialUpsertion:
+    """A user's new SCRAM credential: the mechanism, the iterations and the password
+    (Kafka's ``UserScramCredentialUpsertion``; a random salt unless given)."""
+
+    user: str
+    mechanism: str
+    password: str
+    iterations: int = 4096
+    salt: bytes | None = None
+
+
+@dataclass(frozen=True)
+class UserScramCredentialDeletion:
+    """The removal of a user's credential for one mechanism."""
+
+    user: str
+    mechanism: str
 
 
 @dataclass
@@ -481,6 +505,49 @@ class Admin:
             return {}
         ends = self.list_offsets(list(committed), "latest")
         return {tp: max((ends.get(tp) or 0) - om.offset, 0) for tp, om in sorted(committed.items())}
+
+    # -- SCRAM users ---------------------------------------------------------------------
+
+    def alter_user_scram_credentials(
+        self,
+        upsertions: Iterable[UserScramCredentialUpsertion] = (),
+        deletions: Iterable[UserScramCredentialDeletion] = (),
+    ) -> None:
+        """Create or replace users' SCRAM credentials, or delete them (Kafka's
+        ``Admin.alterUserScramCredentials``): each password is salted (a random salt)
+        and iterated here, and only the salted password travels. Raises the first
+        user's error (UnacceptableCredentialException, ResourceNotFoundException, ...)."""
+        ups = []
+        for u in upsertions:
+            salt = u.salt if u.salt is not None else secrets.token_bytes(32)
+            ups.append({
+                "name": u.user, "mechanism": mechanism_type(u.mechanism),
+                "iterations": u.iterations, "salt": salt,
+                "salted_password": salted_password(u.mechanism, u.password, salt, u.iterations),
+            })  # fmt: skip
+        dels = [{"name": d.user, "mechanism": mechanism_type(d.mechanism)} for d in deletions]
+        body = self._client.send(
+            None, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, upsertions=ups, deletions=dels
+        )
+        for r in body.results:
+            _check(r.error_code, r.error_message, f"AlterUserScramCredentials {r.user}")
+
+    def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None
+    ) -> dict[str, list[tuple[str, int]]]:
+        """User -> their credentials' (mechanism, iterations); every user with one when
+        ``users`` is None (Kafka's ``Admin.describeUserScramCredentials``)."""
+        names = None if users is None else [{"name": u} for u in users]
+        body = self._client.send(None, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, users=names)
+        _check(body.error_code, body.error_message, "DescribeUserScramCredentials")
+        out: dict[str, list[tuple[str, int]]] = {}
+        for r in body.results:
+            _check(r.error_code, r.error_message, f"DescribeUserScramCredentials {r.user}")
+            out[r.user] = [
+                (mechanism_from_type(int(c.mechanism)) or "UNKNOWN", int(c.iterations))
+                for c in r.credential_infos
+            ]
+        return out
 
     # -- closing -----------------------------------------------------------------------
 

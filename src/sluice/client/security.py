@@ -1,6 +1,10 @@
-"""A client's ``security.protocol`` and TLS settings, with the Java client's names.
+"""A client's ``security.protocol``, TLS and SASL settings, with the Java client's names.
 
-``security.protocol`` is ``PLAINTEXT`` (the default) or ``SSL``; with SSL the client
+``security.protocol`` is ``PLAINTEXT`` (the default), ``SSL``, ``SASL_PLAINTEXT`` or
+``SASL_SSL``. With SASL each connection authenticates after ApiVersions with
+``sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER) and the
+credentials of ``sasl.jaas.config`` (or librdkafka's ``sasl.username`` /
+``sasl.password``), see :mod:`sluice.security.sasl.client`. With SSL the client
 connects with TLS made from the ``ssl.*`` settings (:data:`SSL_CLIENT_CONFIGS`:
 ``ssl.truststore.location``, ``ssl.keystore.location``, ``ssl.key.password``,
 ``ssl.endpoint.identification.algorithm``, ... as Kafka's clients read them; see
@@ -12,11 +16,12 @@ clients.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sluice.client.errors import ConfigException
+from sluice.security.sasl.client import SaslClient, SaslConfigError, sasl_client_factory
 from sluice.security.ssl_engine_factory import SSL_CLIENT_CONFIGS, SslConfigError, SslEngineFactory
 
 __all__ = ["SECURITY_CONFIG_DEFAULTS", "ClientSecurity"]
@@ -24,11 +29,15 @@ __all__ = ["SECURITY_CONFIG_DEFAULTS", "ClientSecurity"]
 SECURITY_CONFIG_DEFAULTS: dict[str, Any] = {
     "security.protocol": "PLAINTEXT",
     **{s.name: s.default for s in SSL_CLIENT_CONFIGS},
+    "sasl.mechanism": "GSSAPI",
+    "sasl.jaas.config": None,
+    "sasl.username": None,
+    "sasl.password": None,
 }
 """The security keys every Sluice client accepts, with their defaults."""
 
 _LISTS = frozenset(s.name for s in SSL_CLIENT_CONFIGS if s.type == "list")
-_PROTOCOLS = ("PLAINTEXT", "SSL")
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,9 @@ class ClientSecurity:
 
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
+    sasl: Callable[[], SaslClient] | None = None
+    """SASL_PLAINTEXT, SASL_SSL: makes the client of ``sasl.mechanism`` each new
+    connection authenticates with."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ClientSecurity:
@@ -59,7 +71,18 @@ class ClientSecurity:
                 return raw.strip()
             return raw
 
+        sasl = None
+        if protocol.startswith("SASL_"):
+            try:
+                sasl = sasl_client_factory(
+                    str(value("sasl.mechanism")), value("sasl.jaas.config"),
+                    value("sasl.username"), value("sasl.password"),
+                )  # fmt: skip
+            except SaslConfigError as exc:
+                raise ConfigException(str(exc)) from None
+            if protocol == "SASL_PLAINTEXT":
+                return cls(protocol, None, sasl)
         try:
-            return cls(protocol, SslEngineFactory(value).client_context())
+            return cls(protocol, SslEngineFactory(value).client_context(), sasl)
         except SslConfigError as exc:
             raise ConfigException(str(exc)) from None

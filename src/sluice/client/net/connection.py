@@ -50,6 +50,7 @@ class ConnectionState(enum.Enum):
     CONNECTING = "connecting"
     HANDSHAKING = "handshaking"
     CHECKING_API_VERSIONS = "checking_api_versions"
+    AUTHENTICATING = "authenticating"
     READY = "ready"
 
 
@@ -379,4 +380,5 @@ _CONNECTING = (
     ConnectionState.CONNECTING,
     ConnectionState.HANDSHAKING,
     ConnectionState.CHECKING_API_VERSIONS,
+    ConnectionState.AUTHENTICATING,
 )

@@ -90,6 +90,7 @@ class ConsumerNetworkClient:
             receive_buffer_bytes=-1,
             metadata_updater=ManualMetadataUpdater(),
             ssl_context=self.security.ssl_context,
+            sasl=self.security.sasl,
         )
         self._lock = threading.RLock()
         self._closed = False
@@ -174,6 +175,7 @@ class ConsumerNetworkClient:
             now_ms = self._clock.hi_res_clock_ms()
             if client.can_send_request(node.id):
                 return
+            self.metadata.maybe_throw_fatal()  # the broker refused our credentials
             if client.is_connecting(node.id) or client.is_connected(node.id):
                 attempted = True
                 client.poll(client.request_timeout_ms, now_ms)

@@ -26,10 +26,15 @@ import logging
 import selectors
 import socket
 import ssl
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sluice.base.clock import Clock
-from sluice.client.errors import UnsupportedVersionException
+from sluice.client.errors import (
+    SaslAuthenticationException,
+    UnsupportedSaslMechanismException,
+    UnsupportedVersionException,
+)
 from sluice.client.net.client_request import ClientRequest, ClientResponse, InFlightRequest
 from sluice.client.net.cluster import Node
 from sluice.client.net.connection import BrokerConnection, ClusterConnectionStates, ConnectionState
@@ -42,8 +47,16 @@ from sluice.protocol import (
     encode_request,
     encode_request_header,
     frame_segments,
+    request_type,
 )
+from sluice.protocol.build import build
 from sluice.protocol.responses import decode_response
+from sluice.security.sasl.client import (
+    SaslAuthenticationError,
+    SaslClient,
+    SaslClientExchange,
+    UnsupportedSaslMechanismError,
+)
 
 __all__ = [
     "ClientRequest",
@@ -76,8 +89,11 @@ class NetworkClient:
         receive_buffer_bytes: int = 32_768,
         metadata_updater: MetadataUpdater | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: Callable[[], SaslClient] | None = None,
     ) -> None:
-        """``ssl_context``: connect with TLS (``security.protocol=SSL``)."""
+        """``ssl_context``: connect with TLS (``security.protocol=SSL``); ``sasl``: each
+        connection authenticates with this mechanism's client after ApiVersions."""
+        self._sasl = sasl
         self.metadata = metadata
         self._clock = clock
         self.client_id = client_id
@@ -378,9 +394,84 @@ class NetworkClient:
             self._close(conn, now_ms, f"ApiVersions failed with {code.name.upper()}")
             return
         conn.api_versions = versions
+        if self._sasl is not None:
+            self._authenticate(conn, None, None, now_ms)
+            return
+        self._ready(conn, now_ms)
+
+    def _ready(self, conn: BrokerConnection, now_ms: int) -> None:
         conn.state = ConnectionState.READY
         self._states.ready(conn.node.id, now_ms)
-        log.debug("Node %d is ready (ApiVersions v%d)", conn.node.id, response.request.api_version)
+        log.debug("Node %d is ready", conn.node.id)
+
+    # -- SASL (sluice.security.sasl.client) ------------------------------------------------
+
+    def _authenticate(
+        self,
+        conn: BrokerConnection,
+        exchange: SaslClientExchange | None,
+        response: ClientResponse | None,
+        now_ms: int,
+    ) -> None:
+        """One step of Kafka's SaslClientAuthenticator: SaslHandshake v1, then
+        SaslAuthenticate v2 until the mechanism is done; a refusal is fatal for the
+        client (Metadata.fatal_error), not retried as a network error."""
+        if response is not None and (
+            response.disconnected or conn.state is not ConnectionState.AUTHENTICATING
+        ):
+            return
+        try:
+            if exchange is None:
+                assert self._sasl is not None
+                exchange = SaslClientExchange(self._sasl())
+                conn.state = ConnectionState.AUTHENTICATING
+                body: Any = {"mechanism": exchange.mechanism}
+                self._sasl_send(conn, ApiKey.SASL_HANDSHAKE, 1, body, exchange, now_ms)
+                return
+            assert response is not None
+            answer: Any = response.body
+            if response.request.api_key == ApiKey.SASL_HANDSHAKE:
+                exchange.on_handshake(answer.error_code, answer.mechanisms)
+            else:
+                lifetime = int(answer.session_lifetime.total_seconds() * 1000)
+                exchange.on_authenticate(
+                    answer.error_code, answer.error_message, answer.auth_bytes, lifetime
+                )
+            token = exchange.next_token()
+        except (SaslAuthenticationError, UnsupportedSaslMechanismError) as exc:
+            error: Exception = (
+                SaslAuthenticationException(str(exc))
+                if isinstance(exc, SaslAuthenticationError)
+                else UnsupportedSaslMechanismException(str(exc))
+            )
+            log.error("Authentication with node %d (%s:%d) failed: %s",
+                      conn.node.id, conn.node.host, conn.node.port, exc)  # fmt: skip
+            self._close(conn, now_ms, f"authentication failed: {exc}")
+            self.metadata.fatal_error(error)
+            return
+        if token is None:
+            log.debug("Authenticated with node %d (%s)", conn.node.id, exchange.mechanism)
+            self._ready(conn, now_ms)
+            return
+        self._sasl_send(conn, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, exchange, now_ms)
+
+    def _sasl_send(
+        self,
+        conn: BrokerConnection,
+        api_key: int,
+        version: int,
+        fields: dict[str, Any],
+        exchange: SaslClientExchange,
+        now_ms: int,
+    ) -> None:
+        def done(response: ClientResponse) -> None:
+            self._authenticate(conn, exchange, response, self._clock.hi_res_clock_ms())
+
+        request = ClientRequest(
+            conn.node.id, api_key, lambda v: build(request_type(api_key, v), **fields), done,
+            version=version,
+        )  # fmt: skip
+        self._do_send(conn, request, version, now_ms)
 
     # -- closing --------------------------------------------------------------------------
 

@@ -134,6 +134,7 @@ class Producer:
             send_buffer_bytes=cfg["send.buffer.bytes"],
             receive_buffer_bytes=cfg["receive.buffer.bytes"],
             ssl_context=security.ssl_context,
+            sasl=security.sasl,
         )
         self._sender = Sender(
             self._client,
@@ -302,6 +303,7 @@ class Producer:
             version = metadata.request_update_for_topic(topic)
             self._sender.wakeup()
             metadata.await_update(version, deadline)
+            metadata.maybe_throw_fatal()  # a broker refused our credentials
             cluster = metadata.cluster
             now = self._clock.hi_res_clock_ms()
             error = metadata.topic_error(topic)
