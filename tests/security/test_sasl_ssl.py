@@ -109,8 +109,9 @@ def test_sasl_ssl_with_every_client(sasl_ssl: sluice.EmbeddedBroker, pki: Develo
                 await producer.stop()
 
         asyncio.run(aio())
-        with SluiceProducer({**admin_config, "sasl.jaas.config": None,
-                             "sasl.username": "alice", "sasl.password": "alice-secret"}) as sp:  # fmt: skip
+        alice = {**admin_config, "sasl.jaas.config": None, "sasl.username": "alice",
+                 "sasl.password": "alice-secret"}  # fmt: skip
+        with SluiceProducer(alice) as sp:
             sp.send("sasl-ssl", b"sluice").get(timeout=15)
     finally:
         sasl_ssl.call(handlers.__setitem__, ApiKey.PRODUCE, produce)
