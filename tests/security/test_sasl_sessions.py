@@ -173,3 +173,11 @@ def test_clients_reauthenticate_on_the_same_connection(broker: sluice.EmbeddedBr
     finally:
         kp.close()
         producer.flush(5)
+
+
+def test_the_ready_line_names_the_mechanisms(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="sluice.server.broker")
+    with sluice.EmbeddedBroker(config=sasl_broker_config()):
+        pass
+    ready = [r.getMessage() for r in caplog.records if "ready on" in r.getMessage()]
+    assert ready and "(SASL PLAIN/SCRAM-SHA-512)" in ready[0]

@@ -94,6 +94,9 @@ class ListenerSecurity:
     def description(self) -> str:
         """How the ready line describes the listener's clients."""
         context = self.ssl_context
+        if self.sasl is not None:  # "SASL PLAIN/SCRAM-SHA-512", "TLS, SASL PLAIN"
+            mechanisms = "/".join(self.sasl.enabled_mechanisms)
+            return f"{'TLS, ' if context is not None else ''}SASL {mechanisms}"
         if context is None:
             return "authenticated" if self.authenticates else "unauthenticated"
         if context.verify_mode == ssl.CERT_REQUIRED:
