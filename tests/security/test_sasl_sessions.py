@@ -181,3 +181,20 @@ def test_the_ready_line_names_the_mechanisms(caplog: pytest.LogCaptureFixture) -
         pass
     ready = [r.getMessage() for r in caplog.records if "ready on" in r.getMessage()]
     assert ready and "(SASL PLAIN/SCRAM-SHA-512)" in ready[0]
+
+
+def test_sluice_clients_reauthenticate(broker: sluice.EmbeddedBroker) -> None:
+    from sluice.client import Producer as SluiceProducer
+
+    before = {id(a) for a in _reauthentications(broker)}
+    config = {
+        "bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret",
+    }  # fmt: skip
+    with SluiceProducer(config) as producer:
+        deadline = time.monotonic() + 4.5  # three session lifetimes
+        while time.monotonic() < deadline:
+            producer.send("sluice-reauth", b"x").get(timeout=10)
+            time.sleep(0.1)
+        mine = [a for a in _reauthentications(broker) if id(a) not in before]
+        assert max(a.reauthentications for a in mine) >= 2

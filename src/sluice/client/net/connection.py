@@ -75,6 +75,7 @@ class BrokerConnection:
         self.in_flight: deque[InFlightRequest] = deque()
         self._no_response: deque[InFlightRequest] = deque()
         self.api_versions: dict[int, tuple[int, int]] = {}
+        self.reauthenticate_at_ms = _FOREVER  # KIP-368: when to authenticate again
         self.connect_started_ms = 0
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_buffer_bytes = receive_buffer_bytes

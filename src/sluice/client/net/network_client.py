@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import selectors
 import socket
 import ssl
@@ -283,6 +284,8 @@ class NetworkClient:
                 continue
             self._handle_events(conn, mask, now_ms)
         self._handle_timeouts(now_ms)
+        if self._sasl is not None:
+            self._maybe_reauthenticate(now_ms)
         completed, self._completed = self._completed, []
         for response in completed:
             response.on_complete()
@@ -343,6 +346,8 @@ class NetworkClient:
                 timeout = min(timeout, conn.connect_started_ms + self._setup_timeout_ms - now_ms)
             if conn.in_flight:
                 timeout = min(timeout, conn.next_deadline_ms() - now_ms)
+            elif conn.state is ConnectionState.READY:
+                timeout = min(timeout, conn.reauthenticate_at_ms - now_ms)
         return max(timeout, 0)
 
     def _handle_timeouts(self, now_ms: int) -> None:
@@ -451,9 +456,27 @@ class NetworkClient:
             return
         if token is None:
             log.debug("Authenticated with node %d (%s)", conn.node.id, exchange.mechanism)
+            lifetime = exchange.session_lifetime_ms
+            # KIP-368: authenticate again at 85-95% of the session, as Kafka's clients do
+            conn.reauthenticate_at_ms = (
+                now_ms + int(lifetime * random.uniform(0.85, 0.95)) if lifetime > 0 else _FOREVER
+            )
             self._ready(conn, now_ms)
             return
         self._sasl_send(conn, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, exchange, now_ms)
+
+    def _maybe_reauthenticate(self, now_ms: int) -> None:
+        """Re-authenticate (KIP-368) each ready connection whose session is ending, once
+        nothing is in flight on it; meanwhile it takes no new requests."""
+        for conn in list(self._conns.values()):
+            if (
+                conn.state is ConnectionState.READY
+                and now_ms >= conn.reauthenticate_at_ms
+                and not conn.in_flight
+            ):
+                log.debug("Re-authenticating with node %d", conn.node.id)
+                conn.connect_started_ms = now_ms  # the setup timeout bounds it too
+                self._authenticate(conn, None, None, now_ms)
 
     def _sasl_send(
         self,
