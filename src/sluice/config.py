@@ -428,6 +428,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         min=0,
     ),
     ConfigDef(
+        "sasl.server.max.receive.size",
+        "int",
+        524_288,
+        "The largest request a SASL listener reads from a connection before it is "
+        "authenticated; a larger size prefix closes the connection.",
+        min=1,
+    ),
+    ConfigDef(
         "sasl.oauthbearer.jwks.endpoint.url",
         "string",
         None,

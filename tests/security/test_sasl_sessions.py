@@ -198,3 +198,18 @@ def test_sluice_clients_reauthenticate(broker: sluice.EmbeddedBroker) -> None:
             time.sleep(0.1)
         mine = [a for a in _reauthentications(broker) if id(a) not in before]
         assert max(a.reauthentications for a in mine) >= 2
+
+
+def test_frames_before_authentication_are_bounded(broker: sluice.EmbeddedBroker) -> None:
+    client = RawClient(broker.bootstrap_servers)
+    try:  # over sasl.server.max.receive.size (512 KiB): closed at the size prefix
+        client.send_raw((600_000).to_bytes(4, "big") + b"\0" * 100)
+        assert client.is_closed_by_broker()
+    finally:
+        client.close()
+    producer = Producer({  # once authenticated, socket.request.max.bytes applies
+        "bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret",
+    })  # fmt: skip
+    producer.produce("big-after-auth", b"x" * 700_000)
+    assert producer.flush(15) == 0

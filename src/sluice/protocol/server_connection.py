@@ -218,6 +218,16 @@ class ServerConnection(Generic[H]):
         return self._decoder.first_frame() is not None
 
     @property
+    def max_frame_size(self) -> int:
+        """The largest frame accepted; a change applies from the next frame (a SASL
+        listener bounds frames before authentication: ``sasl.server.max.receive.size``)."""
+        return self._decoder.max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        self._decoder.max_frame_size = size
+
+    @property
     def receive_rest(self) -> int:
         """Bytes of the large frame being received still to come (0: none is)."""
         return self._decoder.frame_rest

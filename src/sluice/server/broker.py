@@ -431,6 +431,7 @@ class Broker:
                     security.sasl.server_config(self.scram_credentials.cache, self.clock),
                     self.clock, self.config["connection.failed.authentication.delay.ms"],
                     self._authentication_timer().schedule,
+                    self.config["sasl.server.max.receive.size"],
                 )  # fmt: skip
             server = KafkaServer(
                 endpoint.host, endpoint.port, handlers, self.versions,

@@ -380,9 +380,10 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         authentication = server.authentication
         # SASL: the connection's authenticator until it is authenticated (and on, for
         # re-authentication and the session's expiry); None on other listeners.
-        self.authenticator: SaslServerAuthenticator | None = (
-            None if authentication is None else authentication.new_authenticator()
-        )
+        self.authenticator: SaslServerAuthenticator | None = None
+        if authentication is not None:
+            self.authenticator = authentication.new_authenticator()
+            self.conn.max_frame_size = min(server.max_request_size, authentication.max_receive_size)
         self._auth_failed = False  # failed: nothing more is handled, the close is due
 
     def set_session(self, session: Session) -> None:
@@ -625,6 +626,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             conn.respond(step.response)
         conn.sasl_tokens = authenticator.raw_tokens
         if kind is StepKind.AUTHENTICATED:
+            conn.max_frame_size = self.server.max_request_size
             assert step.principal is not None
             self.set_session(dataclasses.replace(self.session, principal=step.principal))
         self._flush()

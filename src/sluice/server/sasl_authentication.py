@@ -31,6 +31,8 @@ class ServerAuthentication:
     clock: Clock
     failed_authentication_delay_ms: int
     schedule: Schedule
+    max_receive_size: int = 524_288
+    """``sasl.server.max.receive.size``: the largest frame before authentication."""
 
     def new_authenticator(self) -> SaslServerAuthenticator:
         return SaslServerAuthenticator(self.config, self.clock)
