@@ -4,11 +4,16 @@ One ``sluice broker`` process serves a PLAINTEXT and an SSL listener (a developm
 and broker certificate from ``sluice.security.certificates``; no client certificates).
 Each round, in alternating order, for each listener:
 
-* produce: one confluent-kafka producer (acks=1, --size byte records, linger.ms=5,
-  batch.size=1 MiB, no compression) sends --records records to a new topic of
-  --partitions partitions: MB/s from the first send to the last acknowledgement;
-* consume: one confluent-kafka consumer reads them all back from the start (assigned
-  partitions, fetch.max.bytes and max.partition.fetch.bytes 8 MiB): MB/s.
+* produce: one producer (acks=1, --size byte records, linger.ms=5, batch.size=1 MiB,
+  no compression) sends --records records to a new topic of --partitions partitions:
+  MB/s from the first send to the last acknowledgement;
+* consume: one consumer reads them all back from the start (assigned partitions,
+  fetch.max.bytes and max.partition.fetch.bytes 8 MiB): MB/s.
+
+The clients are confluent-kafka's (``--client confluent``, the default) or Sluice's own
+(``--client sluice``). They differ in what the broker's TLS costs: librdkafka writes a
+TLS record per buffer segment (about 1.8 KB for 1 KiB records), each decrypted on its
+own, while Sluice's producer writes a request's buffers as full 16 KiB records.
 
 Each phase records the broker's CPU seconds (user + system, from /proc) per GB moved,
 and the client's (this process: confluent-kafka's threads, which do its TLS).
@@ -20,6 +25,7 @@ kernel TLS (the ``tls`` TCP upper-layer protocol) is available here. Figures onl
 nothing here asserts a time. Only 127.0.0.1 is used.
 
     sluice bench tls [--repeat 3] [--records 200000] [--size 1024] [--partitions 4]
+                     [--client confluent|sluice]
 """
 
 from __future__ import annotations
@@ -87,6 +93,50 @@ def create_topic(conf: dict[str, Any], partitions: int) -> str:
     return topic
 
 
+def sluice_config(protocol: str, bootstrap: str, pki: DevelopmentPki) -> dict[str, Any]:
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    if protocol == "SSL":
+        conf.update({"security.protocol": "SSL", "ssl.truststore.location": str(pki.ca)})
+    return conf
+
+
+def produce_sluice(conf: dict[str, Any], topic: str, args: argparse.Namespace) -> tuple[int, float]:
+    from sluice.client import Producer as SluiceProducer
+
+    producer = SluiceProducer({**conf, "acks": "1", "linger.ms": 5, "batch.size": 1 << 20,
+                               "buffer.memory": 256 << 20})  # fmt: skip
+    value = b"x" * args.size
+    started = time.perf_counter()
+    try:
+        for i in range(args.records):
+            producer.send(topic, value=value, partition=i % args.partitions)
+        producer.flush()
+    finally:
+        producer.close()
+    return args.records, time.perf_counter() - started
+
+
+def consume_sluice(conf: dict[str, Any], topic: str, count: int, partitions: int) -> float:
+    from sluice.client import Consumer as SluiceConsumer
+
+    consumer = SluiceConsumer({
+        **conf, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 8 << 20,
+        "max.poll.records": 100_000,
+    })  # fmt: skip
+    consumer.assign([(topic, p) for p in range(partitions)])
+    seen = 0
+    started = time.perf_counter()
+    try:
+        while seen < count:
+            if time.perf_counter() - started > 120:
+                raise RuntimeError(f"consumed {seen} of {count} records in 120 s")
+            seen += len(consumer.poll(1.0))
+        return time.perf_counter() - started
+    finally:
+        consumer.close(autocommit=False)
+
+
 def produce(conf: dict[str, Any], topic: str, args: argparse.Namespace) -> tuple[int, float]:
     producer = Producer({
         **conf, "acks": "1", "linger.ms": 5, "batch.size": 1 << 20,
@@ -149,14 +199,18 @@ def one_run(
 ) -> dict[str, float]:  # fmt: skip
     conf = client_config(protocol, bootstrap, pki)
     topic = create_topic(conf, args.partitions)
+    sluice_client = args.client == "sluice"
+    if sluice_client:
+        conf = sluice_config(protocol, bootstrap, pki)
     me = psutil.Process()
     client_start = sum(me.cpu_times()[:2])
     with Meter(proc) as produced:
-        records, produce_s = produce(conf, topic, args)
+        records, produce_s = (produce_sluice if sluice_client else produce)(conf, topic, args)
     client_mid = sum(me.cpu_times()[:2])
     size = records * args.size
     with Meter(proc) as consumed:
-        consume_s = consume(conf, topic, records, args.partitions)
+        reader = consume_sluice if sluice_client else consume
+        consume_s = reader(conf, topic, records, args.partitions)
     client_end = sum(me.cpu_times()[:2])
     return {
         "produce MB/s": size / produce_s / MB,
@@ -198,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--records", type=int, default=200_000, help="records per run")
     parser.add_argument("--size", type=int, default=1024, help="record value bytes (1024)")
     parser.add_argument("--partitions", type=int, default=4, help="topic partitions (4)")
+    parser.add_argument(
+        "--client", choices=("confluent", "sluice"), default="confluent",
+        help="the clients: confluent-kafka (default) or Sluice's own",
+    )  # fmt: skip
     parser.add_argument("--idle-cpu", type=float, default=15.0, help="idle below this busy %%")
     parser.add_argument("--idle-wait", type=float, default=20.0, help="most s to wait for idle")
     return parser
@@ -207,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     compile_sluice()
     log(f"kernel TLS available: {kernel_tls()}")
+    log(f"clients: {args.client}")
     runs: dict[str, list[dict[str, float]]] = {p: [] for p in PROTOCOLS}
     with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
         workdir = Path(tmp)

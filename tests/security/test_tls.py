@@ -334,6 +334,8 @@ def test_tls_settings_are_checked_at_start(pki: DevelopmentPki, tmp_path: Path) 
          "ssl.client.auth"),
         ({"ssl.keystore.location": str(pki.broker), "ssl.enabled.protocols": "TLSv9"},
          "unknown protocol"),
+        ({"ssl.keystore.location": str(pki.broker), "ssl.principal.mapping.rules": "RULE:x"},
+         "Invalid rule"),
         ({"ssl.keystore.location": str(pki.broker), "ssl.cipher.suites": "TLS_AES_128_GCM_SHA256"},
          "all of"),
     ]  # fmt: skip
