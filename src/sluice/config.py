@@ -396,7 +396,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ),
     ConfigDef(
         "sasl.jaas.config",
-        "string",
+        "password",
         None,
         "A login module's JAAS configuration; on a broker only with a listener and "
         "mechanism prefix: listener.name.<listener>.<mechanism>.sasl.jaas.config.",

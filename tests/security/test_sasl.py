@@ -20,6 +20,7 @@ from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
+    ConfigResource,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -494,3 +495,17 @@ def test_mechanism_mismatch(broker: sluice.EmbeddedBroker, caplog: Any) -> None:
             bootstrap_timeout_ms=2000, **plain,
         )  # fmt: skip
     assert "UnsupportedSaslMechanism" in "\n".join(r.getMessage() for r in caplog.records)
+
+
+def test_describe_configs_never_shows_passwords(broker: sluice.EmbeddedBroker) -> None:
+    admin = AdminClient(
+        confluent(broker, "PLAIN", **{"sasl.username": "admin", "sasl.password": "admin-secret"})
+    )
+    resource = ConfigResource("broker", "0")
+    configs = admin.describe_configs([resource])[resource].result(15)
+    assert configs["sasl.jaas.config"].is_sensitive
+    assert configs["sasl.jaas.config"].value is None
+    assert (
+        configs["sasl.enabled.mechanisms"].value == "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
+    )
+    assert not any("secret" in (c.value or "") for c in configs.values())
