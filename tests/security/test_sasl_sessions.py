@@ -13,6 +13,7 @@ import kafka
 import pytest
 from confluent_kafka import Producer
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as HandshakeV0
@@ -213,3 +214,19 @@ def test_frames_before_authentication_are_bounded(broker: sluice.EmbeddedBroker)
     })  # fmt: skip
     producer.produce("big-after-auth", b"x" * 700_000)
     assert producer.flush(15) == 0
+
+
+def test_sasl_requests_on_a_plaintext_listener_are_illegal() -> None:
+    with sluice.EmbeddedBroker() as plaintext:
+        client = RawClient(plaintext.bootstrap_servers)
+        try:
+            handshake: Any = client.request(SaslHandshakeRequest(mechanism="PLAIN"))
+            assert handshake.error_code == ErrorCode.illegal_sasl_state
+            answer: Any = client.request(SaslAuthenticateRequest(auth_bytes=b"\x00a\x00b"))
+            assert answer.error_code == ErrorCode.illegal_sasl_state
+            assert answer.error_message == (
+                "SaslAuthenticate request received after successful authentication"
+            )
+            assert client.request(_metadata()).brokers  # type: ignore[attr-defined]
+        finally:
+            client.close()
