@@ -146,6 +146,11 @@ def test_sluice_configs_manages_scram_users(
         Admin(client_config(broker, "SCRAM-SHA-512",
                             f'{SCRAM_MODULE} required username="bob" password="bob-512";'),
               ).describe_cluster()  # fmt: skip
+    # every tool takes the same --command-config
+    properties = admin_properties(tmp_path, broker)
+    topics = ["topics", "--bootstrap-server", broker.bootstrap_servers]
+    assert main([*topics, "--command-config", properties, "--list"]) == 0
+    assert "sluice-scram" in capsys.readouterr().out.split()
     # errors are one line
     assert main([*base, "--alter", "--entity-type", "users", "--entity-name", "carol",
                  "--add-config", "SCRAM-SHA-256=[iterations=100,password=x]"]) == 1  # fmt: skip
