@@ -603,6 +603,12 @@ class BrokerConfig:
     def _check_consistency(self) -> None:
         self._check_listeners()
         self._check_connection_limits()
+        for key in SASL_MECHANISM_CONFIGS[:2]:  # Kafka's broker ignores them unprefixed
+            if self.is_set(key):
+                raise ConfigError(
+                    f"{key} on a broker must be prefixed with a listener and a mechanism: "
+                    f"listener.name.<listener>.<mechanism>.{key}"
+                )
 
     def _check_listeners(self) -> None:
         """Kafka's checks of listeners, advertised.listeners and the inter-broker listener."""

@@ -430,3 +430,44 @@ def test_a_token_bounds_the_session() -> None:
     step = auth.receive(_request(AuthV2(auth_bytes=_message(token))))
     assert step.kind is StepKind.AUTHENTICATED
     assert step.response.session_lifetime.total_seconds() == 20
+
+
+def test_broker_sasl_settings_are_checked() -> None:
+    from sluice.config import BrokerConfig, ConfigError
+    from sluice.security.sasl.listener_config import sasl_listener_settings
+
+    with pytest.raises(ConfigError, match="must be prefixed with a listener and a mechanism"):
+        BrokerConfig({"sasl.jaas.config": "x required;"})
+    base = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN"}
+    with pytest.raises(ConfigError, match=r"plain\.sasl\.jaas\.config must be set"):
+        sasl_listener_settings(BrokerConfig(base), "SASL_PLAINTEXT")
+    wrong_module = {
+        **base,
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+    }
+    with pytest.raises(ConfigError, match="PLAIN takes"):
+        sasl_listener_settings(BrokerConfig(wrong_module), "SASL_PLAINTEXT")
+    with pytest.raises(ConfigError, match="GSSAPI is not supported"):
+        sasl_listener_settings(
+            BrokerConfig({**base, "sasl.enabled.mechanisms": "GSSAPI"}), "SASL_PLAINTEXT"
+        )
+    jwks = {
+        **base, "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+        ),
+        "sasl.oauthbearer.jwks.endpoint.url": "file:/nonexistent/jwks.json",
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match="cannot read the JWKS"):
+        sasl_listener_settings(BrokerConfig(jwks), "SASL_PLAINTEXT")
+    per_listener = {
+        **base, "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-512,OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms": "5000",
+        "connections.max.reauth.ms": "60000",
+    }  # fmt: skip
+    settings = sasl_listener_settings(BrokerConfig(per_listener), "SASL_PLAINTEXT")
+    assert settings.enabled_mechanisms == ("SCRAM-SHA-512", "OAUTHBEARER")
+    assert settings.max_reauth_ms == {"SCRAM-SHA-512": 60000, "OAUTHBEARER": 5000}

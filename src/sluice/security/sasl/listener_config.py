@@ -132,11 +132,6 @@ def sasl_listener_settings(config: BrokerConfig, listener_name: str) -> SaslList
     """The SASL settings of ``listener_name``; ConfigError for anything wrong."""
     prefix = f"listener.name.{listener_name.lower()}."
     overrides = config.listener_overrides(listener_name)
-    if config.is_set("sasl.jaas.config"):
-        raise ConfigError(
-            "sasl.jaas.config on a broker must be prefixed with a listener and a mechanism: "
-            "listener.name.<listener>.<mechanism>.sasl.jaas.config"
-        )
     enabled = tuple(config.for_listener(listener_name, "sasl.enabled.mechanisms") or ())
     key = f"{prefix}sasl.enabled.mechanisms"
     if not enabled:
@@ -171,12 +166,6 @@ def sasl_listener_settings(config: BrokerConfig, listener_name: str) -> SaslList
         own = overrides.get(f"{lower}.connections.max.reauth.ms")
         reauth[mechanism] = int(own if own is not None else config["connections.max.reauth.ms"])
     handler = overrides.get("oauthbearer.sasl.server.callback.handler.class")
-    if config.is_set("sasl.server.callback.handler.class"):
-        raise ConfigError(
-            "sasl.server.callback.handler.class on a broker must be prefixed with a listener "
-            "and a mechanism: "
-            "listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class"
-        )
     jwks = None
     if handler is not None:
         if handler not in OAUTH_VALIDATOR_CLASSES:
