@@ -69,11 +69,34 @@ def test_user_and_client_quotas(
         ]
 
 
+def test_a_user_s_quotas_and_scram_credentials_together(
+    broker: sluice.EmbeddedBroker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As kafka-configs: a user's SCRAM credentials are among its configs, set and shown
+    beside its quotas (a user with quotas only shows no credentials line)."""
+    bs = broker.bootstrap_servers
+    user = f"s-{uuid.uuid4().hex[:6]}"
+    assert configs(capsys, bs, "--alter", "--user", user, "--add-config",
+                   "producer_byte_rate=1024,SCRAM-SHA-256=[iterations=8192,password=pw]") == (
+        0, f"Completed updating config for user {user}.\n", "")  # fmt: skip
+    assert configs(capsys, bs, "--describe", "--user", user) == (0, (
+        f"Quota configs for user-principal '{user}' are producer_byte_rate=1024.0\n"
+        f"SCRAM credential configs for user-principal '{user}' are "
+        "SCRAM-SHA-256=iterations=8192\n"), "")  # fmt: skip
+    assert configs(capsys, bs, "--alter", "--user", user, "--delete-config",
+                   "SCRAM-SHA-256")[0] == 0  # fmt: skip
+    assert configs(capsys, bs, "--describe", "--user", user) == (
+        0,
+        f"Quota configs for user-principal '{user}' are producer_byte_rate=1024.0\n",
+        "",
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "error"),
     [
-        (["--alter", "--user", "bob", "--add-config", "SCRAM-SHA-512=[password=x]"],
-         "SCRAM-SHA-512: SCRAM credentials cannot be managed yet"),
+        (["--alter", "--user-defaults", "--add-config", "SCRAM-SHA-512=[password=x]"],
+         "SCRAM credentials are set for one named user"),
         (["--alter", "--user", "bob", "--add-config", "retention.ms=1"],
          "Invalid configuration key retention.ms"),
         (["--alter", "--user", "bob", "--add-config", "producer_byte_rate=1.5"],

@@ -15,6 +15,7 @@ from sluice.config import (
     topic_config_defaults,
     validate_topic_configs,
 )
+from sluice.controller.model import EndPoint
 from sluice.log import LogConfig
 from sluice.log.errors import ConfigException
 
@@ -33,13 +34,13 @@ def test_properties_file_then_overrides(tmp_path: Path) -> None:
     props.write_text(
         "# comment\n! also a comment\nbroker.id=3\nlog.dirs = /data/a\n"
         "num.partitions: 4\nlog.retention.minutes=5\nlisteners=PLAINTEXT://127.0.0.1:19092,\\\n"
-        "  PLAINTEXT://[::1]:19093\n"
+        "  SSL://[::1]:19093\n"
     )
     config = BrokerConfig.from_properties(props, ["num.partitions=8", "min.insync.replicas=2"])
     assert config.broker_id == 3 and config["num.partitions"] == 8
     assert config.log_dir == Path("/data/a") and config["min.insync.replicas"] == 2
     assert config.retention_ms == 300_000
-    assert config.listeners == ["PLAINTEXT://127.0.0.1:19092", "PLAINTEXT://[::1]:19093"]
+    assert config.listeners == ["PLAINTEXT://127.0.0.1:19092", "SSL://[::1]:19093"]
     assert config.advertised_listeners == config.listeners
 
 
@@ -80,7 +81,7 @@ def test_removed_topic_keys_are_unknown(key: str) -> None:
         ("auto.create.topics.enable=yes", "auto.create.topics.enable"),
         ("log.message.timestamp.type=Wallclock", "log.message.timestamp.type"),
         ("listeners=PLAINTEXT://127.0.0.1:notaport", "listeners"),
-        ("listeners=SSL://127.0.0.1:9093", "only PLAINTEXT"),
+        ("listeners=CLIENT://127.0.0.1:9093", "no security protocol for listener CLIENT"),
         ("novalue", "expected key=value"),
     ],
 )
@@ -95,8 +96,11 @@ def test_parse_properties_rejects_garbage() -> None:
 
 
 def test_parse_listener() -> None:
-    assert parse_listener("PLAINTEXT://localhost:9092") == ("PLAINTEXT", "localhost", 9092)
-    assert parse_listener("PLAINTEXT://:9092") == ("PLAINTEXT", "0.0.0.0", 9092)
+    assert parse_listener("PLAINTEXT://localhost:9092") == EndPoint("localhost", 9092)
+    assert parse_listener("PLAINTEXT://:9092") == EndPoint("0.0.0.0", 9092)
+    assert parse_listener("SSL://[::1]:9093") == EndPoint("::1", 9093, "SSL", "SSL")
+    internal = parse_listener("internal://h:1", {"INTERNAL": "SASL_SSL"})
+    assert internal == EndPoint("h", 1, "INTERNAL", "SASL_SSL")
 
 
 def test_topic_defaults_follow_broker_synonyms() -> None:

@@ -13,8 +13,14 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sluice.controller.model import EndPoint
+from sluice.security.ssl_engine_factory import SSL_SERVER_CONFIGS
+
 __all__ = [
     "BROKER_CONFIGS",
+    "LISTENER_CONFIG_PREFIXES",
+    "LISTENER_PREFIX",
+    "SECURITY_PROTOCOLS",
     "TOPIC_CONFIGS",
     "BrokerConfig",
     "ConfigDef",
@@ -22,7 +28,9 @@ __all__ = [
     "format_config_value",
     "parse_bool",
     "parse_connection_overrides",
+    "parse_listener",
     "parse_properties",
+    "parse_security_protocol_map",
     "topic_config_defaults",
 ]
 
@@ -65,6 +73,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "long": _parse_int,
     "double": _parse_float,
     "string": lambda key, raw: raw.strip(),
+    "password": lambda key, raw: raw.strip(),  # a string never shown (DescribeConfigs)
     "list": _parse_list,
 }
 
@@ -105,15 +114,70 @@ def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
     return {d.name: d for d in defs}
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+"""Kafka's security protocols, by their wire ids (UpdateMetadata's security_protocol)."""
+LISTENER_PREFIX = "listener.name."
+"""``listener.name.<listener>.<config>`` sets a config for one listener (Kafka's prefix)."""
+LISTENER_CONFIG_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.")
+SASL_MECHANISM_NAMES = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
+SASL_MECHANISM_CONFIGS = (
+    "sasl.jaas.config",
+    "sasl.server.callback.handler.class",
+    "connections.max.reauth.ms",
+)
+"""The configs a ``listener.name.<listener>.<mechanism>.`` prefix may set, as in Kafka."""
+"""The configs a ``listener.name.<listener>.`` prefix may set (as Kafka allows)."""
+
 _TS_TYPES = ("CreateTime", "LogAppendTime")
 _CLEANUP = ("delete", "compact")
 _COMPRESSION = ("uncompressed", "producer", "gzip", "snappy", "lz4", "zstd")
 
+
+def _ssl_defs() -> list[ConfigDef]:
+    """The ``ssl.*`` broker configs (sluice.security.ssl_engine_factory): for the SSL
+    listeners (each may override them with ``listener.name.<listener>.``) and for the
+    broker's own connections to other brokers on an SSL inter-broker listener."""
+    return [ConfigDef(s.name, s.type, s.default, s.doc) for s in SSL_SERVER_CONFIGS]
+
+
 BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("broker.id", "int", 0, "This broker's id.", min=0),
     ConfigDef("cluster.id", "string", None, "Cluster id; generated and stored in log.dirs."),
-    ConfigDef("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on."),
-    ConfigDef("advertised.listeners", "list", None, "Addresses clients are told to use."),
+    ConfigDef(
+        "listeners",
+        "list",
+        ["PLAINTEXT://127.0.0.1:9092"],
+        "Listeners to serve, NAME://host:port each (an empty host: every interface); a "
+        "name is a security protocol or a name given one in listener.security.protocol.map.",
+    ),
+    ConfigDef(
+        "advertised.listeners",
+        "list",
+        None,
+        "The addresses clients are told to use, per listener name (a subset of listeners' "
+        "names); unset: listeners.",
+    ),
+    ConfigDef(
+        "listener.security.protocol.map",
+        "list",
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "Listener names and their security protocols, NAME:PROTOCOL each.",
+    ),
+    ConfigDef(
+        "inter.broker.listener.name",
+        "string",
+        None,
+        "The listener brokers use to reach each other (replica fetches, controller "
+        "requests); unset: the one named by security.inter.broker.protocol.",
+    ),
+    ConfigDef(
+        "security.inter.broker.protocol",
+        "string",
+        "PLAINTEXT",
+        "The security protocol between brokers, when inter.broker.listener.name is unset "
+        "(the listener of that name is used); not both.",
+        choices=SECURITY_PROTOCOLS,
+    ),
     ConfigDef(
         "log.dirs",
         "string",
@@ -359,7 +423,102 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         False,
         "Allow an operation on a resource that no ACL applies to at all.",
     ),
+    # -- SASL (sluice.security.sasl; docs/security.md) --------------------------------
+    ConfigDef(
+        "sasl.enabled.mechanisms",
+        "list",
+        ["GSSAPI"],
+        "The SASL mechanisms a SASL listener serves: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+        "OAUTHBEARER (Kafka's default GSSAPI is not supported: a SASL listener must set "
+        "this). Per listener: listener.name.<listener>.sasl.enabled.mechanisms.",
+    ),
+    ConfigDef(
+        "sasl.mechanism.inter.broker.protocol",
+        "string",
+        "GSSAPI",
+        "The SASL mechanism brokers authenticate to each other with, when the inter-broker "
+        "listener is SASL_PLAINTEXT or SASL_SSL.",
+    ),
+    ConfigDef(
+        "sasl.jaas.config",
+        "password",
+        None,
+        "A login module's JAAS configuration; on a broker only with a listener and "
+        "mechanism prefix: listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+    ),
+    ConfigDef(
+        "sasl.server.callback.handler.class",
+        "string",
+        None,
+        "With listener.name.<listener>.oauthbearer.: "
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler "
+        "validates signed JWTs against sasl.oauthbearer.jwks.endpoint.url; unset: Kafka's "
+        "unsecured-JWS validator (development only).",
+    ),
+    ConfigDef(
+        "connections.max.reauth.ms",
+        "long",
+        0,
+        "The longest a SASL session lasts before the client must re-authenticate (KIP-368; "
+        "told to clients of SaslAuthenticate v1+; a connection whose session expired is "
+        "closed at its next request). 0: no limit but the credential's own expiry.",
+        min=0,
+    ),
+    ConfigDef(
+        "connection.failed.authentication.delay.ms",
+        "int",
+        100,
+        "How long the answer to a failed authentication, and the connection's close, are "
+        "delayed (slows password guessing).",
+        min=0,
+    ),
+    ConfigDef(
+        "sasl.server.max.receive.size",
+        "int",
+        524_288,
+        "The largest request a SASL listener reads from a connection before it is "
+        "authenticated; a larger size prefix closes the connection.",
+        min=1,
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "string",
+        None,
+        "The JWKS whose keys sign valid OAuth tokens (a file: URL).",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.expected.audience",
+        "list",
+        None,
+        "A signed token's aud must hold one of these (unset: not checked).",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.expected.issuer",
+        "string",
+        None,
+        "A signed token's iss must be this (unset: not checked).",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.sub.claim.name",
+        "string",
+        "sub",
+        "The claim of a signed token that names the principal.",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.scope.claim.name",
+        "string",
+        "scope",
+        "The claim of a signed token that holds its scope.",
+    ),
+    ConfigDef(
+        "sasl.oauthbearer.clock.skew.seconds",
+        "int",
+        30,
+        "Clock skew allowed when checking a signed token's exp and nbf.",
+        min=0,
+    ),
 )
+BROKER_CONFIGS.update(_defs(*_ssl_defs()))
 
 # Topic config -> (broker synonym, definition). Kafka's topic-level names.
 TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
@@ -454,7 +613,13 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._explicit: dict[str, Any] = {}
+        # listener.name.<listener>.<config>: listener name (upper case) -> config -> value
+        self._listener_overrides: dict[str, dict[str, Any]] = {}
         for key, raw in (values or {}).items():
+            if key.startswith(LISTENER_PREFIX):
+                listener, name, value = _parse_listener_override(key, raw)
+                self._listener_overrides.setdefault(listener, {})[name] = value
+                continue
             definition = BROKER_CONFIGS.get(key)
             if definition is None:
                 raise ConfigError(f"unknown broker config {key!r}")
@@ -490,14 +655,69 @@ class BrokerConfig:
     def explicit(self) -> dict[str, Any]:
         return dict(self._explicit)
 
+    def for_listener(self, listener_name: str, key: str) -> Any:
+        """``key`` as one listener sees it: its ``listener.name.<listener>.<key>`` if set,
+        else the broker-wide value."""
+        overrides = self._listener_overrides.get(listener_name.upper(), {})
+        return overrides[key] if key in overrides else self[key]
+
+    def listener_overrides(self, listener_name: str) -> dict[str, Any]:
+        """The configs set for one listener with ``listener.name.<listener>.``."""
+        return dict(self._listener_overrides.get(listener_name.upper(), {}))
+
     def _check_consistency(self) -> None:
-        for listener in self.listeners:
-            parse_listener(listener)
-        if self["advertised.listeners"] is not None:
-            for listener in self["advertised.listeners"]:
-                parse_listener(listener)
+        self._check_listeners()
         self._check_connection_limits()
         self._check_authorizer()
+        for key in SASL_MECHANISM_CONFIGS[:2]:  # Kafka's broker ignores them unprefixed
+            if self.is_set(key):
+                raise ConfigError(
+                    f"{key} on a broker must be prefixed with a listener and a mechanism: "
+                    f"listener.name.<listener>.<mechanism>.{key}"
+                )
+
+    def _check_listeners(self) -> None:
+        """Kafka's checks of listeners, advertised.listeners and the inter-broker listener."""
+        protocol_map = self.security_protocol_map
+        listeners = self.listener_endpoints
+        names = [e.listener_name for e in listeners]
+        if not names:
+            raise ConfigError("listeners must name at least one listener")
+        for name in names:
+            if names.count(name) > 1:
+                raise ConfigError(f"listeners: each listener must have a different name: {name}")
+        ports = [e.port for e in listeners if e.port != 0]
+        for port in ports:
+            if ports.count(port) > 1:
+                raise ConfigError(f"listeners: each listener must have a different port: {port}")
+        advertised = self.advertised_endpoints
+        adv_names = [e.listener_name for e in advertised]
+        for name in adv_names:
+            if name not in names:
+                raise ConfigError(
+                    f"advertised.listeners: listener {name} is not one of the listeners"
+                )
+            if adv_names.count(name) > 1:
+                raise ConfigError(f"advertised.listeners: listener {name} is named twice")
+        for listener in self._listener_overrides:
+            if listener not in protocol_map:
+                raise ConfigError(
+                    f"{LISTENER_PREFIX}{listener.lower()}.*: no listener {listener} in "
+                    "listener.security.protocol.map"
+                )
+        if self.is_set("inter.broker.listener.name") and self.is_set(
+            "security.inter.broker.protocol"
+        ):
+            raise ConfigError(
+                "only one of inter.broker.listener.name and security.inter.broker.protocol "
+                "may be set"
+            )
+        if self["zookeeper.connect"] and self.inter_broker_listener_name not in adv_names:
+            raise ConfigError(
+                f"inter.broker.listener.name must be a listener name defined in "
+                f"advertised.listeners; {self.inter_broker_listener_name} is not "
+                f"(advertised: {', '.join(adv_names)})"
+            )
 
     def _check_authorizer(self) -> None:
         from sluice.security.authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
@@ -563,6 +783,35 @@ class BrokerConfig:
         return list(adv) if adv is not None else self.listeners
 
     @property
+    def security_protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map``: listener name -> security protocol."""
+        return parse_security_protocol_map(self["listener.security.protocol.map"])
+
+    @property
+    def listener_endpoints(self) -> list[EndPoint]:
+        """The listeners to open, each with its name and security protocol."""
+        protocol_map = self.security_protocol_map
+        return [parse_listener(x, protocol_map) for x in self.listeners]
+
+    @property
+    def advertised_endpoints(self) -> list[EndPoint]:
+        """What this broker registers: advertised.listeners (or listeners)."""
+        protocol_map = self.security_protocol_map
+        return [parse_listener(x, protocol_map) for x in self.advertised_listeners]
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """``inter.broker.listener.name``, else the listener named after
+        ``security.inter.broker.protocol``."""
+        name = self["inter.broker.listener.name"]
+        return str(name).strip().upper() if name else str(self["security.inter.broker.protocol"])
+
+    @property
+    def inter_broker_security_protocol(self) -> str:
+        name = self.inter_broker_listener_name
+        return self.security_protocol_map.get(name, name)
+
+    @property
     def retention_ms(self) -> int:
         if self["log.retention.ms"] is not None:
             return int(self["log.retention.ms"])
@@ -585,21 +834,79 @@ class BrokerConfig:
         return self[key]
 
 
-def parse_listener(listener: str) -> tuple[str, str, int]:
-    """``PLAINTEXT://host:port`` -> (security protocol, host, port)."""
-    scheme, sep, rest = listener.partition("://")
+def parse_security_protocol_map(entries: Iterable[str]) -> dict[str, str]:
+    """``listener.security.protocol.map`` entries (``NAME:PROTOCOL``) as a dict."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        name, sep, protocol = entry.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name:
+            raise ConfigError(
+                f"invalid entry {entry!r} in listener.security.protocol.map: expected NAME:PROTOCOL"
+            )
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: unknown security protocol {protocol!r} for "
+                f"{name} (one of {', '.join(SECURITY_PROTOCOLS)})"
+            )
+        if name in out:
+            raise ConfigError(f"listener.security.protocol.map: {name} is named twice")
+        out[name] = protocol
+    return out
+
+
+def parse_listener(listener: str, protocol_map: Mapping[str, str] | None = None) -> EndPoint:
+    """``NAME://host:port`` -> EndPoint(host, port, NAME, its security protocol from
+    ``protocol_map``, by default Kafka's PLAINTEXT/SSL/SASL_PLAINTEXT/SASL_SSL); an empty
+    host is every interface (0.0.0.0)."""
+    if protocol_map is None:
+        protocol_map = {p: p for p in SECURITY_PROTOCOLS}
+    scheme, sep, rest = listener.strip().partition("://")
     host, colon, port = rest.rpartition(":")
-    if not sep or not colon:
-        raise ConfigError(f"invalid listener {listener!r}: expected PLAINTEXT://host:port")
-    if scheme.upper() != "PLAINTEXT":
-        raise ConfigError(f"listener {listener!r}: only PLAINTEXT is supported")
+    if not sep or not colon or not scheme:
+        raise ConfigError(f"invalid listener {listener!r}: expected NAME://host:port")
+    name = scheme.upper()
+    protocol = protocol_map.get(name)
+    if protocol is None:
+        raise ConfigError(
+            f"listener {listener!r}: no security protocol for listener {name} in "
+            "listener.security.protocol.map"
+        )
     try:
         port_number = int(port)
     except ValueError:
         raise ConfigError(f"invalid port in listeners entry {listener!r}") from None
     if not 0 <= port_number <= 65535:
         raise ConfigError(f"invalid port in listener {listener!r}")
-    return scheme.upper(), host.strip("[]") or "0.0.0.0", port_number
+    return EndPoint(host.strip("[]") or "0.0.0.0", port_number, name, protocol)
+
+
+def _parse_listener_override(key: str, raw: Any) -> tuple[str, str, Any]:
+    """``listener.name.<listener>.<config>`` -> (LISTENER, config, parsed value)."""
+    listener, dot, name = key[len(LISTENER_PREFIX) :].partition(".")
+    mechanism, _, per_mechanism = name.partition(".")
+    if mechanism.upper() in SASL_MECHANISM_NAMES and per_mechanism in SASL_MECHANISM_CONFIGS:
+        # listener.name.<listener>.<mechanism>.<config>: kept as "<mechanism>.<config>"
+        name = f"{mechanism.lower()}.{per_mechanism}"
+        definition = BROKER_CONFIGS.get(per_mechanism)
+    else:
+        definition = BROKER_CONFIGS.get(name)
+        if name in SASL_MECHANISM_CONFIGS[:2]:
+            definition = None  # only with a mechanism prefix
+    if (
+        not dot
+        or not listener
+        or definition is None
+        or (
+            not name.startswith(LISTENER_CONFIG_PREFIXES)
+            and definition.name not in SASL_MECHANISM_CONFIGS
+        )
+    ):
+        raise ConfigError(
+            f"unknown broker config {key!r} (a listener.name.<listener>. prefix takes "
+            f"{', '.join(p + '*' for p in LISTENER_CONFIG_PREFIXES)} configs)"
+        )
+    return listener.upper(), name, definition.parse(raw)
 
 
 def parse_connection_overrides(text: str) -> dict[str, int]:

@@ -101,10 +101,13 @@ def test_group_and_producer_id_apis_are_listed() -> None:
     assert set(ALSO_SERVED) <= set(SERVED)
 
 
-def test_sasl_is_not_advertised() -> None:
-    # No SASL listener yet: SaslHandshake / SaslAuthenticate have no handler.
-    assert K.SASL_HANDSHAKE not in SERVED
-    assert K.SASL_AUTHENTICATE not in SERVED
+def test_sasl_is_advertised() -> None:
+    # as Kafka does on every listener (a PLAINTEXT one answers ILLEGAL_SASL_STATE)
+    assert (SERVED[K.SASL_HANDSHAKE].min_version, SERVED[K.SASL_HANDSHAKE].max_version) == (0, 1)
+    assert (SERVED[K.SASL_AUTHENTICATE].min_version, SERVED[K.SASL_AUTHENTICATE].max_version) == (
+        0,
+        2,
+    )
 
 
 def test_produce_advertises_v0_but_accepts_from_v3() -> None:
@@ -156,9 +159,10 @@ def test_old_librdkafka_feature_detection_enables_everything_kafka_enables() -> 
     for name, needs in features.items():
         assert all(_overlaps(table, *need) for need in needs), name
     # MsgVer1 and ThrottleTime need Fetch v1-2, gone since Kafka 4.0 as here;
-    # SaslHandshake and SaslAuthReq need the SASL APIs, not served (no SASL listener).
+    # SaslHandshake and SaslAuthReq need the SASL APIs, served as Kafka serves them.
     assert not _overlaps(table, K.FETCH, 1, 2)
-    assert not _overlaps(table, K.SASL_HANDSHAKE, 0, 1)
+    assert _overlaps(table, K.SASL_HANDSHAKE, 0, 1)
+    assert _overlaps(table, K.SASL_AUTHENTICATE, 0, 0)
 
 
 def test_restrict_and_without() -> None:

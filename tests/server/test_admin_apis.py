@@ -618,7 +618,8 @@ def test_describe_cluster(
     broker: sluice.EmbeddedBroker, admin: AdminClient, kadmin: KafkaAdminClient
 ) -> None:
     cluster_id = broker.broker.cluster_id
-    host, port = broker.broker.advertised[0]
+    advertised = broker.broker.advertised[0]
+    host, port = advertised.host, advertised.port
 
     described = kadmin.describe_cluster()  # the DescribeCluster API
     assert described["cluster_id"] == cluster_id

@@ -36,24 +36,24 @@ from sluice.server.apis import ApiRegistry, ApiSpec, RawApiSpec, registry
 SERVED = [
     (0, 3, 11, 0), (1, 4, 17, 4), (2, 1, 9, 1), (3, 0, 12, 0), (8, 2, 9, 2), (9, 1, 9, 1),
     (10, 0, 6, 0), (11, 0, 9, 0), (12, 0, 4, 0), (13, 0, 5, 0), (14, 0, 5, 0), (15, 0, 5, 0),
-    (16, 0, 5, 0), (18, 0, 4, 0), (19, 2, 7, 2), (20, 1, 6, 1), (21, 0, 2, 0), (22, 0, 5, 0),
-    (23, 2, 4, 2), (24, 0, 5, 0), (25, 0, 4, 0), (26, 0, 4, 0), (27, 1, 1, 1), (28, 0, 4, 0),
-    (29, 1, 3, 1), (30, 1, 3, 1), (31, 1, 3, 1), (32, 1, 4, 1), (33, 0, 2, 0), (34, 1, 2, 1),
-    (35, 1, 4, 1), (37, 0, 3, 0), (42, 0, 2, 0), (43, 0, 2, 0), (44, 0, 1, 0), (45, 0, 0, 0),
-    (46, 0, 0, 0), (47, 0, 0, 0), (48, 0, 1, 0), (49, 0, 1, 0),
-    (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
+    (16, 0, 5, 0), (17, 0, 1, 0), (18, 0, 4, 0), (19, 2, 7, 2), (20, 1, 6, 1), (21, 0, 2, 0),
+    (22, 0, 5, 0), (23, 2, 4, 2), (24, 0, 5, 0), (25, 0, 4, 0), (26, 0, 4, 0), (27, 1, 1, 1),
+    (28, 0, 4, 0), (29, 1, 3, 1), (30, 1, 3, 1), (31, 1, 3, 1), (32, 1, 4, 1), (33, 0, 2, 0),
+    (34, 1, 2, 1), (35, 1, 4, 1), (36, 0, 2, 0), (37, 0, 3, 0), (42, 0, 2, 0), (43, 0, 2, 0),
+    (44, 0, 1, 0), (45, 0, 0, 0), (46, 0, 0, 0), (47, 0, 0, 0), (48, 0, 1, 0), (49, 0, 1, 0),
+    (50, 0, 0, 0), (51, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
 ]  # fmt: skip
 
 # SHA-256 of the framed ApiVersions response (correlation id 7) of each version, and of
 # the v0 fallback sent for a version the broker does not know.
 ANSWERS = {
-    0: "2dae254006cb6437e2e5a1e81a598fda3479757a84de1909d69532d284a6531c",
-    1: "9200dd27d44173d4618ebd98e5004fa59e2ae4fa04fcef048ee9a4cedafa05b0",
-    2: "9200dd27d44173d4618ebd98e5004fa59e2ae4fa04fcef048ee9a4cedafa05b0",
-    3: "0d6c1c7f810c488b92bd796d7841e0799c8e73785914a54674749a750090af67",
-    4: "0d6c1c7f810c488b92bd796d7841e0799c8e73785914a54674749a750090af67",
+    0: "7cc40d6ce9e62dcb8c026bd8f9dbd7c166adbf00a3a7bed8a605fe2b5fcd7703",
+    1: "b0f61dd3a5d92233d675833ac229b0277bb13f9d5d1f24228bcd0181b15432ff",
+    2: "b0f61dd3a5d92233d675833ac229b0277bb13f9d5d1f24228bcd0181b15432ff",
+    3: "8f896e140afc3b7a3988881ac5cd7260b78a0ca4b5e305d80785286ee28671e8",
+    4: "8f896e140afc3b7a3988881ac5cd7260b78a0ca4b5e305d80785286ee28671e8",
 }
-FALLBACK = "5f1e9c78cf62691df4fb816217c1c99bc4c063e323f7b8602470a60e12aab1ea"
+FALLBACK = "fb5322fff29e2948311c99483313ef63188c086c8ba591baaa60dc76cb92cd0f"
 
 
 def served_versions() -> VersionTable:
@@ -110,8 +110,8 @@ def test_every_advertised_api_has_a_handler() -> None:
     handlers = found.handlers()
     assert set(handlers) == set(found.versions) == set(found.specs)
     assert all(callable(handle) for handle in handlers.values())
-    assert ApiKey.SASL_HANDSHAKE not in found.versions  # no SASL listener yet
-    assert ApiKey.SASL_AUTHENTICATE not in found.versions
+    assert ApiKey.SASL_HANDSHAKE in found.versions
+    assert ApiKey.SASL_AUTHENTICATE in found.versions
 
 
 def test_a_module_is_named_after_its_api() -> None:
@@ -137,6 +137,8 @@ def test_the_apis_served_before_the_coordinators() -> None:
         ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.DESCRIBE_LOG_DIRS,
         ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS,
         ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS,
+        ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
     }  # fmt: skip
 
 

@@ -32,6 +32,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     from sluice.cli import (
         acls,
         bench,
+        certs,
         chaos,
         cluster,
         configs,
@@ -56,6 +57,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)
+    certs.add_parser(sub)
     return parser
 
 

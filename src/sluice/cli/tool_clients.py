@@ -188,6 +188,27 @@ class Admin:
         except Exception as exc:
             raise _error(exc) from exc
 
+    def alter_user_scram_credentials(
+        self, user: str, upsertions: Mapping[str, tuple[str, int]], deletions: Sequence[str]
+    ) -> None:
+        """Set ``user``'s credentials (mechanism -> (password, iterations)) and delete
+        those of ``deletions``."""
+        from sluice.client.admin import UserScramCredentialDeletion as Deletion
+        from sluice.client.admin import UserScramCredentialUpsertion as Upsertion
+
+        self._call(
+            self._admin.alter_user_scram_credentials,
+            [Upsertion(user, m, password, iterations)
+             for m, (password, iterations) in upsertions.items()],
+            [Deletion(user, m) for m in deletions],
+        )  # fmt: skip
+
+    def describe_user_scram_credentials(
+        self, users: Sequence[str] | None
+    ) -> dict[str, list[tuple[str, int]]]:
+        """User -> (mechanism, iterations) of each credential; every user for None."""
+        return dict(self._call(self._admin.describe_user_scram_credentials, users))
+
     def list_topics(self) -> list[str]:
         return list(self._call(self._admin.list_topics, internal=True))
 

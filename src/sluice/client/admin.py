@@ -15,6 +15,7 @@ error code). Results are plain dataclasses and dicts.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from sluice.client.consumer.group_coordinator import OffsetAndMetadata
 from sluice.client.errors import ConfigException, exception_for
 from sluice.client.net.cluster import Node, PartitionInfo
 from sluice.client.net.consumer_network_client import ConsumerNetworkClient, coordinator_node
+from sluice.client.security import SECURITY_CONFIG_DEFAULTS, ClientSecurity
 from sluice.protocol import ApiKey, ErrorCode
 from sluice.security.acl import (
     ANY_FILTER,
@@ -39,6 +41,7 @@ from sluice.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from sluice.security.sasl.scram import mechanism_from_type, mechanism_type, salted_password
 
 __all__ = [
     "Admin",
@@ -53,6 +56,8 @@ __all__ = [
     "ReplicaInfo",
     "TopicDescription",
     "TopicPartitionReplica",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
 ]
 
 RESOURCE_TOPIC: Final = 2
@@ -62,6 +67,26 @@ _RETRY_COORDINATOR = {
     ErrorCode.not_coordinator,
     ErrorCode.coordinator_load_in_progress,
 }
+
+
+@dataclass(frozen=True)
+class UserScramCredentialUpsertion:
+    """A user's new SCRAM credential: the mechanism, the iterations and the password
+    (Kafka's ``UserScramCredentialUpsertion``; a random salt unless given)."""
+
+    user: str
+    mechanism: str
+    password: str
+    iterations: int = 4096
+    salt: bytes | None = None
+
+
+@dataclass(frozen=True)
+class UserScramCredentialDeletion:
+    """The removal of a user's credential for one mechanism."""
+
+    user: str
+    mechanism: str
 
 
 @dataclass
@@ -194,7 +219,8 @@ class Admin:
     """Synchronous admin operations against a Kafka (or Sluice) cluster."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        known = {"bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms"}
+        known = {"bootstrap.servers", "client.id", "request.timeout.ms", "default.api.timeout.ms",
+                 *SECURITY_CONFIG_DEFAULTS}  # fmt: skip
         unknown = set(config) - known
         if unknown:
             raise ConfigException(f"unknown admin configuration: {', '.join(sorted(unknown))}")
@@ -205,6 +231,7 @@ class Admin:
             str(config["bootstrap.servers"]),
             str(config.get("client.id", "sluice-admin")),
             int(config.get("request.timeout.ms", 30_000)),
+            ClientSecurity.from_config(config),
         )
 
     # -- cluster -----------------------------------------------------------------------
@@ -719,6 +746,49 @@ class Admin:
                     )
                 )
         return deleted
+
+    # -- SCRAM users ---------------------------------------------------------------------
+
+    def alter_user_scram_credentials(
+        self,
+        upsertions: Iterable[UserScramCredentialUpsertion] = (),
+        deletions: Iterable[UserScramCredentialDeletion] = (),
+    ) -> None:
+        """Create or replace users' SCRAM credentials, or delete them (Kafka's
+        ``Admin.alterUserScramCredentials``): each password is salted (a random salt)
+        and iterated here, and only the salted password travels. Raises the first
+        user's error (UnacceptableCredentialException, ResourceNotFoundException, ...)."""
+        ups = []
+        for u in upsertions:
+            salt = u.salt if u.salt is not None else secrets.token_bytes(32)
+            ups.append({
+                "name": u.user, "mechanism": mechanism_type(u.mechanism),
+                "iterations": u.iterations, "salt": salt,
+                "salted_password": salted_password(u.mechanism, u.password, salt, u.iterations),
+            })  # fmt: skip
+        dels = [{"name": d.user, "mechanism": mechanism_type(d.mechanism)} for d in deletions]
+        body = self._client.send(
+            None, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, upsertions=ups, deletions=dels
+        )
+        for r in body.results:
+            _check(r.error_code, r.error_message, f"AlterUserScramCredentials {r.user}")
+
+    def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None
+    ) -> dict[str, list[tuple[str, int]]]:
+        """User -> their credentials' (mechanism, iterations); every user with one when
+        ``users`` is None (Kafka's ``Admin.describeUserScramCredentials``)."""
+        names = None if users is None else [{"name": u} for u in users]
+        body = self._client.send(None, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, users=names)
+        _check(body.error_code, body.error_message, "DescribeUserScramCredentials")
+        out: dict[str, list[tuple[str, int]]] = {}
+        for r in body.results:
+            _check(r.error_code, r.error_message, f"DescribeUserScramCredentials {r.user}")
+            out[r.user] = [
+                (mechanism_from_type(int(c.mechanism)) or "UNKNOWN", int(c.iterations))
+                for c in r.credential_infos
+            ]
+        return out
 
     # -- closing -----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.client.errors import ConfigException
+from sluice.security.ssl_engine_factory import SSL_CLIENT_CONFIGS
 
 __all__ = [
     "COMMON_CLIENT_CONFIGS",
@@ -180,5 +181,18 @@ COMMON_CLIENT_CONFIGS: tuple[ConfigKey, ...] = (
     ConfigKey("connections.max.idle.ms", INT, 540_000,
               "Accepted for compatibility; Sluice clients keep connections open",
               at_least(-1)),
+    ConfigKey("security.protocol", STRING, "PLAINTEXT",
+              "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+              one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    *(ConfigKey(s.name, LIST if s.type == "list" else STRING, s.default, s.doc)
+      for s in SSL_CLIENT_CONFIGS),
+    ConfigKey("sasl.mechanism", STRING, "GSSAPI",
+              "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)"),
+    ConfigKey("sasl.jaas.config", STRING, None,
+              "The login module's JAAS configuration: username and password (PLAIN, "
+              "SCRAM), unsecuredLoginStringClaim_sub (OAUTHBEARER)"),
+    ConfigKey("sasl.username", STRING, None, "librdkafka's name: the SASL user, without "
+              "sasl.jaas.config"),
+    ConfigKey("sasl.password", STRING, None, "librdkafka's name: the SASL password"),
 )  # fmt: skip
 """Keys every Sluice client accepts (Kafka's CommonClientConfigs)."""

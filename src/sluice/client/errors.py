@@ -17,6 +17,7 @@ from sluice.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
     "ApiException",
+    "AuthenticationException",
     "BufferExhaustedException",
     "ClusterAuthorizationException",
     "ConfigException",
@@ -39,12 +40,14 @@ __all__ = [
     "RecordBatchTooLargeException",
     "RecordTooLargeException",
     "RetriableException",
+    "SaslAuthenticationException",
     "SerializationException",
     "TimeoutException",
     "TopicAuthorizationException",
     "UnknownProducerIdException",
     "UnknownServerException",
     "UnknownTopicOrPartitionException",
+    "UnsupportedSaslMechanismException",
     "UnsupportedVersionException",
     "exception_for",
 ]
@@ -58,6 +61,18 @@ class ConfigException(KafkaException):
     """A configuration key is unknown or its value is invalid."""
 
     code = ErrorCode.invalid_config
+
+
+class AuthenticationException(KafkaException):
+    """The client could not authenticate (Java's AuthenticationException): not retried."""
+
+
+class SaslAuthenticationException(AuthenticationException):
+    """The broker refused the SASL credentials; the message is the broker's."""
+
+
+class UnsupportedSaslMechanismException(AuthenticationException):
+    """The broker does not serve the client's ``sasl.mechanism``."""
 
 
 class SerializationException(KafkaException):

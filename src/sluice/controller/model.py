@@ -117,7 +117,8 @@ class EndPoint:
 
     @property
     def connection_string(self) -> str:
-        return f"{self.listener_name}://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address
+        return f"{self.listener_name}://{host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +132,10 @@ class Broker:
     @classmethod
     def plaintext(cls, broker_id: int, host: str, port: int, rack: str | None = None) -> Broker:
         return cls(broker_id, (EndPoint(host, port),), rack)
+
+    def endpoint(self, listener_name: str) -> EndPoint | None:
+        """This broker's endpoint on the listener ``listener_name``, if it has one."""
+        for ep in self.endpoints:
+            if ep.listener_name == listener_name:
+                return ep
+        return None

@@ -171,8 +171,14 @@ class FrameDecoder:
 
     @property
     def max_frame_size(self) -> int:
-        """The largest frame size accepted."""
+        """The largest frame size accepted (a change applies from the next size prefix)."""
         return self._max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        if size < 0:
+            raise ValueError("max_frame_size must not be negative")
+        self._max_frame_size = size
 
     @property
     def buffered(self) -> int:

@@ -41,10 +41,12 @@ tested without sockets and the shell only carries bytes and decisions:
   high watermark), so the next batch is appended meanwhile; any other request waits
   until every earlier answer is written, and holds back everything behind it until its
   own is. Frames of the ``raw_api_keys`` (the controller's inter-broker requests, which
-  kio has no schema for) come out undecoded, as a :class:`RawRequest`. An ApiVersions
-  request newer than the broker knows is answered here (KIP-511); any other malformed
-  or unsupported request raises :class:`~sluice.protocol.errors.ProtocolError` and
-  closes the connection.
+  kio has no schema for) come out undecoded, as a :class:`RawRequest`, and so does every
+  frame while :attr:`~ServerConnection.sasl_tokens` is set (raw SASL tokens, which follow
+  a SaslHandshake v0 and have no request header), with the API key :data:`SASL_TOKEN`.
+  An ApiVersions request newer than the broker knows is answered here (KIP-511); any
+  other malformed or unsupported request raises
+  :class:`~sluice.protocol.errors.ProtocolError` and closes the connection.
 * **Answers in.** The request just handed out is answered at once with
   :meth:`~ServerConnection.respond` (a kio response, an encoded one, or None for no
   answer), or later: :meth:`~ServerConnection.defer` returns a :class:`PendingAnswer`,
@@ -87,6 +89,7 @@ from .versions import VersionTable
 __all__ = [
     "MAX_PIPELINED_PRODUCES",
     "MAX_QUEUED_BYTES",
+    "SASL_TOKEN",
     "PendingAnswer",
     "RawRequest",
     "Response",
@@ -100,6 +103,9 @@ MAX_QUEUED_BYTES: Final = 1 << 22
 
 Response: TypeAlias = ResponsePayload | EncodedResponse
 """An answer as a handler gives it: kio's response dataclass, or one encoded already."""
+
+SASL_TOKEN: Final = -1
+"""The API key of a :class:`RawRequest` that is a raw SASL token (no request header)."""
 
 H = TypeVar("H")
 
@@ -148,7 +154,8 @@ class ServerConnection(Generic[H]):
     __slots__ = ("_backlogged", "_closed", "_decoder", "_has_file", "_held", "_in_hand",
                  "_in_hand_charge", "_in_hand_id", "_in_hand_pipelined", "_max_pipelined",
                  "_max_queued", "_output", "_partial_count", "_partial_since", "_pending",
-                 "_pool", "_raw_api_keys", "_sending", "_throttles", "_versions")  # fmt: skip
+                 "_pool", "_raw_api_keys", "_sending", "_throttles", "_versions",
+                 "sasl_tokens")  # fmt: skip
 
     def __init__(
         self,
@@ -186,6 +193,10 @@ class ServerConnection(Generic[H]):
         # The read timeout: when a frame was first seen partly received, and which one.
         self._partial_since: float | None = None
         self._partial_count = 0
+        self.sasl_tokens = False
+        """The next frames are raw SASL tokens (after a SaslHandshake v0), handed out as
+        :class:`RawRequest` with the key :data:`SASL_TOKEN` and answered with
+        :meth:`respond_framed` (a size-prefixed challenge) or not at all."""
 
     # -- state -------------------------------------------------------------------------
     @property
@@ -211,6 +222,16 @@ class ServerConnection(Generic[H]):
     def has_frames(self) -> bool:
         """Complete frames are waiting (for :meth:`next_request`, perhaps for their turn)."""
         return self._decoder.first_frame() is not None
+
+    @property
+    def max_frame_size(self) -> int:
+        """The largest frame accepted; a change applies from the next frame (a SASL
+        listener bounds frames before authentication: ``sasl.server.max.receive.size``)."""
+        return self._decoder.max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        self._decoder.max_frame_size = size
 
     @property
     def receive_rest(self) -> int:
@@ -338,6 +359,11 @@ class ServerConnection(Generic[H]):
             if self._backlogged and decoder.queued_bytes <= self._max_queued // 2:
                 self._backlogged = False
             charge = len(frame) if self._pool is not None else 0
+            if self.sasl_tokens:
+                self._in_hand, self._in_hand_pipelined, self._in_hand_id = True, False, 0
+                self._in_hand_charge = charge
+                self._held += charge
+                return RawRequest(SASL_TOKEN, bytes(frame))
             if self._raw_api_keys and len(frame) >= _RAW_MIN_FRAME:
                 api_key = int.from_bytes(frame[0:2], "big", signed=True)
                 if api_key in self._raw_api_keys:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from sluice.base import TopicPartition
-from sluice.controller.model import LEADER_DURING_DELETE, NO_LEADER, Broker
+from sluice.controller.model import LEADER_DURING_DELETE, NO_LEADER, Broker, EndPoint
 from sluice.controller.requests import UpdateMetadataPartitionState
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -148,6 +148,16 @@ class MetadataCache:
 
     def alive_broker(self, broker_id: int) -> Broker | None:
         return self._live.get(broker_id)
+
+    def alive_endpoints(self, listener_name: str) -> list[tuple[Broker, EndPoint]]:
+        """The live brokers with an endpoint on ``listener_name`` (the listener a request
+        came in on, as Kafka answers each listener with its own addresses), by id."""
+        out = []
+        for broker in self.alive_brokers():
+            endpoint = broker.endpoint(listener_name)
+            if endpoint is not None:
+                out.append((broker, endpoint))
+        return out
 
     # -- topics and partitions ---------------------------------------------------------
     def topic_names(self) -> list[str]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import ipaddress
 import logging
 import resource
 import time
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.base import TopicPartition
 from sluice.base.clock import SYSTEM_CLOCK, Clock
-from sluice.config import BrokerConfig, ConfigError, parse_listener
+from sluice.config import BrokerConfig, ConfigError
 from sluice.controller.model import Broker as BrokerInfo
 from sluice.controller.model import EndPoint
 from sluice.log import Log, LogDirFailureChannel, LogManager
@@ -42,6 +44,7 @@ from sluice.replication.fetch_session import FetchSessionCache
 from sluice.replication.metadata_cache import MetadataCache
 from sluice.replication.producer_ids import ProducerIdManager
 from sluice.replication.replica_manager import ReplicaManager
+from sluice.security.sasl.credential_store import FileScramCredentialStore, ScramCredentialStore
 from sluice.server import gc_policy
 from sluice.server.apis import registry
 from sluice.server.client_quotas import (
@@ -52,10 +55,13 @@ from sluice.server.client_quotas import (
 )
 from sluice.server.congestion import checked_algorithm
 from sluice.server.connection_quotas import ConnectionQuotas
+from sluice.server.event_loop_timer import EventLoopTimer
+from sluice.server.listener_security import listener_security
 from sluice.server.network import Handler, KafkaServer
 from sluice.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from sluice.server.request_context import Controller, Coordinators, RequestContext
 from sluice.server.request_gate import RequestGate
+from sluice.server.sasl_authentication import ServerAuthentication
 from sluice.server.single_node_controller import SingleNodeController
 from sluice.server.throttled_channel import ThrottledChannels
 from sluice.server.topic_admin import (
@@ -177,12 +183,23 @@ class Broker:
         self._file_thread = FileThread(f"sluice-file-work-{self.broker_id}")
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
-        self.advertised = [parse_listener(x)[1:] for x in config.advertised_listeners]
+        # What this broker registers, one endpoint per advertised listener (a port 0 is
+        # replaced by the bound one once the listeners are open).
+        self.advertised: list[EndPoint] = config.advertised_endpoints
+        # Each listener with its security, settled before anything starts: a listener the
+        # broker cannot serve (or whose TLS settings are wrong) stops it here.
+        self.listener_security = [
+            (endpoint, listener_security(config, endpoint))
+            for endpoint in config.listener_endpoints
+        ]
         # Cluster mode (zookeeper.connect set): see sluice.server.cluster.
         self.cluster: ClusterManager | None = None
         self.request_context: RequestContext  # built once the listeners can open
         # authorizer.class.name set: the ACLs (sluice.security), built at start.
         self.authorizer: AclAuthorizer | None = None
+        # Users' SCRAM credentials: a file in log_dir, or ZooKeeper in a cluster.
+        self.scram_credentials: ScramCredentialStore
+        self._auth_timer: EventLoopTimer | None = None  # SASL listeners' delays
         # API key -> handler: the table the listeners read, changed in place (the request
         # gate opens keys in it; sluice.testing's request controls wrap entries).
         self.handlers: dict[int, Handler[RequestContext]] = {}
@@ -253,7 +270,10 @@ class Broker:
         self.alter_log_dirs.start()  # moves between log dirs a stop interrupted
         if on_listening is not None:
             on_listening()
-        bound = ", ".join(f"{s.host}:{s.port}" for s in self.servers)
+        bound = ", ".join(
+            f"{s.listener_name}://{s.host}:{s.port} ({s.security.description})"
+            for s in self.servers
+        )
         log.info(
             "Sluice broker %d ready on %s (cluster %s, %d topics, started in %.0f ms)",
             self.broker_id, bound, self.cluster_id, len(self.registry.topics),
@@ -277,6 +297,7 @@ class Broker:
             self.authorizer = self._authorizer(FileAclStore(self.log_dir / ACL_FILE))
         store = LocalEntityConfigStore(self.log_dir)
         self._start_client_quotas(store, store.fetch_all_entity_configs())
+        self.scram_credentials = FileScramCredentialStore(self.log_dir)
         self.request_context = self._request_context(
             SingleNodeController(self.broker_id, self.replica_manager)
         )
@@ -306,7 +327,7 @@ class Broker:
 
         assert self._loop is not None
         self.cluster = cluster = ClusterManager(
-            self.config, log_dir=self.log_dir, advertised=lambda: self.advertised[0],
+            self.config, log_dir=self.log_dir, advertised=lambda: tuple(self.advertised),
             metadata_cache=self.metadata_cache, replica_manager=self.replica_manager,
             log_manager=self.log_manager, registry=self.registry,
             producer_ids=self.producer_id_manager, coordinators=self.coordinators,
@@ -320,6 +341,7 @@ class Broker:
         stored = await self._loop.run_in_executor(None, zk_store.fetch_all_entity_configs)
         quotas = self._start_client_quotas(zk_store, stored)
         cluster.entity_config_listeners.append(quotas.reload)
+        self.scram_credentials = cluster.scram_credentials
         self.request_context = self._request_context(cluster)
         handlers = await self._start_coordinators_and_handlers(
             self.versions, _Slices(enabled=False)
@@ -399,6 +421,7 @@ class Broker:
             controller=controller, coordinators=self.coordinators, authorizer=self.authorizer,
             log_manager=self.log_manager, alter_log_dirs=self.alter_log_dirs,
             quotas=self.client_quotas,
+            scram_credentials=self.scram_credentials,
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:
@@ -486,24 +509,44 @@ class Broker:
         # Kafka's SocketServer has.
         pool = MemoryPool(self.config["queued.max.request.bytes"])
         quotas = ConnectionQuotas.from_config(self.config)
-        for listener in self.config.listeners:
-            _, host, port = parse_listener(listener)
+        for endpoint, security in self.listener_security:
+            authentication = None
+            if security.sasl is not None:
+                authentication = ServerAuthentication(
+                    security.sasl.server_config(self.scram_credentials.cache, self.clock),
+                    self.clock, self.config["connection.failed.authentication.delay.ms"],
+                    self._authentication_timer().schedule,
+                    self.config["sasl.server.max.receive.size"],
+                )  # fmt: skip
             server = KafkaServer(
-                host, port, handlers, self.versions,
+                endpoint.host, endpoint.port, handlers, self.versions,
                 self.config["socket.request.max.bytes"], self.config["connections.max.idle.ms"],
                 self.request_context, raw_handlers=raw_handlers, loopback_congestion=congestion,
                 quotas=quotas, pool=pool,
                 read_timeout_ms=self.config["socket.request.read.timeout.ms"],
                 throttling=self.throttled_channels,
+                security=security, authentication=authentication,
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
-        if self.advertised and self.advertised[0][1] == 0:  # port 0: advertise the real one
-            self.advertised[0] = (self.advertised[0][0], self.servers[0].port)
-        host, port = self.advertised[0]
+        _warn_if_exposed(self.servers)
+        bound = {s.listener_name: s.port for s in self.servers}
+        self.advertised = [  # port 0: advertise the real one
+            dataclasses.replace(ep, port=bound[ep.listener_name]) if ep.port == 0 else ep
+            for ep in self.advertised
+        ]
         self.metadata_cache.register_local_broker(
-            BrokerInfo(self.broker_id, (EndPoint(host, port),)), alive=alive
+            BrokerInfo(self.broker_id, tuple(self.advertised)), alive=alive
         )
+
+    def _authentication_timer(self) -> EventLoopTimer:
+        """The timer of the SASL listeners' failed-authentication delays (made once)."""
+        if self._auth_timer is None:
+            assert self._loop is not None
+            self._auth_timer = EventLoopTimer(
+                f"sluice-sasl-delay-{self.broker_id}", self._loop, self.clock
+            )
+        return self._auth_timer
 
     async def stop(self) -> None:
         """Stop accepting, answer requests in flight, flush and close the logs cleanly.
@@ -533,6 +576,8 @@ class Broker:
         self._stop_throttled_channels()
         self._stop_file_thread()
         self._close_flush_thread()
+        if self._auth_timer is not None:
+            self._auth_timer.shutdown()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
 
@@ -554,6 +599,8 @@ class Broker:
         self._stop_throttled_channels()
         self._stop_file_thread()
         self._close_flush_thread()
+        if self._auth_timer is not None:
+            self._auth_timer.shutdown()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
 
@@ -715,6 +762,31 @@ class Broker:
         """Forget producer ids idle for producer.id.expiration.ms in every partition."""
         expiration_ms = self.config["producer.id.expiration.ms"]
         return sum(log_.remove_expired_producers(expiration_ms) for log_ in self.log_manager)
+
+
+def _warn_if_exposed(servers: Iterable[KafkaServer[RequestContext]]) -> None:
+    """One warning for the listeners that take unauthenticated clients on an address
+    other than loopback."""
+    exposed = [
+        f"{s.listener_name}://{s.host}:{s.port}"
+        for s in servers
+        if not s.security.authenticates and not _is_loopback(s.host)
+    ]
+    if exposed:
+        log.warning(
+            "listeners %s accept unauthenticated clients on a non-loopback address: anyone "
+            "who can reach them can read, write and delete every topic",
+            ", ".join(exposed),
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: resolved when bound, not known to be loopback
+        return False
 
 
 def raise_open_file_limit() -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import zlib
@@ -47,10 +48,12 @@ from sluice.metastore import NodeExistsError
 from sluice.protocol import ErrorCode
 from sluice.replication.partition import Partition
 from sluice.server.group_runtime import load_offsets_partition
-from sluice.server.inter_broker import BrokerConnection, NetworkControllerChannel
+from sluice.server.inter_broker import NetworkControllerChannel
+from sluice.server.listener_security import inter_broker_listener
 from sluice.server.replica_fetcher import ReplicaFetcher
 from sluice.server.topics import TopicInfo, TopicRegistry
 from sluice.server.txn_runtime import load_transaction_partition
+from sluice.server.zk_scram_credentials import ZkScramCredentialStore, desanitize
 from sluice.server.zk_topic_admin import ZkTopicAdmin, topic_uuid
 
 if TYPE_CHECKING:
@@ -76,7 +79,7 @@ class ClusterManager:
         config: BrokerConfig,
         *,
         log_dir: Path,
-        advertised: Callable[[], tuple[str, int]],
+        advertised: Callable[[], tuple[EndPoint, ...]],
         metadata_cache: MetadataCache,
         replica_manager: ReplicaManager,
         log_manager: LogManager,
@@ -86,13 +89,14 @@ class ClusterManager:
         clock: Clock,
         store_factory: Callable[[], CoordinationStore] | None = None,
     ) -> None:
-        """``advertised()`` is this broker's advertised host and port (known once its
+        """``advertised()`` is this broker's advertised endpoints (known once its
         listeners are bound); ``store_factory`` opens the coordination store instead of
         ZooKeeper (an in-process DataTree in tests)."""
         self.config = config
         self.broker_id = config.broker_id
         self.log_dir = log_dir
         self._advertised = advertised
+        self.inter_broker = inter_broker_listener(config)  # how it reaches other brokers
         self.replica_manager = replica_manager
         self.log_manager = log_manager
         self.registry = registry  # the topics with a replica here
@@ -107,6 +111,7 @@ class ClusterManager:
         # "users/alice/clients/app", "clients/<default>") whose config changed.
         self.entity_config_listeners: list[Callable[[str], None]] = []
         self.topic_admin: ZkTopicAdmin
+        self.scram_credentials: ZkScramCredentialStore  # users' SCRAM credentials
         self.controller: KafkaController | None = None
         self.channel: NetworkControllerChannel | None = None
         self.checker = ControllerEpochChecker()
@@ -150,6 +155,8 @@ class ClusterManager:
         )  # fmt: skip
         cache = self.metadata_cache
         cache.cluster_id = self._cluster_id(store, cache.cluster_id)
+        self.scram_credentials = ZkScramCredentialStore(store)
+        self.scram_credentials.load()
 
     def _cluster_id(self, store: CoordinationStore, local: str) -> str:
         """The cluster's id in /cluster/id (created from ours by the first broker)."""
@@ -169,8 +176,11 @@ class ClusterManager:
         return cluster_id
 
     def me(self) -> BrokerInfo:
-        host, port = self._advertised()
-        return BrokerInfo(self.broker_id, (EndPoint(host or "127.0.0.1", port),), None)
+        endpoints = tuple(
+            ep if ep.host else dataclasses.replace(ep, host="127.0.0.1")
+            for ep in self._advertised()
+        )
+        return BrokerInfo(self.broker_id, endpoints, None)
 
     async def start(self) -> None:
         """Register /brokers/ids/N (waiting out an old session) and start the controller."""
@@ -187,7 +197,7 @@ class ClusterManager:
                 log.info("/brokers/ids/%d still held by an old session; retrying", me.id)
                 await asyncio.sleep(0.5)
         self.checker.broker_epoch = self.broker_epoch
-        self.channel = NetworkControllerChannel(loop, self.broker_id)
+        self.channel = NetworkControllerChannel(loop, self.broker_id, self.inter_broker)
         self.controller = KafkaController(
             ControllerConfig.from_broker_config(self.config), self.zk, self.channel,
             self.clock, broker=me, broker_epoch=self.broker_epoch,
@@ -237,10 +247,10 @@ class ClusterManager:
         target = self.me() if controller_id == self.broker_id else (
             self.metadata_cache.alive_broker(controller_id)
         )  # fmt: skip
-        if target is None or not target.endpoints:
+        ep = self.inter_broker.endpoint(target) if target is not None else None
+        if ep is None:
             return ControlledShutdownResult(ErrorCode.not_controller, message="no controller")
-        ep = target.endpoints[0]
-        conn = BrokerConnection(ep.host, ep.port, f"controlled-shutdown-{self.broker_id}")
+        conn = self.inter_broker.connection(ep, f"controlled-shutdown-{self.broker_id}")
         try:
             return await asyncio.wait_for(
                 conn.send_controlled_shutdown(self.broker_id, self.broker_epoch), 30
@@ -322,6 +332,7 @@ class ClusterManager:
         ensure_path(store, Change.path)
         self._config_watch = fired
         self._config_seen = set(store.get_children(Change.path, watch=fired))
+        self.scram_credentials.load()  # users changed before the watch was armed
 
     def _process_config_changes(self) -> None:
         from sluice.controller.zk_data import ConfigEntityChangeNotificationZNode as Change
@@ -341,6 +352,8 @@ class ClusterManager:
             if kind == "topics" and name:
                 self.apply_topic_config(name)
             elif kind in ("users", "clients") and name:
+                if kind == "users" and "/" not in name:  # users/<user>: SCRAM credentials too
+                    self.scram_credentials.reload_user(desanitize(name))
                 for listener in self.entity_config_listeners:
                     listener(entity)
         self._config_seen = children
@@ -378,7 +391,7 @@ class ClusterManager:
             return LeaderAndIsrResponse(error)
         rm = self.replica_manager
         errors: dict[TopicPartition, ErrorCode] = {}
-        leaders = {b.id: b for b in request.live_leaders}
+        leaders = {b.id: self.inter_broker.named(b) for b in request.live_leaders}
         now = self.clock.milliseconds()
         for s in request.partition_states:
             tp = s.topic_partition
@@ -553,12 +566,16 @@ class ClusterManager:
         )
         key = (leader.id, index)
         fetcher = self.fetchers.get(key)
-        ep = leader.endpoints[0]
+        ep = self.inter_broker.endpoint(leader)
+        if ep is None:
+            log.warning("%s: leader %d has no %s listener to fetch from", tp, leader.id,
+                        self.inter_broker.listener_name)  # fmt: skip
+            return
         if fetcher is not None and (fetcher.host, fetcher.port) != (ep.host, ep.port):
             fetcher.stop()
             fetcher = None
         if fetcher is None:
-            fetcher = ReplicaFetcher(self, leader.id, ep.host, ep.port)
+            fetcher = ReplicaFetcher(self, leader.id, ep)
             self.fetchers[key] = fetcher
         fetcher.partitions[partition.tp] = partition
         fetcher.wakeup.set()

@@ -16,11 +16,14 @@ import contextlib
 import inspect
 import itertools
 import logging
+import ssl
 import struct
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sluice.base import TopicPartition
+from sluice.config import SECURITY_PROTOCOLS
 from sluice.controller.events import ControlledShutdownResult
 from sluice.controller.model import Broker, EndPoint
 from sluice.controller.requests import (
@@ -38,8 +41,12 @@ from sluice.controller.requests import (
 )
 from sluice.protocol import ErrorCode, FrameDecoder, FrameSizeError, encode_request
 from sluice.protocol.apis import InterBrokerApiKey
+from sluice.security.sasl.client import SaslClient, SaslClientExchange
 from sluice.server.congestion import set_on_loopback
 from sluice.server.low_water import ReceiveLowWater
+
+if TYPE_CHECKING:
+    from sluice.server.listener_security import InterBrokerListener
 
 try:  # the protocol package's response decoder, when present
     from sluice.protocol.responses import decode_response
@@ -167,9 +174,13 @@ def api_key_of(request: ControllerRequest) -> int:
     return UPDATE_METADATA
 
 
-def encode_controller_request(request: ControllerRequest) -> bytes:
+def encode_controller_request(
+    request: ControllerRequest, listener_name: str = "PLAINTEXT"
+) -> bytes:
     """The body (no header) of a controller request; StopReplica v1 takes one delete flag,
-    so a StopReplica must not mix deleting and non-deleting partitions."""
+    so a StopReplica must not mix deleting and non-deleting partitions. LeaderAndIsr names
+    each live leader by its endpoint on ``listener_name`` (the inter-broker listener), as
+    Kafka's does; UpdateMetadata carries every endpoint with its security protocol."""
     w = _W().i32(request.controller_id).i32(request.controller_epoch).i64(request.broker_epoch)
     if isinstance(request, LeaderAndIsrRequest):
         topics = _by_topic(request.partition_states)
@@ -182,7 +193,7 @@ def encode_controller_request(request: ControllerRequest) -> bytes:
                 w.i8(1 if s.is_new else 0)
         w.i32(len(request.live_leaders))
         for b in request.live_leaders:
-            ep = b.endpoints[0] if b.endpoints else EndPoint("", -1)
+            ep = b.endpoint(listener_name) or EndPoint("", -1)
             w.i32(b.id).string(ep.host).i32(ep.port)
         return w.bytes()
     if isinstance(request, StopReplicaRequest):
@@ -205,7 +216,8 @@ def encode_controller_request(request: ControllerRequest) -> bytes:
     for b in request.live_brokers:
         w.i32(b.id).i32(len(b.endpoints))
         for ep in b.endpoints:
-            w.i32(ep.port).string(ep.host).string(ep.listener_name).i16(0)
+            w.i32(ep.port).string(ep.host).string(ep.listener_name)
+            w.i16(SECURITY_PROTOCOLS.index(ep.security_protocol))
         w.string(b.rack)
     return w.bytes()
 
@@ -263,8 +275,8 @@ def decode_controller_request(api_key: int, body: bytes) -> ControllerRequest:
         bid = r.i32()
         eps = []
         for _ in range(r.i32()):
-            port, host, listener, _proto = r.i32(), r.string() or "", r.string(), r.i16()
-            eps.append(EndPoint(host, port, listener or "PLAINTEXT"))
+            port, host, listener, protocol = r.i32(), r.string() or "", r.string(), r.i16()
+            eps.append(EndPoint(host, port, listener or "PLAINTEXT", SECURITY_PROTOCOLS[protocol]))
         brokers.append(Broker(bid, tuple(eps), r.string()))
     return UpdateMetadataRequest(
         controller_id, controller_epoch, broker_epoch, tuple(ustates), tuple(brokers), {}
@@ -440,10 +452,23 @@ class _ResponseReader(asyncio.BufferedProtocol):
 
 
 class BrokerConnection:
-    """One plain connection to another broker; requests answered in order."""
+    """One connection to another broker (TLS with ``ssl_context``); requests answered in
+    order."""
 
-    def __init__(self, host: str, port: int, client_id: str, loopback_congestion: str = "") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        loopback_congestion: str = "",
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: Callable[[], SaslClient] | None = None,
+    ) -> None:
+        """``sasl``: authenticate each new connection with this mechanism's client."""
         self.host, self.port, self.client_id = host, port, client_id
+        self.ssl_context = ssl_context
+        self.sasl = sasl
+        self._session_ends = float("inf")  # monotonic s: a SASL session's lifetime ends
         self.loopback_congestion = loopback_congestion  # sluice.server.congestion
         self._reader: _ResponseReader | None = None
         self._ids = itertools.count(1)
@@ -453,15 +478,58 @@ class BrokerConnection:
 
     async def _connect(self) -> _ResponseReader:
         if self._reader is not None:
-            return self._reader
+            if time.monotonic() < self._session_ends:
+                return self._reader
+            self.close()  # its SASL session is about to expire: a new one authenticates
         loop = asyncio.get_running_loop()
         transport, reader = await asyncio.wait_for(
-            loop.create_connection(_ResponseReader, self.host, self.port), 5
-        )
+            loop.create_connection(
+                _ResponseReader, self.host, self.port, ssl=self.ssl_context,
+                server_hostname=self.host if self.ssl_context is not None else None,
+            ),
+            5,
+        )  # fmt: skip
         if self.loopback_congestion:
             set_on_loopback(transport, self.loopback_congestion)
+        if self.sasl is not None:
+            try:
+                await asyncio.wait_for(self._authenticate(reader), 30)
+            except BaseException:
+                transport.close()
+                raise
         self._reader = reader
         return reader
+
+    async def _authenticate(self, reader: _ResponseReader) -> None:
+        """Kafka's SaslClientAuthenticator: SaslHandshake v1, then SaslAuthenticate v2
+        until the mechanism is done. Raises SaslAuthenticationError (the broker's message)
+        or UnsupportedSaslMechanismError."""
+        from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+        from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+        assert self.sasl is not None
+        exchange = SaslClientExchange(self.sasl())
+
+        async def call(body: Any) -> Any:
+            frame = encode_request(next(self._ids), body, self.client_id)
+            waiter = reader.expect()
+            assert reader.transport is not None
+            reader.transport.write(frame)
+            reply = await waiter
+            return decode_response(bytes(reply), body.__api_key__, body.__version__).body
+
+        handshake = await call(SaslHandshakeRequest(mechanism=exchange.mechanism))
+        exchange.on_handshake(handshake.error_code, handshake.mechanisms)
+        while (token := exchange.next_token()) is not None:
+            answer = await call(SaslAuthenticateRequest(auth_bytes=token))
+            lifetime = int(answer.session_lifetime.total_seconds() * 1000)
+            exchange.on_authenticate(
+                answer.error_code, answer.error_message, answer.auth_bytes, lifetime
+            )
+        if exchange.session_lifetime_ms > 0:  # reconnect at 85% of it, before it ends
+            self._session_ends = time.monotonic() + exchange.session_lifetime_ms * 0.85 / 1000
+        else:
+            self._session_ends = float("inf")
 
     async def roundtrip(self, frame: bytes) -> bytes | memoryview:
         """Send one framed request, return its response frame (without the size prefix):
@@ -486,11 +554,14 @@ class BrokerConnection:
         frame = await self._roundtrip(encode_request(correlation_id, body, self.client_id))
         return decode_response(frame, body.__api_key__, body.__version__).body
 
-    async def send_controller(self, request: ControllerRequest) -> Any:
+    async def send_controller(
+        self, request: ControllerRequest, listener_name: str = "PLAINTEXT"
+    ) -> Any:
+        """``listener_name``: the inter-broker listener, whose endpoints LeaderAndIsr
+        names the live leaders by."""
         api_key = api_key_of(request)
-        frame = raw_request_frame(
-            api_key, next(self._ids), encode_controller_request(request), self.client_id
-        )
+        body = encode_controller_request(request, listener_name)
+        frame = raw_request_frame(api_key, next(self._ids), body, self.client_id)
         reply = await self._roundtrip(frame)
         return decode_controller_response(api_key, reply[4:])
 
@@ -515,9 +586,13 @@ class NetworkControllerChannel:
     connection per broker; requests go in order and are retried until the broker is
     removed. Callable from any thread."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, local_id: int) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, local_id: int, inter_broker: InterBrokerListener
+    ) -> None:
+        """``inter_broker``: the listener the other brokers are reached on."""
         self._loop = loop
         self._local_id = local_id
+        self._inter_broker = inter_broker
         self._queues: dict[int, asyncio.Queue[Any]] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
@@ -563,8 +638,13 @@ class NetworkControllerChannel:
         queue.put_nowait((request, callback))
 
     async def _run(self, broker: Broker, queue: asyncio.Queue[Any]) -> None:
-        ep = broker.endpoints[0]
-        conn = BrokerConnection(ep.host, ep.port, f"controller-{self._local_id}")
+        inter_broker = self._inter_broker
+        ep = inter_broker.endpoint(broker)
+        if ep is None:
+            log.warning("broker %d has no %s listener: no controller requests reach it",
+                        broker.id, inter_broker.listener_name)  # fmt: skip
+            return
+        conn = inter_broker.connection(ep, f"controller-{self._local_id}")
         try:
             while True:
                 request, callback = await queue.get()
@@ -584,7 +664,9 @@ class NetworkControllerChannel:
                 for part in parts:
                     while True:
                         try:
-                            responses.append(await conn.send_controller(part))
+                            responses.append(
+                                await conn.send_controller(part, inter_broker.listener_name)
+                            )
                             break
                         except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
                             log.debug("controller request to %d failed: %s", broker.id, exc)

@@ -16,7 +16,7 @@ regardless of the mark on end of stream, on an error, and when the receive windo
 nearly closed (so a mark the buffer could not hold does not stall the sender); it also
 grows the receive buffer to hold the mark. Those guarantees are Linux's, so the mark is
 only raised there; elsewhere, or where the option is refused, the socket keeps waking
-per segment, as without this class.
+per segment, as without this class. TLS connections keep it at 1.
 """
 
 from __future__ import annotations
@@ -40,8 +40,12 @@ class ReceiveLowWater:
     __slots__ = ("_mark", "_sock")
 
     def __init__(self, transport: asyncio.BaseTransport | None = None) -> None:
-        """``transport`` None (not connected yet): nothing is ever set."""
+        """``transport`` None (not connected yet) or TLS: nothing is ever set (TLS holds
+        part of a record read from the socket, so the socket may owe fewer bytes than the
+        frame's rest and a mark could wait for bytes that never come)."""
         sock = transport.get_extra_info("socket") if transport is not None else None
+        if transport is not None and transport.get_extra_info("sslcontext") is not None:
+            sock = None
         self._sock = sock if _OPTION >= 0 and sock is not None else None
         self._mark = 1
 

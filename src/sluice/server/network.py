@@ -42,6 +42,7 @@ line per request.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import logging
@@ -54,16 +55,24 @@ from typing import Any, Generic, Protocol, Self, TypeAlias, TypeVar
 from sluice.base.rate_limited_log import RateLimitedLog
 from sluice.protocol import FrameSizeError, ProtocolError, Request, VersionTable
 from sluice.protocol.memory_pool import MemoryPool
-from sluice.protocol.server_connection import PendingAnswer, RawRequest, ServerConnection
+from sluice.protocol.server_connection import (
+    SASL_TOKEN,
+    PendingAnswer,
+    RawRequest,
+    ServerConnection,
+)
 from sluice.protocol.throttle import NoResponse, throttle_time_ms, with_throttle_time
 from sluice.security import DEFAULT_SESSION, Session
+from sluice.security.sasl.authenticator import SaslServerAuthenticator, Step, StepKind
 from sluice.server.acceptor import Acceptor, bind_listener
 from sluice.server.answer import Answer
 from sluice.server.auth_helper import AclOperation, authorize_cluster
 from sluice.server.congestion import set_on_loopback
 from sluice.server.connection_quotas import ConnectionQuotas
+from sluice.server.listener_security import PLAINTEXT_SECURITY, ListenerSecurity
 from sluice.server.low_water import ReceiveLowWater
 from sluice.server.request_context import RequestContext
+from sluice.server.sasl_authentication import ServerAuthentication
 from sluice.server.sendfile import write_segments
 
 __all__ = ["ClientContext", "ClientIdentity", "Handler", "KafkaConnectionProtocol", "KafkaServer"]
@@ -71,6 +80,10 @@ __all__ = ["ClientContext", "ClientIdentity", "Handler", "KafkaConnectionProtoco
 log = logging.getLogger(__name__)
 client_log = RateLimitedLog(log)
 """What clients cause: each event at DEBUG, per kind one line per 10 s with counts."""
+
+_SASL_HANDSHAKE = 17
+AUTH_FAILURE_GRACE_MS = 100
+"""The least time a connection whose authentication failed stays open after its answer."""
 
 HOUSEKEEPING_S = 1.0
 """How often idle connections, read timeouts and receive buffers are looked at (more
@@ -151,12 +164,21 @@ class KafkaServer(Generic[Ctx]):
         pool: MemoryPool | None = None,
         read_timeout_ms: int = 0,
         throttling: Throttling | None = None,
+        security: ListenerSecurity = PLAINTEXT_SECURITY,
+        authentication: ServerAuthentication | None = None,
     ) -> None:
         """``quotas`` and ``pool``: the broker's, shared by its listeners (None: no
         connection limits, no memory bound); ``read_timeout_ms`` 0 or less: a request
-        may take any time to arrive; ``throttling``: the client quotas' (None: none)."""
+        may take any time to arrive; ``throttling``: the client quotas' (None: none);
+        ``security``: the listener's name and security protocol
+        (:mod:`sluice.server.listener_security`); ``authentication``: a SASL listener's."""
         self.host = host
         self.port = port
+        self.security = security
+        # SASL listeners: each connection authenticates first (sluice.server.sasl_authentication)
+        self.authentication = authentication
+        self.listener_name = security.listener_name
+        self.security_protocol = security.security_protocol
         self.handlers = handlers  # read per request: may be updated in place
         self.versions = versions
         self.context = context
@@ -249,7 +271,16 @@ class KafkaServer(Generic[Ctx]):
             made.append(KafkaConnectionProtocol(self, quota_key))
             return made[0]
 
-        task = loop.create_task(loop.connect_accepted_socket(protocol, sock))
+        security = self.security
+        if security.ssl_context is None:
+            opening = loop.connect_accepted_socket(protocol, sock)
+        else:  # the handshake runs on the loop, bounded; the protocol connects after it
+            opening = loop.connect_accepted_socket(
+                protocol, sock, ssl=security.ssl_context,
+                ssl_handshake_timeout=security.handshake_timeout_s,
+                ssl_shutdown_timeout=security.shutdown_timeout_s,
+            )  # fmt: skip
+        task = loop.create_task(opening)
         self._opening.add(task)
         task.add_done_callback(functools.partial(self._opened, sock, quota_key, made))
 
@@ -267,7 +298,8 @@ class KafkaServer(Generic[Ctx]):
             self.quotas.remove(quota_key)
             sock.close()
         if not task.cancelled():
-            client_log.event("accepting failed", quota_key, task.exception())
+            kind = "TLS handshake failed" if self.security.ssl_context else "accepting failed"
+            client_log.event(kind, quota_key, task.exception())
 
     # -- housekeeping -------------------------------------------------------------------
     async def _housekeeping(self) -> None:
@@ -340,10 +372,10 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
     :func:`~sluice.server.sendfile.write_segments` sends through (``transport``,
     ``writelines``, ``drain``)."""
 
-    __slots__ = ("_busy", "_closed", "_dispatch_soon", "_drain_waiters", "_reading_paused",
-                 "_waiting_memory", "_write_paused", "conn", "context", "host", "last_active",
-                 "low_water", "peer", "quota_key", "received", "server", "session",
-                 "transport")  # fmt: skip
+    __slots__ = ("_auth_failed", "_busy", "_closed", "_dispatch_soon", "_drain_waiters",
+                 "_reading_paused", "_waiting_memory", "_write_paused", "authenticator", "conn",
+                 "context", "host", "last_active", "low_water", "peer", "quota_key", "received",
+                 "server", "session", "transport")  # fmt: skip
 
     def __init__(self, server: KafkaServer[Ctx], quota_key: str | None = None) -> None:
         """``quota_key``: what the server's connection quotas counted this connection
@@ -359,7 +391,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         self.peer = "?"
         self.host = ""  # as Kafka shows a client's address: /127.0.0.1
         self.context: Ctx | None = None  # for the client id of its latest request
-        self.session = DEFAULT_SESSION  # who the client is (set by authentication)
+        self.session = server.security.initial_session  # who the client is, where from
         self.last_active = time.monotonic()
         self._reading_paused = False  # as applied to the transport
         self._waiting_memory = False  # in the memory pool's line
@@ -369,6 +401,14 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         self._busy = False  # as last reported to the server
         self._dispatch_soon = False  # a _dispatch is scheduled on the loop
         self._drain_waiters: list[asyncio.Future[None]] = []
+        authentication = server.authentication
+        # SASL: the connection's authenticator until it is authenticated (and on, for
+        # re-authentication and the session's expiry); None on other listeners.
+        self.authenticator: SaslServerAuthenticator | None = None
+        if authentication is not None:
+            self.authenticator = authentication.new_authenticator()
+            self.conn.max_frame_size = min(server.max_request_size, authentication.max_receive_size)
+        self._auth_failed = False  # failed: nothing more is handled, the close is due
 
     def set_session(self, session: Session) -> None:
         """The connection's identity changed (a TLS handshake or a SASL exchange ended):
@@ -386,6 +426,16 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self.peer = f"{peername[0]}:{peername[1]}"
             self.host = f"/{peername[0]}"
         self.server._accepted(self)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None and self.server.security_protocol == "SSL":
+            # the client certificate names the principal
+            try:
+                self.set_session(
+                    self.server.security.tls_session(ssl_object.getpeercert(binary_form=True))
+                )
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
+                client_log.event("refused a client certificate", self.peer, exc)
+                self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._shut()
@@ -499,7 +549,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         self._dispatch_soon = False
         conn = self.conn
         server = self.server
-        while not self._write_paused:
+        while not self._write_paused and not self._auth_failed:
             try:
                 request = conn.next_request()
             except ProtocolError as exc:  # Kafka closes the connection too
@@ -510,6 +560,8 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
                 break
             self.last_active = server.last_active_at = time.monotonic()
             if isinstance(request, RawRequest):
+                if self.authenticator is not None and not self._authenticated_raw(request):
+                    continue
                 self._handle_raw(request)
             else:
                 self._handle(request)
@@ -519,6 +571,20 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         self._note_busy()
 
     def _handle(self, request: Request) -> None:
+        authenticator = self.authenticator
+        if authenticator is not None:
+            if not authenticator.complete or (
+                request.header.api_key == _SASL_HANDSHAKE and authenticator.begin_reauthentication()
+            ):
+                step = authenticator.receive(request)
+                if step.kind is not StepKind.SERVE:
+                    self._authenticate(step)
+                    return
+            elif authenticator.session_expired():
+                client_log.event("closed a connection", self.peer, "its SASL session expired",
+                                 level=logging.INFO)  # fmt: skip
+                self.close()
+                return
         server = self.server
         handler = server.handlers.get(request.header.api_key)
         if handler is None:  # advertised versions come from the handler table
@@ -562,6 +628,78 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self.close()
             return
         self._flush()
+
+    # -- SASL ----------------------------------------------------------------------------
+    def _authenticated_raw(self, request: RawRequest) -> bool:
+        """A raw frame on a SASL listener: a SASL token goes to the authenticator; an
+        inter-broker request is served only once authenticated. False: handled here."""
+        authenticator = self.authenticator
+        assert authenticator is not None
+        if request.api_key == SASL_TOKEN:
+            self._authenticate(authenticator.receive_token(request.frame))
+            return False
+        if not authenticator.complete:
+            self._authenticate(authenticator.fail_unexpected(request.api_key))
+            return False
+        if authenticator.session_expired():
+            self.close()
+            return False
+        return True
+
+    def _authenticate(self, step: Step) -> None:
+        """Apply a step of the authentication to the request in hand."""
+        conn = self.conn
+        authenticator = self.authenticator
+        assert authenticator is not None
+        kind = step.kind
+        if kind is StepKind.FAILED:
+            self._fail_authentication(step)
+            return
+        if step.raw is not None:
+            conn.respond_framed(len(step.raw).to_bytes(4, "big") + step.raw)
+        else:
+            conn.respond(step.response)
+        conn.sasl_tokens = authenticator.raw_tokens
+        if kind is StepKind.AUTHENTICATED:
+            conn.max_frame_size = self.server.max_request_size
+            assert step.principal is not None
+            self.set_session(dataclasses.replace(self.session, principal=step.principal))
+        self._flush()
+
+    def _fail_authentication(self, step: Step) -> None:
+        """Kafka's delayed close: nothing more is handled; after
+        ``connection.failed.authentication.delay.ms`` the answer (if any) is written, and
+        the connection is closed once the client has closed it, or at the latest the same
+        delay (at least :data:`AUTH_FAILURE_GRACE_MS`) later. The grace lets a client
+        read the answer before the close: kafka-python, reading both at once, reports a
+        lost connection instead of the error."""
+        self._auth_failed = True
+        conn = self.conn
+        conn.sasl_tokens = False
+        authentication = self.server.authentication
+        assert authentication is not None
+        client_log.event("failed authentication", self.peer, step.message, level=logging.INFO)
+        pending = conn.defer(asyncio.get_running_loop().create_future())
+        if self.transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+        delay_ms = authentication.failed_authentication_delay_ms
+
+        def expire() -> None:
+            if self._closed:
+                return
+            if step.response is None:
+                self.close()
+                return
+            conn.answer(pending, step.response)
+            self._flush()
+            if self.transport is not None:  # to see the client's close
+                self._reading_paused = False
+                self.transport.resume_reading()
+            authentication.schedule(max(delay_ms, AUTH_FAILURE_GRACE_MS), self.close)
+
+        authentication.schedule(delay_ms, expire)
 
     def _handle_raw(self, request: RawRequest) -> None:
         conn = self.conn

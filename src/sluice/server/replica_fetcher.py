@@ -31,7 +31,6 @@ from sluice.log import KafkaStorageException
 from sluice.protocol import ErrorCode
 from sluice.protocol.records.batch import LENGTH_OFFSET, LOG_OVERHEAD
 from sluice.replication.partition import Partition
-from sluice.server.inter_broker import BrokerConnection
 from sluice.server.replica_fetch_wire import (
     FetchedPartition,
     FetchPartitionRequest,
@@ -40,6 +39,7 @@ from sluice.server.replica_fetch_wire import (
 )
 
 if TYPE_CHECKING:
+    from sluice.controller.model import EndPoint
     from sluice.replication.replica_manager import ReplicaManager
     from sluice.server.cluster import ClusterManager
 
@@ -66,16 +66,16 @@ V = TypeVar("V")
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader (replica_id = us)."""
 
-    def __init__(self, cluster: ClusterManager, leader_id: int, host: str, port: int) -> None:
+    def __init__(self, cluster: ClusterManager, leader_id: int, endpoint: EndPoint) -> None:
+        """``endpoint``: the leader's, on the inter-broker listener."""
         self.cluster = cluster
         self.leader_id = leader_id
-        self.host, self.port = host, port
+        self.host, self.port = endpoint.host, endpoint.port
         self.partitions: dict[TopicPartition, Partition] = {}
         self._direct_io = bool(cluster.config["replica.direct.io"])
         self.wakeup = asyncio.Event()
-        self.conn = BrokerConnection(
-            host,
-            port,
+        self.conn = cluster.inter_broker.connection(
+            endpoint,
             f"replica-fetcher-{cluster.broker_id}",
             loopback_congestion=cluster.config["socket.loopback.congestion.control"],
         )

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from sluice.replication.producer_ids import ProducerIdManager
     from sluice.replication.replica_manager import ReplicaManager
     from sluice.security.authorizer import AclAuthorizer
+    from sluice.security.sasl.credential_store import ScramCredentialStore
     from sluice.server.client_quotas import ClientQuotas
     from sluice.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
     from sluice.server.replica_assignment import Assignments
@@ -221,6 +222,9 @@ class RequestContext:
     """The ``log.dirs`` and their logs (DescribeLogDirs)."""
     alter_log_dirs: ReplicaAlterLogDirsManager
     """The moves between log dirs (AlterReplicaLogDirs)."""
+    scram_credentials: ScramCredentialStore
+    """Users' SCRAM credentials: the cache the SCRAM exchanges read and where they are
+    kept (a file on a single node, ZooKeeper in a cluster)."""
     client_id: str | None = None
     """The request header's client id."""
     client_host: str = ""

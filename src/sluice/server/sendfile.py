@@ -19,8 +19,12 @@ whose size is already written: the connection is closed (``ConnectionAbortedErro
 and the client fetches again.
 
 The caller writes one response at a time per connection (as ``loop.sendfile`` also
-requires). Other transports (TLS, or one whose buffer still holds bytes) fall back to
-``loop.sendfile``.
+requires). A transport whose buffer still holds bytes falls back to ``loop.sendfile``.
+A TLS transport cannot take a file region at all (the bytes must pass through
+encryption): :func:`write_segments` reads each region with ``os.pread`` in pieces of
+``TLS_READ_BYTES`` and writes them through the transport, waiting for its buffer to
+drain below its high-water mark before the next piece, so a response held in memory is
+at most about one piece plus that mark, however large the region.
 
 A client that goes away before or during its answer (its reset closes the transport,
 also between two regions sent with ``loop.sendfile``) ends the write with
@@ -41,6 +45,7 @@ from sluice.protocol.fetch import is_file_region
 
 __all__ = [
     "CLOSED_CHECK_S",
+    "TLS_READ_BYTES",
     "ResponseWriter",
     "SendfileSource",
     "holds_file_region",
@@ -49,6 +54,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+TLS_READ_BYTES: Final = 256 * 1024
+"""How much of a file region is read at a time for a TLS connection."""
 CLOSED_CHECK_S: Final = 1.0
 """While the socket is full, how often a wait also checks whether the transport closed."""
 
@@ -100,6 +107,9 @@ async def write_segments(writer: ResponseWriter, segments: list[Any]) -> None:
     transport: Any = writer.transport
     if transport.is_closing():  # the client went away before its answer
         raise _closed()
+    if transport.get_extra_info("sslcontext") is not None:
+        await _write_through_transport(writer, segments)
+        return
     sock = _direct_socket(transport)
     if sock is None:
         await _write_with_loop_sendfile(writer, segments)
@@ -182,6 +192,38 @@ async def _write_with_loop_sendfile(writer: ResponseWriter, segments: list[Any])
 
 def _closed() -> ConnectionResetError:
     return ConnectionResetError(errno.ECONNRESET, "connection closed during a response")
+
+
+async def _write_through_transport(writer: ResponseWriter, segments: list[Any]) -> None:
+    """Write a response whose regions cannot be sent from the file (TLS): each region read
+    in pieces (from a duplicate of its descriptor, which stays readable if the log's file
+    cache closes its own meanwhile), each piece written once the transport drained."""
+    fds = {i: os.dup(s.fileno()) for i, s in enumerate(segments) if is_file_region(s)}
+    try:
+        pending: list[Any] = []
+        for i, segment in enumerate(segments):
+            if not is_file_region(segment):
+                pending.append(segment)
+                continue
+            fd = fds[i]
+            position, end = segment.position, segment.position + segment.size
+            while position < end:
+                piece = os.pread(fd, min(TLS_READ_BYTES, end - position), position)
+                if not piece:
+                    raise _cut_short(segment, position - segment.position)
+                pending.append(piece)
+                if writer.transport.is_closing():  # the client went away meanwhile
+                    raise _closed()
+                writer.writelines(pending)
+                pending = []
+                position += len(piece)
+                await writer.drain()
+        if pending:
+            writer.writelines(pending)
+        await writer.drain()
+    finally:
+        for fd in fds.values():
+            os.close(fd)
 
 
 def _cut_short(region: Any, sent: int) -> ConnectionAbortedError:

@@ -31,6 +31,7 @@ from sluice.server.group_runtime import (
     load_elected_partition,
     load_owned_partitions,
 )
+from sluice.server.listener_security import InterBrokerListener, inter_broker_listener
 
 if TYPE_CHECKING:
     from sluice.base.clock import Clock
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from sluice.replication.metadata_cache import MetadataCache
     from sluice.replication.producer_ids import ProducerIdManager
     from sluice.replication.replica_manager import ReplicaManager
+    from sluice.server.inter_broker import BrokerConnection
     from sluice.server.topic_admin import CoordinatorTopics
 
 __all__ = [
@@ -101,8 +103,11 @@ class ReplicaManagerMarkerWriter:
         topics: CoordinatorTopics,
         group_coordinator: GroupCoordinator,
         timeout_ms: int,
+        inter_broker: InterBrokerListener,
     ) -> None:
-        """``timeout_ms``: how long a marker written here waits for its replicas."""
+        """``timeout_ms``: how long a marker written here waits for its replicas;
+        ``inter_broker``: how the markers reach the partitions' leaders elsewhere."""
+        self.inter_broker = inter_broker
         self.broker_id = broker_id
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
@@ -146,13 +151,14 @@ class ReplicaManagerMarkerWriter:
                 )  # fmt: skip
                 return
             leader = self.metadata_cache.leader(tp)
-            if leader is None or leader.id == self.broker_id or not leader.endpoints:
+            ep = self.inter_broker.endpoint(leader) if leader is not None else None
+            if leader is None or leader.id == self.broker_id or ep is None:
                 loop.call_later(MARKER_RETRY_BACKOFF_S, attempt, tp)  # no leader known yet
                 return
+            conn = self.inter_broker.connection(ep, f"txn-markers-{self.broker_id}")
             task = asyncio.ensure_future(
                 send_write_txn_markers(
-                    leader.endpoints[0].host, leader.endpoints[0].port, self.broker_id,
-                    tp, producer_id, producer_epoch, commit, coordinator_epoch,
+                    conn, tp, producer_id, producer_epoch, commit, coordinator_epoch,
                 )
             )  # fmt: skip
             task.add_done_callback(lambda t: written(_task_error(t)))
@@ -162,12 +168,12 @@ class ReplicaManagerMarkerWriter:
 
 
 async def send_write_txn_markers(
-    host: str, port: int, broker_id: int, tp: TopicPartition, producer_id: int,
+    conn: BrokerConnection, tp: TopicPartition, producer_id: int,
     producer_epoch: int, commit: bool, coordinator_epoch: int,
 ) -> ErrorCode:  # fmt: skip
-    """WriteTxnMarkers (v1) for one partition to the broker that leads it."""
+    """WriteTxnMarkers (v1) for one partition over ``conn`` (to the broker that leads it),
+    which is closed after."""
     from sluice.protocol.apis import ApiKey, request_type
-    from sluice.server.inter_broker import BrokerConnection
     from sluice.server.messages import build
 
     body = build(
@@ -178,7 +184,6 @@ async def send_write_txn_markers(
             "topics": [{"name": tp.topic, "partition_indexes": [tp.partition]}],
         }],
     )  # fmt: skip
-    conn = BrokerConnection(host, port, f"txn-markers-{broker_id}")
     try:
         response = await asyncio.wait_for(conn.send(body), 30)
     finally:
@@ -224,7 +229,7 @@ def build_transaction_coordinator(
         config.num_partitions = info.num_partitions
     markers = ReplicaManagerMarkerWriter(
         broker_config.broker_id, replica_manager, metadata_cache, topics, group_coordinator,
-        broker_config["request.timeout.ms"],
+        broker_config["request.timeout.ms"], inter_broker_listener(broker_config),
     )  # fmt: skip
     coordinator = TransactionCoordinator(
         config,

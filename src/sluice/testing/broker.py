@@ -70,8 +70,8 @@ class EmbeddedBroker:
 
     @property
     def bootstrap_servers(self) -> str:
-        host, port = self._started().advertised[0]
-        return f"{host}:{port}"
+        endpoint = self._started().advertised[0]
+        return f"{endpoint.host}:{endpoint.port}"
 
     @property
     def port(self) -> int:

@@ -38,6 +38,7 @@ from sluice.client.consumer.fetcher_records import ConsumerRecord
 from sluice.client.consumer.group_coordinator import ConsumerCoordinator, OffsetAndMetadata
 from sluice.client.errors import ConfigException, KafkaException
 from sluice.client.net.consumer_network_client import ConsumerNetworkClient
+from sluice.client.security import SECURITY_CONFIG_DEFAULTS, ClientSecurity
 
 __all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "OffsetAndMetadata",
            "TopicPartition"]  # fmt: skip
@@ -65,6 +66,7 @@ _DEFAULTS: Final[dict[str, Any]] = {
     "metadata.max.age.ms": 300_000,
     "check.crcs": True,
     "allow.auto.create.topics": False,
+    **SECURITY_CONFIG_DEFAULTS,  # security.protocol, ssl.*
 }
 
 
@@ -105,8 +107,9 @@ class Consumer:
         client_id = str(self.config["client.id"])
         timeout_ms = int(self.config["request.timeout.ms"])
         servers = str(self.config["bootstrap.servers"])
-        self._client = ConsumerNetworkClient(servers, client_id, timeout_ms)
-        self._fetch_client = ConsumerNetworkClient(servers, client_id, timeout_ms)
+        security = ClientSecurity.from_config(self.config)
+        self._client = ConsumerNetworkClient(servers, client_id, timeout_ms, security)
+        self._fetch_client = ConsumerNetworkClient(servers, client_id, timeout_ms, security)
         self._subs = SubscriptionState(reset)
         self.fetcher = Fetcher(self._fetch_client, self._subs, self.config)
         self.fetcher.start()

@@ -97,8 +97,9 @@ class ConsumerCoordinator:
         self.stable = False
         self._lock = threading.RLock()
         self._hb_client = ConsumerNetworkClient(
-            client.bootstrap_servers, client.client_id + "-heartbeat", int(client.timeout_s * 1000)
-        )
+            client.bootstrap_servers, client.client_id + "-heartbeat",
+            int(client.timeout_s * 1000), client.security,
+        )  # fmt: skip
         self._hb_stop = threading.Event()
         self._hb_thread: threading.Thread | None = None
         self.last_heartbeat_error: ErrorCode | None = None

@@ -9,7 +9,13 @@ oldest one. Requests that expect no response (acks=0 Produce) complete once
 their last byte has been written.
 
 It does no waiting: the :class:`~.network_client.NetworkClient` selects on the
-socket and calls :meth:`finish_connect`, :meth:`write` and :meth:`read`.
+socket and calls :meth:`finish_connect`, :meth:`handshake`, :meth:`write` and
+:meth:`read`.
+
+With an ``ssl_context`` (``security.protocol=SSL``) the connected socket is wrapped in
+TLS and the handshake advances, without blocking, each time the socket is ready for
+what it waits for; then requests and responses pass through TLS (buffers are joined
+for each write, as TLS sockets have no ``sendmsg``).
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ import enum
 import errno
 import itertools
 import random
+import selectors
 import socket
+import ssl
 from collections import deque
 from collections.abc import Sequence
 
@@ -34,22 +42,32 @@ __all__ = ["BrokerConnection", "ClusterConnectionStates", "ConnectionState"]
 _FOREVER = 2**63 - 1
 _RECV_SIZE = 256 * 1024
 _MAX_IOV = 512
+_TLS_READ_BURST = 4 * 1024 * 1024
 
 
 class ConnectionState(enum.Enum):
     DISCONNECTED = "disconnected"
     CONNECTING = "connecting"
+    HANDSHAKING = "handshaking"
     CHECKING_API_VERSIONS = "checking_api_versions"
+    AUTHENTICATING = "authenticating"
     READY = "ready"
 
 
 class BrokerConnection:
     """The socket, buffers and in-flight requests of one connection to ``node``."""
 
-    def __init__(self, node: Node, send_buffer_bytes: int = -1, receive_buffer_bytes: int = -1):
+    def __init__(
+        self,
+        node: Node,
+        send_buffer_bytes: int = -1,
+        receive_buffer_bytes: int = -1,
+        ssl_context: ssl.SSLContext | None = None,
+    ):
         self.node = node
         self.state = ConnectionState.DISCONNECTED
         self.sock: socket.socket | None = None
+        self.ssl_context = ssl_context
         self.decoder = FrameDecoder()
         self._send_queue: deque[BytesLike] = deque()
         self._queued_bytes = 0
@@ -57,6 +75,7 @@ class BrokerConnection:
         self.in_flight: deque[InFlightRequest] = deque()
         self._no_response: deque[InFlightRequest] = deque()
         self.api_versions: dict[int, tuple[int, int]] = {}
+        self.reauthenticate_at_ms = _FOREVER  # KIP-368: when to authenticate again
         self.connect_started_ms = 0
         self._send_buffer_bytes = send_buffer_bytes
         self._receive_buffer_bytes = receive_buffer_bytes
@@ -89,8 +108,9 @@ class BrokerConnection:
         self.state = ConnectionState.CONNECTING
         self.connect_started_ms = now_ms
 
-    def finish_connect(self) -> None:
-        """The socket became writable while connecting: check the outcome.
+    def finish_connect(self) -> bool:
+        """The socket became writable while connecting: check the outcome. True: a TLS
+        handshake follows (the socket is now a TLS socket, :meth:`handshake`).
 
         :raises OSError: the connection was refused or failed.
         """
@@ -99,7 +119,31 @@ class BrokerConnection:
         if code != 0:
             raise OSError(code, f"connect to {self.node.host}:{self.node.port}: "
                                 f"{errno.errorcode.get(code, code)}")  # fmt: skip
+        if self.ssl_context is not None:  # the same descriptor, now a TLS socket
+            self.sock = self.ssl_context.wrap_socket(
+                self.sock, server_hostname=self.node.host, do_handshake_on_connect=False
+            )
+            self.state = ConnectionState.HANDSHAKING
+            return True
         self.state = ConnectionState.CHECKING_API_VERSIONS
+        return False
+
+    def handshake(self) -> int:
+        """Advance the TLS handshake: 0 once it is done, else the selector events it waits
+        for.
+
+        :raises ssl.SSLError: the handshake failed (an untrusted certificate, say).
+        """
+        sock = self.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        try:
+            sock.do_handshake()
+        except ssl.SSLWantReadError:
+            return selectors.EVENT_READ
+        except ssl.SSLWantWriteError:
+            return selectors.EVENT_WRITE
+        self.state = ConnectionState.CHECKING_API_VERSIONS
+        return 0
 
     # -- writing -------------------------------------------------------------------
 
@@ -125,12 +169,13 @@ class BrokerConnection:
         """
         sock = self.sock
         assert sock is not None
+        tls = isinstance(sock, ssl.SSLSocket)
         queue = self._send_queue
         while queue:
             batch = list(itertools.islice(queue, _MAX_IOV))
             try:
-                sent = sock.sendmsg(batch)
-            except (BlockingIOError, InterruptedError):
+                sent = sock.send(b"".join(batch)) if tls else sock.sendmsg(batch)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 break
             self._sent_bytes += sent
             complete = True
@@ -161,17 +206,25 @@ class BrokerConnection:
         """
         sock = self.sock
         assert sock is not None
+        # TLS hands out a record at a time and may hold decrypted bytes the selector
+        # cannot see: read on until it has nothing (or a burst's worth was read).
+        tls = isinstance(sock, ssl.SSLSocket)
         out: list[tuple[InFlightRequest, memoryview]] = []
+        read = 0
         while True:
             try:
                 chunk = sock.recv(_RECV_SIZE)
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return out
             if not chunk:
                 raise ConnectionError(f"connection to node {self.node.id} closed by the broker")
             for frame in self.decoder.feed(chunk):
                 out.append((self._match(frame), frame))
-            if len(chunk) < _RECV_SIZE:
+            read += len(chunk)
+            if tls:
+                if read >= _TLS_READ_BURST and not sock.pending():  # type: ignore[attr-defined]
+                    return out
+            elif len(chunk) < _RECV_SIZE:
                 return out
 
     def _match(self, frame: memoryview) -> InFlightRequest:
@@ -233,8 +286,11 @@ class ClusterConnectionStates:
         reconnect_backoff_max_ms: int,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """``ssl_context``: connections are TLS (``security.protocol=SSL``)."""
         self.conns: dict[int, BrokerConnection] = {}
+        self._ssl_context = ssl_context
         self._failures: dict[int, tuple[int, int]] = {}  # node -> (failures, last attempt)
         self._max_in_flight = max_in_flight
         self._backoff = ExponentialBackoff(reconnect_backoff_ms, 2, reconnect_backoff_max_ms, 0.2)
@@ -275,7 +331,9 @@ class ClusterConnectionStates:
         """The (new) connection object for an attempt starting now."""
         conn = self.conns.get(node.id)
         if conn is None or conn.node != node:
-            conn = self.conns[node.id] = BrokerConnection(node, *self._buffers)
+            conn = self.conns[node.id] = BrokerConnection(
+                node, *self._buffers, ssl_context=self._ssl_context
+            )
         failures, _ = self._failures.get(node.id, (0, 0))
         self._failures[node.id] = (failures, now_ms)
         return conn
@@ -319,4 +377,9 @@ class ClusterConnectionStates:
         return best or connecting or can_connect
 
 
-_CONNECTING = (ConnectionState.CONNECTING, ConnectionState.CHECKING_API_VERSIONS)
+_CONNECTING = (
+    ConnectionState.CONNECTING,
+    ConnectionState.HANDSHAKING,
+    ConnectionState.CHECKING_API_VERSIONS,
+    ConnectionState.AUTHENTICATING,
+)

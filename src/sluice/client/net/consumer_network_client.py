@@ -35,6 +35,7 @@ from sluice.client.net.cluster import Cluster, Node
 from sluice.client.net.metadata import Metadata
 from sluice.client.net.network_client import ManualMetadataUpdater, NetworkClient
 from sluice.client.net.requests import build
+from sluice.client.security import ClientSecurity
 from sluice.protocol import ApiKey
 from sluice.protocol.apis import request_type
 
@@ -67,7 +68,10 @@ class ConsumerNetworkClient:
         bootstrap_servers: str | Iterable[str],
         client_id: str = "sluice-consumer",
         request_timeout_ms: int = 30_000,
+        security: ClientSecurity | None = None,
     ) -> None:
+        """``security``: the connections' (PLAINTEXT by default)."""
+        self.security = security if security is not None else ClientSecurity()
         if isinstance(bootstrap_servers, str):
             bootstrap_servers = bootstrap_servers.split(",")
         addresses = _bootstrap_addresses(bootstrap_servers)
@@ -85,6 +89,8 @@ class ConsumerNetworkClient:
             send_buffer_bytes=-1,  # the system's (auto-tuned) socket buffers
             receive_buffer_bytes=-1,
             metadata_updater=ManualMetadataUpdater(),
+            ssl_context=self.security.ssl_context,
+            sasl=self.security.sasl,
         )
         self._lock = threading.RLock()
         self._closed = False
@@ -169,6 +175,7 @@ class ConsumerNetworkClient:
             now_ms = self._clock.hi_res_clock_ms()
             if client.can_send_request(node.id):
                 return
+            self.metadata.maybe_throw_fatal()  # the broker refused our credentials
             if client.is_connecting(node.id) or client.is_connected(node.id):
                 attempted = True
                 client.poll(client.request_timeout_ms, now_ms)

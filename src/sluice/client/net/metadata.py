@@ -53,6 +53,7 @@ class Metadata:
         self.topic_expiry_ms = topic_expiry_ms
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self._lock = threading.Lock()
+        self.fatal_exception: Exception | None = None  # see fatal_error
         self._cond = threading.Condition(self._lock)
         self.cluster = Cluster.empty()
         self.update_version = 0
@@ -223,6 +224,7 @@ class Metadata:
             if not partial:
                 self._last_successful_refresh_ms = now_ms
             self.update_version += 1
+            self.fatal_exception = None
             self._cond.notify_all()
         log.debug("Updated cluster metadata version %d to %s", self.update_version, self.cluster)
 
@@ -233,6 +235,19 @@ class Metadata:
             self._attempts += 1
             self._cond.notify_all()
 
+    def fatal_error(self, exc: Exception) -> None:
+        """A broker refused this client's credentials (Kafka's ``Metadata.fatalError``):
+        waiters wake and :meth:`maybe_throw_fatal` raises it until the next update."""
+        with self._lock:
+            self.fatal_exception = exc
+            self._cond.notify_all()
+
+    def maybe_throw_fatal(self) -> None:
+        """Raise the authentication failure reported since the last update, if any."""
+        exc = self.fatal_exception
+        if exc is not None:
+            raise exc
+
     def topic_error(self, topic: str) -> ErrorCode | None:
         """The error the last response gave for ``topic``, if any."""
         return self._topic_errors.get(topic)
@@ -240,7 +255,7 @@ class Metadata:
     def await_update(self, last_version: int, deadline_ms: int) -> None:
         """Block until the version passes ``last_version``, a failure, or the deadline."""
         with self._cond:
-            if self.update_version > last_version or self.closed:
+            if self.update_version > last_version or self.closed or self.fatal_exception:
                 return
             self._clock.wait_until(self._cond, deadline_ms)
 

@@ -23,12 +23,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import selectors
 import socket
+import ssl
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sluice.base.clock import Clock
-from sluice.client.errors import UnsupportedVersionException
+from sluice.client.errors import (
+    SaslAuthenticationException,
+    UnsupportedSaslMechanismException,
+    UnsupportedVersionException,
+)
 from sluice.client.net.client_request import ClientRequest, ClientResponse, InFlightRequest
 from sluice.client.net.cluster import Node
 from sluice.client.net.connection import BrokerConnection, ClusterConnectionStates, ConnectionState
@@ -41,8 +48,16 @@ from sluice.protocol import (
     encode_request,
     encode_request_header,
     frame_segments,
+    request_type,
 )
+from sluice.protocol.build import build
 from sluice.protocol.responses import decode_response
+from sluice.security.sasl.client import (
+    SaslAuthenticationError,
+    SaslClient,
+    SaslClientExchange,
+    UnsupportedSaslMechanismError,
+)
 
 __all__ = [
     "ClientRequest",
@@ -74,7 +89,12 @@ class NetworkClient:
         send_buffer_bytes: int = 131_072,
         receive_buffer_bytes: int = 32_768,
         metadata_updater: MetadataUpdater | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl: Callable[[], SaslClient] | None = None,
     ) -> None:
+        """``ssl_context``: connect with TLS (``security.protocol=SSL``); ``sasl``: each
+        connection authenticates with this mechanism's client after ApiVersions."""
+        self._sasl = sasl
         self.metadata = metadata
         self._clock = clock
         self.client_id = client_id
@@ -87,6 +107,7 @@ class NetworkClient:
             reconnect_backoff_max_ms,
             send_buffer_bytes,
             receive_buffer_bytes,
+            ssl_context,
         )
         self._conns = self._states.conns
         self._correlation_id = 0
@@ -263,6 +284,8 @@ class NetworkClient:
                 continue
             self._handle_events(conn, mask, now_ms)
         self._handle_timeouts(now_ms)
+        if self._sasl is not None:
+            self._maybe_reauthenticate(now_ms)
         completed, self._completed = self._completed, []
         for response in completed:
             response.on_complete()
@@ -273,17 +296,41 @@ class NetworkClient:
             if conn.state is ConnectionState.CONNECTING:
                 if not mask & selectors.EVENT_WRITE:
                     return
-                conn.finish_connect()
+                raw = conn.sock
+                assert raw is not None
+                handshaking = conn.finish_connect()
                 log.debug("Connected to node %s", conn.node)
-                self._send_api_versions(conn, CLIENT_VERSIONS[ApiKey.API_VERSIONS][1], now_ms)
+                if not handshaking:
+                    self._send_api_versions(conn, CLIENT_VERSIONS[ApiKey.API_VERSIONS][1], now_ms)
+                    return
+                assert conn.sock is not None  # wrapped in TLS: a new object, same descriptor
+                self._selector.unregister(raw)
+                self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            if conn.state is ConnectionState.HANDSHAKING:
+                self._handshake(conn, now_ms)
                 return
             if mask & selectors.EVENT_READ:
                 for request, frame in conn.read():
                     self._completed.append(self._decode(request, frame, now_ms))
             if mask & selectors.EVENT_WRITE and conn.sock is not None:
                 self._write(conn, now_ms)
+        except ssl.SSLError as exc:  # a handshake refused: worth saying, it will not heal
+            log.warning("TLS with node %d (%s:%d) failed: %s",
+                        conn.node.id, conn.node.host, conn.node.port, exc)  # fmt: skip
+            self._close(conn, now_ms, f"TLS failed: {exc}")
         except (OSError, ProtocolError) as exc:
             self._close(conn, now_ms, str(exc))
+
+    def _handshake(self, conn: BrokerConnection, now_ms: int) -> None:
+        """Advance a TLS handshake; once done, ApiVersions goes out."""
+        waiting = conn.handshake()
+        assert conn.sock is not None
+        if waiting:
+            self._selector.modify(conn.sock, waiting, conn)
+            return
+        log.debug("TLS handshake with node %s done", conn.node)
+        self._selector.modify(conn.sock, selectors.EVENT_READ, conn)
+        self._send_api_versions(conn, CLIENT_VERSIONS[ApiKey.API_VERSIONS][1], now_ms)
 
     def _decode(self, request: InFlightRequest, frame: memoryview, now_ms: int) -> ClientResponse:
         if request.decode is not None:
@@ -295,10 +342,12 @@ class NetworkClient:
     def _next_timeout_ms(self, now_ms: int) -> int:
         timeout = _FOREVER
         for conn in self._conns.values():
-            if conn.state is ConnectionState.CONNECTING:
+            if conn.state in (ConnectionState.CONNECTING, ConnectionState.HANDSHAKING):
                 timeout = min(timeout, conn.connect_started_ms + self._setup_timeout_ms - now_ms)
             if conn.in_flight:
                 timeout = min(timeout, conn.next_deadline_ms() - now_ms)
+            elif conn.state is ConnectionState.READY:
+                timeout = min(timeout, conn.reauthenticate_at_ms - now_ms)
         return max(timeout, 0)
 
     def _handle_timeouts(self, now_ms: int) -> None:
@@ -350,9 +399,102 @@ class NetworkClient:
             self._close(conn, now_ms, f"ApiVersions failed with {code.name.upper()}")
             return
         conn.api_versions = versions
+        if self._sasl is not None:
+            self._authenticate(conn, None, None, now_ms)
+            return
+        self._ready(conn, now_ms)
+
+    def _ready(self, conn: BrokerConnection, now_ms: int) -> None:
         conn.state = ConnectionState.READY
         self._states.ready(conn.node.id, now_ms)
-        log.debug("Node %d is ready (ApiVersions v%d)", conn.node.id, response.request.api_version)
+        log.debug("Node %d is ready", conn.node.id)
+
+    # -- SASL (sluice.security.sasl.client) ------------------------------------------------
+
+    def _authenticate(
+        self,
+        conn: BrokerConnection,
+        exchange: SaslClientExchange | None,
+        response: ClientResponse | None,
+        now_ms: int,
+    ) -> None:
+        """One step of Kafka's SaslClientAuthenticator: SaslHandshake v1, then
+        SaslAuthenticate v2 until the mechanism is done; a refusal is fatal for the
+        client (Metadata.fatal_error), not retried as a network error."""
+        if response is not None and (
+            response.disconnected or conn.state is not ConnectionState.AUTHENTICATING
+        ):
+            return
+        try:
+            if exchange is None:
+                assert self._sasl is not None
+                exchange = SaslClientExchange(self._sasl())
+                conn.state = ConnectionState.AUTHENTICATING
+                body: Any = {"mechanism": exchange.mechanism}
+                self._sasl_send(conn, ApiKey.SASL_HANDSHAKE, 1, body, exchange, now_ms)
+                return
+            assert response is not None
+            answer: Any = response.body
+            if response.request.api_key == ApiKey.SASL_HANDSHAKE:
+                exchange.on_handshake(answer.error_code, answer.mechanisms)
+            else:
+                lifetime = int(answer.session_lifetime.total_seconds() * 1000)
+                exchange.on_authenticate(
+                    answer.error_code, answer.error_message, answer.auth_bytes, lifetime
+                )
+            token = exchange.next_token()
+        except (SaslAuthenticationError, UnsupportedSaslMechanismError) as exc:
+            error: Exception = (
+                SaslAuthenticationException(str(exc))
+                if isinstance(exc, SaslAuthenticationError)
+                else UnsupportedSaslMechanismException(str(exc))
+            )
+            log.error("Authentication with node %d (%s:%d) failed: %s",
+                      conn.node.id, conn.node.host, conn.node.port, exc)  # fmt: skip
+            self._close(conn, now_ms, f"authentication failed: {exc}")
+            self.metadata.fatal_error(error)
+            return
+        if token is None:
+            log.debug("Authenticated with node %d (%s)", conn.node.id, exchange.mechanism)
+            lifetime = exchange.session_lifetime_ms
+            # KIP-368: authenticate again at 85-95% of the session, as Kafka's clients do
+            conn.reauthenticate_at_ms = (
+                now_ms + int(lifetime * random.uniform(0.85, 0.95)) if lifetime > 0 else _FOREVER
+            )
+            self._ready(conn, now_ms)
+            return
+        self._sasl_send(conn, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, exchange, now_ms)
+
+    def _maybe_reauthenticate(self, now_ms: int) -> None:
+        """Re-authenticate (KIP-368) each ready connection whose session is ending, once
+        nothing is in flight on it; meanwhile it takes no new requests."""
+        for conn in list(self._conns.values()):
+            if (
+                conn.state is ConnectionState.READY
+                and now_ms >= conn.reauthenticate_at_ms
+                and not conn.in_flight
+            ):
+                log.debug("Re-authenticating with node %d", conn.node.id)
+                conn.connect_started_ms = now_ms  # the setup timeout bounds it too
+                self._authenticate(conn, None, None, now_ms)
+
+    def _sasl_send(
+        self,
+        conn: BrokerConnection,
+        api_key: int,
+        version: int,
+        fields: dict[str, Any],
+        exchange: SaslClientExchange,
+        now_ms: int,
+    ) -> None:
+        def done(response: ClientResponse) -> None:
+            self._authenticate(conn, exchange, response, self._clock.hi_res_clock_ms())
+
+        request = ClientRequest(
+            conn.node.id, api_key, lambda v: build(request_type(api_key, v), **fields), done,
+            version=version,
+        )  # fmt: skip
+        self._do_send(conn, request, version, now_ms)
 
     # -- closing --------------------------------------------------------------------------
 

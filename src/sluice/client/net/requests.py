@@ -62,6 +62,10 @@ CLIENT_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 """API key -> (min, max) version the Sluice clients implement; the network client
 sends each request at the highest version both sides support. (The transaction

@@ -60,6 +60,7 @@ from sluice.client.producer.transactions import (
     ProducerTransactions,
     TransactionCoordinatorClient,
 )
+from sluice.client.security import ClientSecurity
 from sluice.protocol.errors import ErrorCode
 from sluice.protocol.records.builder import encode_headers, estimate_size_in_bytes_upper_bound
 
@@ -93,6 +94,7 @@ class Producer:
             cfg["metadata.max.idle.ms"],
         )
         self._metadata.bootstrap(cfg.bootstrap)
+        security = ClientSecurity.from_config(cfg.values)  # security.protocol, ssl.*
         self._transaction_manager = (
             TransactionManager(cfg.transactional_id is not None) if cfg.idempotence else None
         )
@@ -101,7 +103,7 @@ class Producer:
             self._txn = ProducerTransactions(
                 TransactionCoordinatorClient(
                     cfg["bootstrap.servers"], self.client_id, cfg.transactional_id,
-                    self._max_block_ms, cfg["request.timeout.ms"],
+                    self._max_block_ms, cfg["request.timeout.ms"], security,
                 ),
                 cfg["transaction.timeout.ms"],
             )  # fmt: skip
@@ -131,6 +133,8 @@ class Producer:
             connection_setup_timeout_ms=cfg["socket.connection.setup.timeout.ms"],
             send_buffer_bytes=cfg["send.buffer.bytes"],
             receive_buffer_bytes=cfg["receive.buffer.bytes"],
+            ssl_context=security.ssl_context,
+            sasl=security.sasl,
         )
         self._sender = Sender(
             self._client,
@@ -299,6 +303,7 @@ class Producer:
             version = metadata.request_update_for_topic(topic)
             self._sender.wakeup()
             metadata.await_update(version, deadline)
+            metadata.maybe_throw_fatal()  # a broker refused our credentials
             cluster = metadata.cluster
             now = self._clock.hi_res_clock_ms()
             error = metadata.topic_error(topic)

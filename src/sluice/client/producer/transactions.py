@@ -27,6 +27,7 @@ from sluice.client.errors import (
 )
 from sluice.client.net.cluster import Node
 from sluice.client.net.consumer_network_client import ConsumerNetworkClient, coordinator_node
+from sluice.client.security import ClientSecurity
 from sluice.protocol import ApiKey
 from sluice.protocol.errors import ErrorCode
 
@@ -53,11 +54,11 @@ class TransactionCoordinatorClient:
 
     def __init__(
         self, bootstrap: str | list[str], client_id: str, transactional_id: str, timeout_ms: int,
-        request_timeout_ms: int,
+        request_timeout_ms: int, security: ClientSecurity | None = None,
     ) -> None:  # fmt: skip
         self.transactional_id = transactional_id
         self.timeout_s = timeout_ms / 1000
-        self._client = ConsumerNetworkClient(bootstrap, client_id, request_timeout_ms)
+        self._client = ConsumerNetworkClient(bootstrap, client_id, request_timeout_ms, security)
         self._coordinators: dict[tuple[int, str], Node] = {}
 
     def close(self) -> None:

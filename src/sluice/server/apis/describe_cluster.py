@@ -64,9 +64,8 @@ def handle(ctx: RequestContext, request: Request) -> Any:
         cluster_id=cache.cluster_id,
         controller_id=cache.controller_id,
         brokers=[
-            {"broker_id": b.id, "host": b.endpoints[0].host, "port": b.endpoints[0].port,
-             "rack": b.rack}
-            for b in cache.alive_brokers()
+            {"broker_id": b.id, "host": ep.host, "port": ep.port, "rack": b.rack}
+            for b, ep in cache.alive_endpoints(ctx.session.listener_name)
         ],
         cluster_authorized_operations=operations,
     )  # fmt: skip

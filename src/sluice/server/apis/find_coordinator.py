@@ -103,11 +103,11 @@ def _leader_of(
             topic, num_partitions, replication_factor, dict(configs)
         )
     leader = cache.leader(tp)
-    if leader is None or not leader.endpoints:
+    ep = leader.endpoint(ctx.session.listener_name) if leader is not None else None
+    if leader is None or ep is None:
         return _error(key, ErrorCode.coordinator_not_available, NOT_AVAILABLE)
     if leader.id == ctx.broker_id and not owned_here():
         return _error(key, ErrorCode.coordinator_not_available, NOT_AVAILABLE)
-    ep = leader.endpoints[0]
     return {
         "key": key, "node_id": leader.id, "host": ep.host, "port": ep.port,
         "error_code": ErrorCode.none, "error_message": None,

@@ -159,10 +159,9 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     if cluster_operations >= 0 and not authorize_cluster(ctx, AclOperation.DESCRIBE):
         cluster_operations = 0
     brokers = [
-        {"node_id": b.id, "host": b.endpoints[0].host, "port": b.endpoints[0].port,
-         "rack": b.rack}
-        for b in cache.alive_brokers()
-    ]  # fmt: skip
+        {"node_id": b.id, "host": ep.host, "port": ep.port, "rack": b.rack}
+        for b, ep in cache.alive_endpoints(ctx.session.listener_name)
+    ]
     return build(
         request.response_type,
         throttle_time=0,
