@@ -8,7 +8,8 @@ Each round, in alternating order, for each listener:
   no compression) sends --records records to a new topic of --partitions partitions:
   MB/s from the first send to the last acknowledgement;
 * consume: one consumer reads them all back from the start (assigned partitions,
-  fetch.max.bytes and max.partition.fetch.bytes 8 MiB): MB/s.
+  fetch.max.bytes and max.partition.fetch.bytes 8 MiB, fetch.queue.backoff.ms=10):
+  MB/s.
 
 The clients are confluent-kafka's (``--client confluent``, the default) or Sluice's own
 (``--client sluice``). They differ in what the broker's TLS costs: librdkafka writes a
@@ -175,6 +176,9 @@ def consume(conf: dict[str, Any], topic: str, count: int, partitions: int) -> fl
         **conf, "group.id": f"{topic}-reader", "enable.auto.commit": False,
         "fetch.max.bytes": 8 << 20, "max.partition.fetch.bytes": 8 << 20,
         "fetch.wait.max.ms": 100,
+        # librdkafka stops fetching for fetch.queue.backoff.ms (1 s) whenever its queue
+        # holds queued.min.messages: a 1 s stall per run, as bench/produce_consume.py notes.
+        "fetch.queue.backoff.ms": 10,
     })  # fmt: skip
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen = 0
@@ -184,7 +188,8 @@ def consume(conf: dict[str, Any], topic: str, count: int, partitions: int) -> fl
         while seen < count:
             if time.perf_counter() > deadline:
                 raise RuntimeError(f"consumed {seen} of {count} records in 120 s")
-            for message in consumer.consume(10_000, 1.0):
+            # No more than is missing: consume() waits until it has the number asked for.
+            for message in consumer.consume(min(10_000, count - seen), 0.2):
                 if message.error() is not None:
                     raise KafkaException(message.error())
                 seen += 1

@@ -416,3 +416,22 @@ def test_describe_configs_hides_the_key_password(
     assert password.is_sensitive and password.value is None
     assert configs["ssl.keystore.location"].value == str(pki.broker)
     assert not configs["ssl.keystore.location"].is_sensitive
+
+
+def test_frames_of_every_size_arrive_over_tls(
+    tls_broker: sluice.EmbeddedBroker, pki: DevelopmentPki, topic: str
+) -> None:
+    """Produce requests from a few bytes to about 1 MB, whose ends fall anywhere in a TLS
+    record: each is received whole (the receive low-water mark leaves room for the record
+    TLS holds) and acknowledged."""
+    conf = _confluent(_address(tls_broker, "SSL"), pki)
+    producer = Producer({**conf, "linger.ms": 2, "batch.size": 1_000_000})
+    sizes = [(i * 7919) % 400_000 + 1 for i in range(150)]
+    acked: list[int] = []
+    for size in sizes:
+        producer.produce(
+            topic, b"s" * size, on_delivery=lambda e, m: e is None and acked.append(len(m))
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert sorted(acked) == sorted(sizes)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sluice.protocol.frames import RECEIVE_BUFFER_BYTES
 from sluice.server.apis import registry
 from sluice.server.inter_broker import _ResponseReader
-from sluice.server.low_water import MIN_LOW_WATER_BYTES, ReceiveLowWater
+from sluice.server.low_water import MIN_LOW_WATER_BYTES, TLS_HELD_BYTES, ReceiveLowWater
 from sluice.server.network import ClientIdentity, KafkaConnectionProtocol, KafkaServer
 from support.waiting import wait_until_async
 
@@ -151,6 +151,23 @@ def test_a_refused_option_leaves_the_socket_waking_per_segment() -> None:
     feed(protocol, framed([b"L" * LARGE, b"L" * LARGE]), [1000], lambda: None)
     assert sock.calls == 1  # tried once, then never again
     assert [len(frame) for frame in queued(protocol)] == [LARGE, LARGE]
+
+
+class FakeTlsTransport(FakeTransport):
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return object() if name == "sslcontext" else super().get_extra_info(name, default)
+
+
+@linux_only
+def test_on_tls_the_mark_leaves_room_for_a_record_tls_holds() -> None:
+    """TLS may hold one incomplete record read from the socket: the socket may owe that
+    much less than the frame's rest, so the mark is lowered by it."""
+    sock = FakeSocket()
+    low = ReceiveLowWater(FakeTlsTransport(sock))
+    low.expect(10 * MIN_LOW_WATER_BYTES)
+    assert sock.mark == low.mark == 10 * MIN_LOW_WATER_BYTES - TLS_HELD_BYTES
+    low.expect(MIN_LOW_WATER_BYTES + TLS_HELD_BYTES)  # what is left is read as it comes
+    assert sock.mark == low.mark == 1
 
 
 def test_without_a_socket_nothing_is_set() -> None:

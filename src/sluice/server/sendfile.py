@@ -198,8 +198,11 @@ async def _write_through_transport(writer: ResponseWriter, segments: list[Any]) 
     """Write a response whose regions cannot be sent from the file (TLS): each region read
     in pieces (from a duplicate of its descriptor, which stays readable if the log's file
     cache closes its own meanwhile), each piece written once the transport drained."""
-    fds = {i: os.dup(s.fileno()) for i, s in enumerate(segments) if is_file_region(s)}
+    fds: dict[int, int] = {}
     try:
+        for i, segment in enumerate(segments):
+            if is_file_region(segment):
+                fds[i] = os.dup(segment.fileno())
         pending: list[Any] = []
         for i, segment in enumerate(segments):
             if not is_file_region(segment):
