@@ -29,10 +29,14 @@ class Region:
 class TlsWriter:
     """A writer over a TLS transport: records what is written and each drain."""
 
-    def __init__(self) -> None:
+    def __init__(self, close_after_drains: int | None = None) -> None:
         self.written: list[bytes] = []
         self.largest_between_drains = 0
         self._since_drain = 0
+        self._drains_left = close_after_drains  # then the client goes away
+
+    def is_closing(self) -> bool:
+        return self._drains_left == 0
 
     @property
     def transport(self) -> Any:
@@ -49,6 +53,8 @@ class TlsWriter:
     async def drain(self) -> None:
         self.largest_between_drains = max(self.largest_between_drains, self._since_drain)
         self._since_drain = 0
+        if self._drains_left:
+            self._drains_left -= 1
 
 
 def test_a_region_goes_through_tls_in_bounded_pieces(tmp_path: Path) -> None:
@@ -75,3 +81,17 @@ def test_a_region_cut_short_closes_the_answer(tmp_path: Path) -> None:
             asyncio.run(write_segments(TlsWriter(), [Region(fd, 0, 200)]))
     finally:
         os.close(fd)
+
+
+def test_a_client_gone_mid_answer_ends_it_as_a_closed_connection(tmp_path: Path) -> None:
+    """The connection takes ConnectionResetError as closed: nothing more is written."""
+    path = tmp_path / "segment.log"
+    path.write_bytes(os.urandom(3 * TLS_READ_BYTES))
+    fd = os.open(path, os.O_RDONLY)
+    writer = TlsWriter(close_after_drains=1)
+    try:
+        with pytest.raises(ConnectionResetError):
+            asyncio.run(write_segments(writer, [b"header", Region(fd, 0, 3 * TLS_READ_BYTES)]))
+    finally:
+        os.close(fd)
+    assert sum(len(piece) for piece in writer.written) == len(b"header") + TLS_READ_BYTES
