@@ -41,7 +41,9 @@ def test_confluent_sees_kafkas_read_only_flags(broker: sluice.EmbeddedBroker) ->
         assert not configs[name].is_read_only, name
     for name in STATIC:
         assert configs[name].is_read_only, name
-    assert not any(entry.is_sensitive for entry in configs.values())
+    secrets = {n for n, e in configs.items() if e.is_sensitive}  # passwords, never shown
+    assert secrets == {n for n, d in BROKER_CONFIGS.items() if d.type == "password"}
+    assert all(configs[name].value is None for name in secrets)
     assert configs["advertised.listeners"].value is None  # unset, as in Kafka
     assert configs["listeners"].value.startswith("PLAINTEXT://127.0.0.1:")
 
@@ -109,4 +111,6 @@ def test_every_key_is_documented_and_typed(broker: sluice.EmbeddedBroker) -> Non
         assert entry.config_type != 0, name
         if name in DYNAMIC + STATIC:
             assert entry.read_only is (name in STATIC), name
-        assert not entry.is_sensitive, name
+        assert entry.is_sensitive is (BROKER_CONFIGS[name].type == "password"), name
+        if entry.is_sensitive:
+            assert entry.value is None, name
