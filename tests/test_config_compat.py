@@ -41,10 +41,10 @@ def test_kafka_39_server_properties_is_accepted_and_its_ignored_keys_named() -> 
     assert config.ignored_keys == [
         "num.network.threads",
         "num.io.threads",
-        "socket.send.buffer.bytes",
-        "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
     ]
+    # socket buffers are honoured, as Kafka sets them
+    assert config["socket.send.buffer.bytes"] == config["socket.receive.buffer.bytes"] == 102400
     # the keys Sluice honours keep their values
     assert config["group.initial.rebalance.delay.ms"] == 0
     assert config["transaction.state.log.min.isr"] == 1

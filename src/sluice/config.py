@@ -285,6 +285,24 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("message.max.bytes", "int", 1_048_588, "Largest record batch.", min=0),
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, "Largest request.", min=1),
     ConfigDef(
+        "socket.send.buffer.bytes",
+        "int",
+        -1,
+        "SO_SNDBUF of the connections the listeners accept; -1: the system's, which TCP "
+        "autotuning grows as needed (Sluice's default; Kafka's 102400 fixes the size and "
+        "so turns the autotuning off).",
+        min=-1,
+    ),
+    ConfigDef(
+        "socket.receive.buffer.bytes",
+        "int",
+        -1,
+        "SO_RCVBUF of the connections the listeners accept, set on the listening socket "
+        "so that the TCP window scale fits it; -1: the system's, with autotuning (Sluice's "
+        "default; Kafka's 102400).",
+        min=-1,
+    ),
+    ConfigDef(
         "socket.loopback.congestion.control",
         "string",
         "reno",
@@ -746,6 +764,9 @@ class BrokerConfig:
 
     def _check_connection_limits(self) -> None:
         """Kafka's checks of the memory pool and connection limit settings."""
+        for key in ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"):
+            if self[key] == 0:  # Java's Socket refuses a size of 0 too
+                raise ConfigError(f"invalid value 0 for {key}: a size in bytes, or -1")
         queued = self["queued.max.request.bytes"]
         if 0 < queued < self["socket.request.max.bytes"]:
             raise ConfigError(

@@ -1,8 +1,8 @@
 """Kafka broker keys Sluice accepts without honouring them, and the hints for the rest.
 
-An operator's existing Kafka ``server.properties`` sizes thread pools, socket buffers
-and JVM metrics reporters that Sluice's design has no counterpart for (one event loop
-serves every connection; the kernel sizes socket buffers). Those keys, listed in
+An operator's existing Kafka ``server.properties`` sizes thread pools and JVM metrics
+reporters that Sluice's design has no counterpart for (one event loop serves every
+connection and request). Those keys, listed in
 :data:`IGNORED_BROKER_CONFIGS` with the reason each has no effect, are accepted and
 named in one warning when the broker starts. Every other key Sluice does not know is
 refused: a KRaft key (:data:`KRAFT_ONLY_PREFIXES`) says Sluice runs in ZooKeeper mode,
@@ -37,9 +37,9 @@ IGNORED_BROKER_CONFIGS: Final[dict[str, str]] = {
     "num.recovery.threads.per.data.dir": "Sluice has no recovery thread pool",
     "num.replica.alter.log.dirs.threads": "log-dir moves use one worker per log directory",
     "log.cleaner.threads": "Sluice runs one log cleaner",
-    "socket.send.buffer.bytes": "the kernel sizes socket buffers (TCP autotuning)",
-    "socket.receive.buffer.bytes": "the kernel sizes socket buffers (TCP autotuning)",
-    "replica.socket.receive.buffer.bytes": "the kernel sizes socket buffers (TCP autotuning)",
+    "replica.socket.receive.buffer.bytes": (
+        "a follower's connections keep the system's receive buffer (TCP autotuning)"
+    ),
     "log.flush.scheduler.interval.ms": (
         "flush.ms is checked about once a second, whatever this says"
     ),
