@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from sluice.config_compat import IGNORED_BROKER_CONFIGS, is_kraft_only, suggest
 from sluice.controller.model import EndPoint
 from sluice.security.ssl_engine_factory import SSL_SERVER_CONFIGS
 
@@ -283,6 +284,24 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("compression.type", "string", "producer", "Topic compression.", choices=_COMPRESSION),
     ConfigDef("message.max.bytes", "int", 1_048_588, "Largest record batch.", min=0),
     ConfigDef("socket.request.max.bytes", "int", 104_857_600, "Largest request.", min=1),
+    ConfigDef(
+        "socket.send.buffer.bytes",
+        "int",
+        -1,
+        "SO_SNDBUF of the connections the listeners accept; -1: the system's, which TCP "
+        "autotuning grows as needed (Sluice's default; Kafka's 102400 fixes the size and "
+        "so turns the autotuning off).",
+        min=-1,
+    ),
+    ConfigDef(
+        "socket.receive.buffer.bytes",
+        "int",
+        -1,
+        "SO_RCVBUF of the connections the listeners accept, set on the listening socket "
+        "so that the TCP window scale fits it; -1: the system's, with autotuning (Sluice's "
+        "default; Kafka's 102400).",
+        min=-1,
+    ),
     ConfigDef(
         "socket.loopback.congestion.control",
         "string",
@@ -615,14 +634,18 @@ class BrokerConfig:
         self._explicit: dict[str, Any] = {}
         # listener.name.<listener>.<config>: listener name (upper case) -> config -> value
         self._listener_overrides: dict[str, dict[str, Any]] = {}
+        self._ignored: list[str] = []  # Kafka keys with no effect here (config_compat)
         for key, raw in (values or {}).items():
             if key.startswith(LISTENER_PREFIX):
                 listener, name, value = _parse_listener_override(key, raw)
                 self._listener_overrides.setdefault(listener, {})[name] = value
                 continue
             definition = BROKER_CONFIGS.get(key)
+            if definition is None and key in IGNORED_BROKER_CONFIGS:
+                self._ignored.append(key)
+                continue
             if definition is None:
-                raise ConfigError(f"unknown broker config {key!r}")
+                raise ConfigError(_unknown_broker_config(key))
             self._explicit[key] = definition.parse(raw)
         self._check_consistency()
 
@@ -648,6 +671,12 @@ class BrokerConfig:
         if definition is None:
             raise KeyError(key)
         return definition.default
+
+    @property
+    def ignored_keys(self) -> list[str]:
+        """The Kafka broker keys given that have no effect in Sluice, in the order given
+        (sluice.config_compat.IGNORED_BROKER_CONFIGS says why each)."""
+        return list(self._ignored)
 
     def is_set(self, key: str) -> bool:
         return key in self._explicit
@@ -735,6 +764,9 @@ class BrokerConfig:
 
     def _check_connection_limits(self) -> None:
         """Kafka's checks of the memory pool and connection limit settings."""
+        for key in ("socket.send.buffer.bytes", "socket.receive.buffer.bytes"):
+            if self[key] == 0:  # Java's Socket refuses a size of 0 too
+                raise ConfigError(f"invalid value 0 for {key}: a size in bytes, or -1")
         queued = self["queued.max.request.bytes"]
         if 0 < queued < self["socket.request.max.bytes"]:
             raise ConfigError(
@@ -834,6 +866,18 @@ class BrokerConfig:
         return self[key]
 
 
+def _unknown_broker_config(key: str) -> str:
+    """The refusal of a key Sluice does not know, with the nearest known key."""
+    if is_kraft_only(key):
+        return (
+            f"unknown broker config {key!r}: it configures KRaft mode, and Sluice runs in "
+            "ZooKeeper mode (set broker.id and, for a cluster, zookeeper.connect)"
+        )
+    known = [*BROKER_CONFIGS, *IGNORED_BROKER_CONFIGS]
+    hint = suggest(key, known)
+    return f"unknown broker config {key!r}" + (f"; did you mean {hint!r}?" if hint else "")
+
+
 def parse_security_protocol_map(entries: Iterable[str]) -> dict[str, str]:
     """``listener.security.protocol.map`` entries (``NAME:PROTOCOL``) as a dict."""
     out: dict[str, str] = {}
@@ -902,9 +946,12 @@ def _parse_listener_override(key: str, raw: Any) -> tuple[str, str, Any]:
             and definition.name not in SASL_MECHANISM_CONFIGS
         )
     ):
+        allowed = [k for k in BROKER_CONFIGS if k.startswith(LISTENER_CONFIG_PREFIXES)]
+        hint = suggest(name, allowed) if dot and listener else None
         raise ConfigError(
             f"unknown broker config {key!r} (a listener.name.<listener>. prefix takes "
             f"{', '.join(p + '*' for p in LISTENER_CONFIG_PREFIXES)} configs)"
+            + (f"; did you mean '{LISTENER_PREFIX}{listener}.{hint}'?" if hint else "")
         )
     return listener.upper(), name, definition.parse(raw)
 

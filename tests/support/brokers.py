@@ -21,8 +21,11 @@ from support.waiting import wait_until
 class BrokerProcess:
     """A ``sluice broker`` subprocess on a loopback port, with its data directory."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, **overrides: str) -> None:
+    def __init__(
+        self, data_dir: Path, port: int | None = None, config: Path | None = None, **overrides: str
+    ) -> None:
         self.data_dir = data_dir
+        self.config = config  # a properties file for --config, read before the overrides
         self.port = port or free_port()
         self.overrides = overrides
         self.proc: subprocess.Popen[bytes] | None = None
@@ -38,6 +41,8 @@ class BrokerProcess:
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
             "--override", f"log.dirs={self.data_dir}",
         ]  # fmt: skip
+        if self.config is not None:
+            args += ["--config", str(self.config)]
         for key, value in self.overrides.items():
             args += ["--override", f"{key.replace('_', '.')}={value}"]
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the process

@@ -61,6 +61,12 @@ def cmd_broker(args: argparse.Namespace) -> int:
         print(f"sluice broker: {exc}", file=sys.stderr)
         return 2
     setup_logging(args.log_level)
+    if config.ignored_keys:
+        log.warning(
+            "these Kafka broker configs have no effect in Sluice and are ignored: %s "
+            "(docs/broker.md, Configuration files)",
+            ", ".join(config.ignored_keys),
+        )
     # asyncio's own loop, not uvloop: fetches use loop.sendfile, which uvloop lacks.
     try:
         asyncio.run(_run_broker(config))

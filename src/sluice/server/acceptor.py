@@ -46,9 +46,16 @@ Connect = Callable[[socket.socket, str], None]
 """Takes an accepted socket (non-blocking) and the quota key of its address."""
 
 
-def bind_listener(host: str, port: int, backlog: int = BACKLOG) -> list[socket.socket]:
+def bind_listener(
+    host: str, port: int, backlog: int = BACKLOG, send_buffer: int = -1, receive_buffer: int = -1
+) -> list[socket.socket]:
     """Listening sockets for ``host:port``, one per address it resolves to (as asyncio's
-    ``create_server`` binds them: address reuse on, IPv6 sockets IPv6-only)."""
+    ``create_server`` binds them: address reuse on, IPv6 sockets IPv6-only).
+
+    ``send_buffer`` and ``receive_buffer`` (``socket.send.buffer.bytes``,
+    ``socket.receive.buffer.bytes``; -1: the system's) are set on the listening sockets
+    before they listen, so that the window scale a connection agrees in its handshake
+    fits the receive buffer; the sockets accepted from them inherit both sizes."""
     infos = socket.getaddrinfo(
         host or None, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM,
         flags=socket.AI_PASSIVE,
@@ -63,6 +70,10 @@ def bind_listener(host: str, port: int, backlog: int = BACKLOG) -> list[socket.s
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if send_buffer > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+            if receive_buffer > 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
             if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             try:

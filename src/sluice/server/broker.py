@@ -526,6 +526,10 @@ class Broker:
                 read_timeout_ms=self.config["socket.request.read.timeout.ms"],
                 throttling=self.throttled_channels,
                 security=security, authentication=authentication,
+                socket_buffers=(
+                    self.config["socket.send.buffer.bytes"],
+                    self.config["socket.receive.buffer.bytes"],
+                ),
             )  # fmt: skip
             await server.start()
             self.servers.append(server)

@@ -64,7 +64,7 @@ from sluice.protocol.server_connection import (
 from sluice.protocol.throttle import NoResponse, throttle_time_ms, with_throttle_time
 from sluice.security import DEFAULT_SESSION, Session
 from sluice.security.sasl.authenticator import SaslServerAuthenticator, Step, StepKind
-from sluice.server.acceptor import Acceptor, bind_listener
+from sluice.server.acceptor import BACKLOG, Acceptor, bind_listener
 from sluice.server.answer import Answer
 from sluice.server.auth_helper import AclOperation, authorize_cluster
 from sluice.server.congestion import set_on_loopback
@@ -166,12 +166,16 @@ class KafkaServer(Generic[Ctx]):
         throttling: Throttling | None = None,
         security: ListenerSecurity = PLAINTEXT_SECURITY,
         authentication: ServerAuthentication | None = None,
+        socket_buffers: tuple[int, int] = (-1, -1),
     ) -> None:
         """``quotas`` and ``pool``: the broker's, shared by its listeners (None: no
         connection limits, no memory bound); ``read_timeout_ms`` 0 or less: a request
         may take any time to arrive; ``throttling``: the client quotas' (None: none);
         ``security``: the listener's name and security protocol
-        (:mod:`sluice.server.listener_security`); ``authentication``: a SASL listener's."""
+        (:mod:`sluice.server.listener_security`); ``authentication``: a SASL listener's;
+        ``socket_buffers``: SO_SNDBUF and SO_RCVBUF of accepted connections (-1: the
+        system's)."""
+        self._socket_buffers = socket_buffers
         self.host = host
         self.port = port
         self.security = security
@@ -208,7 +212,10 @@ class KafkaServer(Generic[Ctx]):
 
     async def start(self) -> None:
         self._acceptor = Acceptor(
-            bind_listener(self.host, self.port), self._connect, self.quotas, client_log
+            bind_listener(self.host, self.port, BACKLOG, *self._socket_buffers),
+            self._connect,
+            self.quotas,
+            client_log,
         )
         self.port = self._acceptor.port
         self._acceptor.start()
