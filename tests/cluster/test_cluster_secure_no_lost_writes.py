@@ -3,7 +3,8 @@ each with a SASL_SSL listener for clients and a SASL_SSL inter-broker listener, 
 everywhere, certificates from the development CA (``sluice certs``' module), and the ACL
 authorizer with ``allow.everyone.if.no.acl.found=false``.
 
-Set up as an operator sets up Kafka in ZooKeeper mode: the users' SCRAM credentials are
+The brokers' settings are docs/security.md's ("A secured cluster"). Set up as an
+operator sets up Kafka in ZooKeeper mode: the users' SCRAM credentials are
 written into ZooKeeper with ``sluice configs --zookeeper`` before any broker starts (the
 brokers need theirs to reach each other), the brokers' user ``broker`` and the operator
 ``admin`` are super users, and ``admin`` grants the application's user ``alice`` with
@@ -28,9 +29,11 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sluice.config import parse_properties
 from sluice.security.certificates import write_development_pki
 from sluice.testing import EmbeddedCluster
 from support.cluster import audit, kill_9_cycles
+from support.doc_examples import examples, rewrite
 from support.waiting import wait_until
 
 TOPIC = "secure-no-lost-writes"
@@ -62,19 +65,11 @@ def secure_cluster(
     cluster_prerequisites: None, tmp_path: Path
 ) -> Iterator[tuple[EmbeddedCluster, Path]]:
     pki = write_development_pki(tmp_path / "pki", ["127.0.0.1", "localhost"])
-    broker_login = f'{SCRAM_MODULE} required username="broker" password="broker-secret";'
-    settings = {
-        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,INTERNAL:SASL_SSL",
-        "inter.broker.listener.name": "INTERNAL",
-        "sasl.enabled.mechanisms": MECHANISM,
-        "sasl.mechanism.inter.broker.protocol": MECHANISM,
-        "listener.name.internal.scram-sha-512.sasl.jaas.config": broker_login,
-        "ssl.keystore.location": str(pki.broker),
-        "ssl.truststore.location": str(pki.ca),
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:broker;User:admin",
-        "allow.everyone.if.no.acl.found": "false",
-    }
+    # the broker settings docs/security.md shows; EmbeddedCluster picks the ports
+    documented = examples("security.md")["secure-cluster"].text
+    settings = parse_properties(rewrite(documented, {"/path/to/pki": str(pki.ca.parent)}))
+    assert settings.pop("listeners").startswith("SASL_SSL://")
+    settings.pop("advertised.listeners")
     admin_properties = {
         "security.protocol": "SASL_SSL",
         "ssl.truststore.location": str(pki.ca),
