@@ -51,6 +51,7 @@ from sluice.testing.broker import EmbeddedBroker
 from sluice.testing.control import Control, RequestControl, RequestControls
 
 if TYPE_CHECKING:
+    from sluice.client.security import ClientSecurity
     from sluice.security.sasl.client import SaslClient
 
 __all__ = ["EmbeddedCluster", "wait_until"]
@@ -158,6 +159,7 @@ class EmbeddedCluster:
                                for name in listeners}  # fmt: skip
         self.ports = self.listener_ports[listeners[0]]
         self.client_config = dict(client_config or {})
+        self._security: ClientSecurity | None = None
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         # In-process mode: one shared tree, a broker thread and a live session each.
         self.tree: DataTree | None = None
@@ -296,7 +298,9 @@ class EmbeddedCluster:
         :attr:`client_config` says (Sluice's client security: ``ClientSecurity``)."""
         from sluice.client.security import ClientSecurity
 
-        security = ClientSecurity.from_config(self.client_config)
+        if self._security is None:  # made once: an SSL context reads its files
+            self._security = ClientSecurity.from_config(self.client_config)
+        security = self._security
         sock = socket.create_connection(("127.0.0.1", self.ports[broker_id]), timeout=5)
         try:
             sock.settimeout(5)
