@@ -192,6 +192,17 @@ def test_sasl_and_scram_examples(work: Path) -> None:
         bob = {"bootstrap.servers": sasl_address,
                **parse_properties(DOC["sasl-client-properties"].text)}  # fmt: skip
         produce_with(Producer(bob), "docs-sasl", b"sluice")
+        # its commented alternatives: librdkafka's names, an unsecured OAUTHBEARER token
+        text = DOC["sasl-client-properties"].text
+        librdkafka = text.split("# or librdkafka's: ", 1)[1].splitlines()[0]
+        for alternative in (
+            librdkafka.replace(" / ", "\n"),
+            "\n".join(line[2:] for line in text.split("# OAUTHBEARER", 1)[1].splitlines()[1:]),
+        ):
+            settings = {**bob, **parse_properties(alternative)}
+            if "sasl.username" in settings:
+                del settings["sasl.jaas.config"]
+            produce_with(Producer(settings), "docs-sasl", b"alternative")
         namespace = {"Producer": ConfluentProducer, "KafkaProducer": KafkaProducer}
         confluent, kafka_python, aiokafka = statements(DOC["sasl-clients"], addresses)
         for statement in (confluent, kafka_python):
