@@ -32,6 +32,8 @@ from sluice.config import parse_properties
 from support.doc_examples import Example, commands, examples, rewrite, run_as_documented
 from support.waiting import wait_until
 
+pytestmark = pytest.mark.integration  # brokers, ZooKeeper, clients
+
 DOC = examples("security.md")
 TIMEOUT_S = 15
 
