@@ -151,3 +151,31 @@ def test_topic_and_broker_configs(
         0, "Dynamic configs for broker 0 are:\n", "")  # fmt: skip
     assert configs(capsys, bs, "--describe", "--broker-defaults") == (
         0, "Default configs for brokers in the cluster are:\n", "")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--alter", "--topic", "t", "--add-config", "retention.ms=1"],
+         "--zookeeper is for users' SCRAM credentials only"),
+        (["--alter", "--user-defaults", "--add-config", "SCRAM-SHA-512=[password=x]"],
+         "--zookeeper is for users' SCRAM credentials only"),
+        (["--alter", "--user", "bob", "--add-config", "producer_byte_rate=1"],
+         "with --zookeeper a user's configs are SCRAM-SHA-256, SCRAM-SHA-512"),
+        (["--alter", "--user", "bob", "--add-config", "SCRAM-SHA-512=[iterations=10,password=x]"],
+         "Invalid SCRAM-SHA-512 iterations 10: from 4096 to 16384"),
+        (["--bootstrap-server", "127.0.0.1:9092", "--describe", "--entity-type", "users"],
+         "only one of --bootstrap-server and --zookeeper"),
+    ],
+)  # fmt: skip
+def test_zookeeper_is_for_scram_credentials_only(
+    capsys: pytest.CaptureFixture[str], argv: list[str], error: str
+) -> None:
+    """``--zookeeper`` (the way to give brokers their own SCRAM credentials before any of
+    them runs; tests/cluster/test_cluster_secure_no_lost_writes.py uses it) refuses
+    everything else before connecting anywhere."""
+    capsys.readouterr()
+    code = main(["configs", "--zookeeper", "127.0.0.1:1", *argv])
+    captured = capsys.readouterr()
+    assert code != 0 and captured.out == ""
+    assert error in captured.err, captured.err

@@ -15,7 +15,6 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from sluice.ports import free_port
 from sluice.testing import EmbeddedCluster
 from support.sasl import alter_scram_request, plain_jaas, scram_login
 from support.wire import RawClient
@@ -25,20 +24,19 @@ BROKERS = [1, 2, 3]
 
 @pytest.fixture
 def sasl_cluster(cluster_prerequisites: None) -> Iterator[tuple[EmbeddedCluster, dict[int, int]]]:
-    sasl_ports = {b: free_port() for b in BROKERS}
-    cluster = EmbeddedCluster(brokers=3, broker_ids=BROKERS, zookeeper=True)
-    for b in BROKERS:
-        port = cluster.ports[b]
-        listeners = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_ports[b]}"
-        cluster.broker_overrides[b] = {
-            "listeners": listeners, "advertised.listeners": listeners,
+    cluster = EmbeddedCluster(
+        brokers=3, broker_ids=BROKERS, zookeeper=True,
+        listeners=["PLAINTEXT", "SASL_PLAINTEXT"],
+        overrides={
             "inter.broker.listener.name": "SASL_PLAINTEXT",
             "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "sasl.enabled.mechanisms": "SCRAM-SHA-256,PLAIN",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(
                 {"admin": "admin-secret"}, "admin"
             ),
-        }  # fmt: skip
+        },
+    )  # fmt: skip
+    sasl_ports = cluster.listener_ports["SASL_PLAINTEXT"]
     with cluster:
         yield cluster, sasl_ports
 

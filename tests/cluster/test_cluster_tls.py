@@ -12,7 +12,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from sluice.ports import free_port
 from sluice.security.certificates import write_development_pki
 from sluice.testing import EmbeddedCluster
 from support.cluster import partition_metadata
@@ -24,7 +23,6 @@ RECORDS = 300
 
 def _cluster(pki_dir: Path) -> EmbeddedCluster:
     pki = write_development_pki(pki_dir, ["127.0.0.1", "localhost"])
-    internal = {b: free_port() for b in (1, 2, 3)}
     common = {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL",
         "inter.broker.listener.name": "INTERNAL",
@@ -32,11 +30,8 @@ def _cluster(pki_dir: Path) -> EmbeddedCluster:
         "ssl.truststore.location": str(pki.ca),
         "listener.name.internal.ssl.client.auth": "required",
     }
-    cluster = EmbeddedCluster(brokers=3, broker_ids=[1, 2, 3], zookeeper=True, overrides=common)
-    for b in (1, 2, 3):
-        listeners = f"PLAINTEXT://127.0.0.1:{cluster.ports[b]},INTERNAL://127.0.0.1:{internal[b]}"
-        cluster.broker_overrides[b] = {"listeners": listeners, "advertised.listeners": listeners}
-    return cluster
+    return EmbeddedCluster(brokers=3, broker_ids=[1, 2, 3], zookeeper=True, overrides=common,
+                           listeners=["PLAINTEXT", "INTERNAL"])  # fmt: skip
 
 
 def _read_all(bootstrap: str, expected: int) -> list[bytes]:

@@ -5,6 +5,7 @@ broker thinks leads, and reading every partition back to audit what was acknowle
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 from sluice.testing import EmbeddedCluster
@@ -26,22 +27,104 @@ def partition_metadata(bootstrap: str, topic: str, partition: int = 0) -> Any:
 
 
 def numbered_producer(
-    bootstrap: str, topic: str, partitions: int, rate_per_s: float
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    rate_per_s: float,
+    client_config: Mapping[str, object] | None = None,
 ) -> tuple[History, Writer]:
     """An idempotent acks=all confluent-kafka producer on a background thread, sending
     numbered values to each partition in turn (``sluice chaos``'s :class:`Writer`), and
-    the history it records every send, acknowledgement and failure into."""
+    the history it records every send, acknowledgement and failure into.
+    ``client_config``: librdkafka settings added (security)."""
     history = History()
     writer = Writer(bootstrap, topic, partitions, history, itertools.count(),
-                    rate_per_s=rate_per_s, delivery_timeout_ms=120_000)  # fmt: skip
+                    rate_per_s=rate_per_s, delivery_timeout_ms=120_000,
+                    client_config=client_config)  # fmt: skip
     return history, writer.start()
 
 
-def audit(history: History, bootstrap: str, topic: str, partitions: int) -> CheckResult:
+def audit(
+    history: History,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    client_config: Mapping[str, object] | None = None,
+) -> CheckResult:
     """Read every partition back from ``bootstrap`` and check the history as ``sluice
     chaos`` does: nothing acknowledged lost, duplicated, reordered or moved."""
-    read_all(bootstrap, topic, partitions, history)
+    read_all(bootstrap, topic, partitions, history, client_config=client_config)
     return check(history)
+
+
+def leaders_and_isrs(
+    bootstrap: str, topic: str, client_config: Mapping[str, object] | None = None
+) -> dict[int, tuple[int, list[int]]]:
+    """Partition -> (leader, ISR) of ``topic`` as a confluent-kafka client sees it."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0, **(client_config or {})})
+    found = admin.list_topics(topic=topic, timeout=5).topics[topic]
+    return {p: (m.leader, list(m.isrs)) for p, m in found.partitions.items()}
+
+
+def kill_9_cycles(
+    cluster: EmbeddedCluster,
+    topic: str,
+    partitions: int,
+    cycles: int,
+    *,
+    producer_config: Mapping[str, object] | None = None,
+    admin_config: Mapping[str, object] | None = None,
+) -> tuple[History, list[str]]:
+    """The no-lost-writes run on ``topic`` (RF 3, created already): a numbered idempotent
+    acks=all producer (300 records/s) while each cycle kill -9s the leader of a partition
+    (every third cycle the controller), waits for new leaders and for progress without
+    it, restarts it and waits for it to be back in every ISR. Returns the producer's
+    history (every send acknowledged or failed) and who was killed, in order."""
+
+    def state(bootstrap: str) -> dict[int, tuple[int, list[int]]]:
+        return leaders_and_isrs(bootstrap, topic, admin_config)
+
+    def fully_replicated() -> bool:
+        found = state(cluster.bootstrap_servers)
+        return len(found) == partitions and all(
+            leader >= 0 and len(isr) == 3 for leader, isr in found.values()
+        )
+
+    wait_until(fully_replicated, 30, "every partition with a leader and 3 in-sync replicas")
+    history, producer = numbered_producer(cluster.bootstrap_servers, topic, partitions, 300,
+                                          producer_config)  # fmt: skip
+    killed: list[str] = []
+    try:
+        for cycle in range(cycles):
+            floor = history.acked_count
+            wait_until(lambda f=floor: history.acked_count >= f + 100, 60, "producer progress")
+            if cycle % 3 == 2:
+                victim, why = cluster.controller_id, "controller"
+            else:
+                victim = state(cluster.bootstrap_servers)[cycle % partitions][0]
+                why = f"leader of partition {cycle % partitions}"
+            assert victim >= 0
+            killed.append(f"{victim} ({why})")
+            cluster.kill_broker(victim)
+            survivors = ",".join(cluster.bootstrap_of(b) for b in cluster.broker_ids if b != victim)
+            wait_until(
+                lambda v=victim, s=survivors: [
+                    leader not in (-1, v) for leader, _ in state(s).values()
+                ] == [True] * partitions,
+                60, f"new leaders after killing broker {victim}",
+            )  # fmt: skip
+            floor = history.acked_count
+            wait_until(lambda f=floor: history.acked_count >= f + 100, 60, "progress without it")
+            cluster.restart_broker(victim)
+            wait_until(fully_replicated, 90, f"broker {victim} back in every ISR")
+        floor = history.acked_count
+        wait_until(lambda: history.acked_count >= floor + 100, 60, "progress at the end")
+    finally:
+        remaining = producer.stop()
+    assert remaining == 0, f"{remaining} sends never completed"
+    return history, killed
 
 
 def leaders_by_broker(cluster: EmbeddedCluster, topic: str, partition: int = 0) -> dict[int, int]:

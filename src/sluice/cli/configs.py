@@ -42,7 +42,12 @@ from sluice.cli.arguments import (
     read_properties_file,
     warner,
 )
-from sluice.cli.scram_users import alter_credentials, describe_credentials
+from sluice.cli.scram_users import (
+    alter_credentials,
+    alter_credentials_in_zookeeper,
+    describe_credentials,
+    describe_credentials_in_zookeeper,
+)
 from sluice.cli.tool_types import ClientError
 
 if TYPE_CHECKING:
@@ -294,6 +299,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     add_bootstrap_argument(parser)
     parser.add_argument(
+        "--zookeeper", metavar="HOST:PORT[/CHROOT]",
+        help="instead of --bootstrap-server, for users' SCRAM credentials only: write "
+        "them into the cluster's ZooKeeper, so that brokers can have theirs before any "
+        "broker runs",
+    )  # fmt: skip
+    parser.add_argument(
         "--command-config", metavar="FILE",
         help="client properties file (e.g. security settings) for the admin client",
     )  # fmt: skip
@@ -376,7 +387,9 @@ def _entities(args: argparse.Namespace) -> list[Entity]:
 def _run(args: argparse.Namespace) -> int:
     if not args.describe and not args.alter:
         raise UsageError("an action is required: --describe or --alter")
-    if not args.bootstrap_server:
+    if args.zookeeper and args.bootstrap_server:
+        raise UsageError("only one of --bootstrap-server and --zookeeper may be given")
+    if not args.bootstrap_server and not args.zookeeper:
         raise UsageError("--bootstrap-server is required")
     entities = _entities(args)
     add: dict[str, str] = {}
@@ -401,6 +414,8 @@ def _run(args: argparse.Namespace) -> int:
         both = sorted(set(add) & set(delete))
         if both:
             raise UsageError(f"{', '.join(both)} given to both --add-config and --delete-config")
+    if args.zookeeper:
+        return _run_on_zookeeper(args.zookeeper, args.describe, entities, add, delete)
     handler = ENTITY_TYPES[entities[0].entity_type]
     config = read_properties_file(args.command_config) if args.command_config else {}
     from sluice.cli.tool_clients import Admin, ClientError
@@ -416,4 +431,26 @@ def _run(args: argparse.Namespace) -> int:
             admin.close()
     except ClientError as exc:
         raise ToolError(str(exc)) from exc
+    return 0
+
+
+def _run_on_zookeeper(
+    connect: str, describe: bool, entities: list[Entity], add: dict[str, str], delete: list[str]
+) -> int:
+    """``--zookeeper``: users' SCRAM credentials, straight in ZooKeeper (kafka-configs
+    keeps this path for brokers' own credentials, needed before any broker is up)."""
+    (entity,) = entities if len(entities) == 1 else (None,)
+    if entity is None or entity.entity_type != "users" or entity.name is None:
+        raise UsageError(
+            "--zookeeper is for users' SCRAM credentials only (one named user, or every "
+            "user with --describe); use --bootstrap-server for everything else"
+        )
+    if describe:
+        lines = describe_credentials_in_zookeeper(
+            connect, None if entity.name == ALL else [entity.name]
+        )
+        for line in lines:
+            print(line)
+        return 0
+    print(alter_credentials_in_zookeeper(connect, entity.name, add, delete))
     return 0

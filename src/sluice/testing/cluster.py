@@ -13,8 +13,18 @@ thread, coordinated through one in-process store (a shared
 ``EmbeddedCluster(zookeeper=True)`` starts a real ZooKeeper (Debian's ``zookeeper``
 package, on a free loopback port) and each broker as its own process
 (``python -m sluice broker --override ...``), where ``kill_broker`` is a real SIGKILL.
-Every broker keeps its id, loopback port and data directory across restarts, and in
+Every broker keeps its id, loopback ports and data directory across restarts, and in
 process its request controls (:mod:`sluice.testing.control`).
+
+A secured cluster names its listeners (``listeners=["SASL_SSL", "INTERNAL"]``: each
+broker gets a loopback port for each; the first serves clients and is what
+:attr:`~EmbeddedCluster.bootstrap_servers` lists), takes their protocols and settings
+in ``overrides`` (``listener.security.protocol.map``, ``inter.broker.listener.name``,
+``ssl.*``, ``sasl.*``), and ``client_config``: the Java client's security settings with
+which the cluster's own Metadata probes reach the first listener. With ZooKeeper,
+:meth:`~EmbeddedCluster.start_zookeeper` first gives a chance to store what the brokers
+need before they start (their SCRAM credentials), as an operator does with
+``sluice configs --zookeeper``.
 """
 
 from __future__ import annotations
@@ -29,9 +39,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.metastore.data_tree import DataTree
 from sluice.metastore.memory import InProcessStore
@@ -39,6 +49,10 @@ from sluice.metastore.zk_server import ZooKeeperServer
 from sluice.ports import free_port
 from sluice.testing.broker import EmbeddedBroker
 from sluice.testing.control import Control, RequestControl, RequestControls
+
+if TYPE_CHECKING:
+    from sluice.client.security import ClientSecurity
+    from sluice.security.sasl.client import SaslClient
 
 __all__ = ["EmbeddedCluster", "wait_until"]
 
@@ -53,6 +67,33 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError("connection closed")
         data += chunk
     return data
+
+
+def _call(sock: socket.socket, body: Any) -> Any:
+    from sluice.protocol import encode_request
+    from sluice.protocol.responses import decode_response
+
+    sock.sendall(encode_request(0, body))
+    size = int.from_bytes(_recv_exactly(sock, 4), "big")
+    return decode_response(_recv_exactly(sock, size), body.__api_key__, body.__version__).body
+
+
+def _authenticate(sock: socket.socket, client: SaslClient) -> None:
+    """SaslHandshake v1, then SaslAuthenticate v2 until ``client`` is done, as Kafka's
+    ``SaslClientAuthenticator``; raises the exchange's errors (a refused login)."""
+    from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+    from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+    from sluice.security.sasl.client import SaslClientExchange
+
+    exchange = SaslClientExchange(client)
+    handshake = _call(sock, SaslHandshakeRequest(mechanism=exchange.mechanism))
+    exchange.on_handshake(handshake.error_code, handshake.mechanisms)
+    while (token := exchange.next_token()) is not None:
+        answer = _call(sock, SaslAuthenticateRequest(auth_bytes=token))
+        lifetime = int(answer.session_lifetime.total_seconds() * 1000)
+        exchange.on_authenticate(answer.error_code, answer.error_message, answer.auth_bytes,
+                                 lifetime)  # fmt: skip
 
 
 def wait_until(condition: Callable[[], T], timeout_s: float, what: str) -> T:
@@ -87,10 +128,15 @@ class EmbeddedCluster:
         broker_overrides: dict[int, dict[str, Any]] | None = None,
         start_timeout_s: float = 30.0,
         zookeeper: bool = False,
+        listeners: Sequence[str] = ("PLAINTEXT",),
+        client_config: Mapping[str, str] | None = None,
     ) -> None:
         """``overrides``: broker settings for every broker; ``broker_overrides``: settings
         for one broker id, applied last (another ``advertised.listeners`` or
-        ``zookeeper.connect``, as a chaos run's proxies need)."""
+        ``zookeeper.connect``, as a chaos run's proxies need). ``listeners``: the
+        listener names each broker serves on a port of its own, clients' first;
+        ``client_config``: the security settings (Java client names) of a client of the
+        first listener, for the cluster's own probes."""
         self.broker_ids = list(broker_ids or range(brokers))
         self.uses_zookeeper = zookeeper
         self._own_dir = data_dir is None
@@ -107,7 +153,13 @@ class EmbeddedCluster:
         self.broker_overrides = {b: dict(v) for b, v in (broker_overrides or {}).items()}
         self.start_timeout_s = start_timeout_s
         self.zookeeper: ZooKeeperServer | None = None
-        self.ports = {b: free_port() for b in self.broker_ids}
+        if not listeners:
+            raise ValueError("a cluster needs at least one listener")
+        self.listener_ports = {name: {b: free_port() for b in self.broker_ids}
+                               for name in listeners}  # fmt: skip
+        self.ports = self.listener_ports[listeners[0]]
+        self.client_config = dict(client_config or {})
+        self._security: ClientSecurity | None = None
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         # In-process mode: one shared tree, a broker thread and a live session each.
         self.tree: DataTree | None = None
@@ -125,9 +177,17 @@ class EmbeddedCluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def start_zookeeper(self) -> str:
+        """Start ZooKeeper (once) and return its connect string, so that what the brokers
+        need at start (SCRAM credentials, ACLs) can be stored before :meth:`start_all`."""
+        self._require_processes("start_zookeeper")
+        if self.zookeeper is None:
+            self.zookeeper = ZooKeeperServer().start()
+        return self.zookeeper_connect
+
     def start_all(self) -> EmbeddedCluster:
         if self.uses_zookeeper:
-            self.zookeeper = ZooKeeperServer().start()
+            self.start_zookeeper()
         else:
             self.tree = DataTree()
             self._heartbeat = threading.Thread(
@@ -156,6 +216,13 @@ class EmbeddedCluster:
     def bootstrap_of(self, broker_id: int) -> str:
         return f"127.0.0.1:{self.ports[broker_id]}"
 
+    def listeners_of(self, broker_id: int) -> str:
+        """The broker's ``listeners`` (and ``advertised.listeners``): every listener
+        name on its own loopback port."""
+        return ",".join(
+            f"{name}://127.0.0.1:{ports[broker_id]}" for name, ports in self.listener_ports.items()
+        )
+
     def log_path(self, broker_id: int) -> Path:
         return self.data_dir / f"broker-{broker_id}.log"
 
@@ -169,8 +236,8 @@ class EmbeddedCluster:
         port = self.ports[broker_id]
         settings = {
             "broker.id": broker_id,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": self.listeners_of(broker_id),
+            "advertised.listeners": self.listeners_of(broker_id),
             "log.dirs": self.data_dir / f"data-{broker_id}",
             "zookeeper.connect": self.zookeeper_connect,
             **self.overrides,
@@ -221,11 +288,30 @@ class EmbeddedCluster:
         wanted = None if topics is None else tuple(
             MetadataRequestTopic(name=TopicName(t)) for t in topics
         )  # fmt: skip
-        with socket.create_connection(("127.0.0.1", self.ports[broker_id]), timeout=5) as sock:
-            sock.settimeout(5)
+        with self._connect(broker_id) as sock:
             sock.sendall(encode_request(1, MetadataRequest(topics=wanted)))
             size = int.from_bytes(_recv_exactly(sock, 4), "big")
             return decode_response(_recv_exactly(sock, size), 3, 1).body
+
+    def _connect(self, broker_id: int) -> socket.socket:
+        """A blocking connection to ``broker_id``'s first listener, with TLS and SASL as
+        :attr:`client_config` says (Sluice's client security: ``ClientSecurity``)."""
+        from sluice.client.security import ClientSecurity
+
+        if self._security is None:  # made once: an SSL context reads its files
+            self._security = ClientSecurity.from_config(self.client_config)
+        security = self._security
+        sock = socket.create_connection(("127.0.0.1", self.ports[broker_id]), timeout=5)
+        try:
+            sock.settimeout(5)
+            if security.ssl_context is not None:
+                sock = security.ssl_context.wrap_socket(sock, server_hostname="127.0.0.1")
+            if security.sasl is not None:
+                _authenticate(sock, security.sasl())
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     def wait_ready(self, broker_ids: list[int] | None = None, timeout_s: float = 30) -> None:
         """Wait until every running broker names the same controller and knows every
@@ -375,7 +461,6 @@ class EmbeddedCluster:
     def _start_in_process(self, broker_id: int) -> None:
         assert self.tree is not None
         tree = self.tree
-        port = self.ports[broker_id]
         timeout_ms = int(self.overrides["zookeeper.session.timeout.ms"])
 
         def open_session() -> InProcessStore:
@@ -387,8 +472,8 @@ class EmbeddedCluster:
         config = {
             **{k: v for k, v in self.overrides.items() if not k.startswith("zookeeper.")},
             "broker.id": broker_id,
-            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "listeners": self.listeners_of(broker_id),
+            "advertised.listeners": self.listeners_of(broker_id),
             **{
                 k: v
                 for k, v in self.broker_overrides.get(broker_id, {}).items()

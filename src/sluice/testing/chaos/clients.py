@@ -1,6 +1,8 @@
 """The chaos run's clients, confluent-kafka (librdkafka) all: numbered idempotent
 producers, a consumer that tails every partition during the run, and the final read of
-every partition. Each records what it does into a :class:`History`.
+every partition. Each records what it does into a :class:`History`. ``client_config``
+adds librdkafka settings to each client (``security.protocol``, ``ssl.ca.location``,
+``sasl.*``: a secured cluster).
 
 confluent-kafka is imported when a client is made, so ``sluice.testing`` imports
 without it; ``sluice chaos`` says to install it when it is missing.
@@ -11,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from sluice.testing.chaos.history import History, Write, decode_value, encode_value
@@ -43,8 +45,10 @@ class Writer:
         rate_per_s: float,
         value_size: int = 100,
         delivery_timeout_ms: int = 20_000,
+        client_config: Mapping[str, object] | None = None,
     ) -> None:
         self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.client_config = dict(client_config or {})
         self.history = history
         self._ids = writer_ids
         self.interval = 1 / rate_per_s
@@ -77,6 +81,7 @@ class Writer:
                 "topic.metadata.refresh.interval.ms": 2000,
                 "error_cb": on_error,
                 "log_level": 0,
+                **self.client_config,
             }
         )
 
@@ -142,7 +147,9 @@ class Writer:
         return int(self._producer.flush(flush_timeout_s))
 
 
-def _consumer_config(bootstrap: str, group: str) -> dict[str, object]:
+def _consumer_config(
+    bootstrap: str, group: str, client_config: Mapping[str, object] | None = None
+) -> dict[str, object]:
     return {
         "bootstrap.servers": bootstrap,
         "group.id": group,
@@ -152,6 +159,7 @@ def _consumer_config(bootstrap: str, group: str) -> dict[str, object]:
         "fetch.wait.max.ms": 100,
         "topic.metadata.refresh.interval.ms": 2000,
         "log_level": 0,
+        **(client_config or {}),
     }
 
 
@@ -205,7 +213,11 @@ class TailReader:
 
 
 def watermarks(
-    bootstrap: str, topic: str, partition: int, timeout_s: float = 60
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    timeout_s: float = 60,
+    client_config: Mapping[str, object] | None = None,
 ) -> tuple[int, int]:
     """(low, high) watermarks of one partition, asked by a new client each try.
 
@@ -218,7 +230,7 @@ def watermarks(
 
     deadline = time.monotonic() + timeout_s
     while True:
-        consumer = Consumer(_consumer_config(bootstrap, "chaos-final"))
+        consumer = Consumer(_consumer_config(bootstrap, "chaos-final", client_config))
         try:
             found = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
             if found is not None:
@@ -234,7 +246,12 @@ def watermarks(
 
 
 def read_all(
-    bootstrap: str, topic: str, partitions: int, history: History, stall_s: float = 30
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    history: History,
+    stall_s: float = 30,
+    client_config: Mapping[str, object] | None = None,
 ) -> None:
     """Read every partition from its start to its high watermark as the final read,
     into ``history``. A record that fails its checksum is recorded undecodable and
@@ -242,9 +259,10 @@ def read_all(
     ``history.final_read_complete`` says which partitions were read to the end."""
     from confluent_kafka import Consumer, TopicPartition
 
-    ends = {p: watermarks(bootstrap, topic, p) for p in range(partitions)}
+    ends = {p: watermarks(bootstrap, topic, p, client_config=client_config)
+            for p in range(partitions)}  # fmt: skip
     positions = {p: low for p, (low, _) in ends.items()}
-    consumer = Consumer(_consumer_config(bootstrap, "chaos-final"))
+    consumer = Consumer(_consumer_config(bootstrap, "chaos-final", client_config))
     try:
         consumer.assign([TopicPartition(topic, p, low) for p, (low, _) in ends.items()])
         last_progress = time.monotonic()
