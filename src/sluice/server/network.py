@@ -306,7 +306,8 @@ class KafkaServer(Generic[Ctx]):
             sock.close()
         if not task.cancelled():
             kind = "TLS handshake failed" if self.security.ssl_context else "accepting failed"
-            client_log.event(kind, quota_key, task.exception())
+            exc = task.exception()
+            client_log.event(kind, quota_key, str(exc) or repr(exc))  # some have no text
 
     # -- housekeeping -------------------------------------------------------------------
     async def _housekeeping(self) -> None:
