@@ -23,7 +23,6 @@ goal: within 5%). Figures only: nothing here asserts a time. Only 127.0.0.1 is u
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -40,6 +39,7 @@ from produce_consume import (
     Settings,
     create_topic,
     fmt,
+    print_medians,
     run_consume,
     run_produce,
 )
@@ -155,18 +155,9 @@ class _MemoryStore:
 
 
 def print_table(runs: dict[str, list[Result]], acls: int) -> None:
-    print(f"\n== medians (PLAINTEXT; acl: AclAuthorizer with {acls} ACLs)")
-    medians = {
-        mode: {m: statistics.median(r[m] for r in results) for m in METRICS}
-        for mode, results in runs.items()
-        if results
-    }
-    for mode, figures in medians.items():
-        row = "  ".join(f"{m} {fmt(figures[m])}" for m in METRICS)
-        print(f"  {mode:<5} ({len(runs[mode])} runs) {row}")
-    if len(medians) == 2:
-        ratio = "  ".join(f"{m} {fmt(medians['acl'][m] / medians['none'][m])}x" for m in METRICS)
-        print(f"  acl/none  {ratio}")
+    print_medians(
+        f" (PLAINTEXT; acl: AclAuthorizer with {acls} ACLs)", runs, METRICS, "acl", "none"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

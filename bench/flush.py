@@ -47,6 +47,7 @@ from produce_consume import (
     Settings,
     create_topic,
     fmt,
+    print_medians,
     run_latency,
 )
 from producers import multi_produce
@@ -150,20 +151,7 @@ METRICS = [
 
 
 def print_table(runs: dict[str, list[Result]]) -> None:
-    print("\n== medians (flush.messages=1)")
-    medians = {
-        mode: {m: statistics.median(r[m] for r in results) for m in METRICS}
-        for mode, results in runs.items()
-        if results
-    }
-    for mode, figures in medians.items():
-        row = "  ".join(f"{m} {fmt(figures[m])}" for m in METRICS)
-        print(f"  {mode:<7} ({len(runs[mode])} runs) {row}")
-    if len(medians) == 2:
-        ratio = "  ".join(
-            f"{m} {fmt(medians['group'][m] / medians['inline'][m])}x" for m in METRICS
-        )
-        print(f"  group/inline  {ratio}")
+    print_medians(" (flush.messages=1)", runs, METRICS, "group", "inline")
 
 
 def build_parser() -> argparse.ArgumentParser:

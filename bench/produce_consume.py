@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -728,6 +728,32 @@ def fmt(value: float | None) -> str:
     if abs(value) >= 10:
         return f"{value:.1f}"
     return f"{value:.3g}" if abs(value) < 1 else f"{value:.2f}"
+
+
+def print_medians(
+    title: str,
+    runs: Mapping[str, Sequence[Mapping[str, float]]],
+    metrics: Sequence[str],
+    treated: str,
+    base: str,
+) -> dict[str, float] | None:
+    """Print each mode's medians of ``metrics`` over its runs and, when both were run,
+    the ratios of ``treated`` to ``base`` (an A/B bench's table); returns the ratios."""
+    print(f"\n== medians{title}")
+    medians = {
+        mode: {m: statistics.median(r[m] for r in results) for m in metrics}
+        for mode, results in runs.items()
+        if results
+    }
+    width = max((len(mode) for mode in runs), default=0)
+    for mode, figures in medians.items():
+        row = "  ".join(f"{m} {fmt(figures[m])}" for m in metrics)
+        print(f"  {mode:<{width}} ({len(runs[mode])} runs) {row}")
+    if treated not in medians or base not in medians:
+        return None
+    ratios = {m: medians[treated][m] / medians[base][m] for m in metrics}
+    print(f"  {treated}/{base}  " + "  ".join(f"{m} {ratios[m]:.3g}x" for m in metrics))
+    return ratios
 
 
 def median_of(outcome: Outcome | None, metric: str) -> float | None:

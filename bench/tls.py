@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from brokers import HOST, Meter, compile_sluice, launch, log, wait_idle
+from produce_consume import fmt, print_medians
 from sluice.ports import free_port
 from sluice.security.certificates import DevelopmentPki, write_development_pki
 
@@ -227,23 +227,9 @@ def one_run(
     }
 
 
-def fmt(value: float) -> str:
-    return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
-
-
 def print_table(runs: dict[str, list[dict[str, float]]]) -> None:
-    print("\n== medians")
-    medians = {
-        p: {m: statistics.median(r[m] for r in results) for m in METRICS}
-        for p, results in runs.items()
-        if results
-    }
-    for protocol, figures in medians.items():
-        row = "  ".join(f"{m} {fmt(figures[m])}" for m in METRICS)
-        print(f"  {protocol:<9} ({len(runs[protocol])} runs) {row}")
-    if len(medians) == 2:
-        ratios = {m: medians["SSL"][m] / medians["PLAINTEXT"][m] for m in METRICS}
-        print("  SSL/PLAINTEXT " + "  ".join(f"{m} {ratios[m]:.2f}x" for m in METRICS))
+    ratios = print_medians("", runs, METRICS, "SSL", "PLAINTEXT")
+    if ratios is not None:
         for metric, goal in GOALS.items():
             verdict = "met" if ratios[metric] >= goal else "NOT met"
             print(f"  goal: SSL {metric} >= {goal}x PLAINTEXT: {ratios[metric]:.2f}x, {verdict}")
