@@ -41,6 +41,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         consumer_groups,
         demo,
         dump_log,
+        get_offsets,
         log_dirs,
         topics,
     )
@@ -54,6 +55,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     acls.add_parser(sub)
     dump_log.add_parser(sub)
     log_dirs.add_parser(sub)
+    get_offsets.add_parser(sub)
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)

@@ -414,6 +414,14 @@ class Admin:
             for broker, dirs in found.items()
         }
 
+    def list_offsets(
+        self, partitions: Sequence[tuple[str, int]], spec: str | int
+    ) -> dict[tuple[str, int], int | None]:
+        """Each partition's offset for ``spec`` ("earliest", "latest" or a timestamp:
+        -3 asks for the record of the highest timestamp); None where the broker has none."""
+        found = self._call(self._admin.list_offsets, list(partitions), spec)
+        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
     def delete_group(self, group: str) -> None:
         self._call(self._admin.delete_groups, [group])
 
