@@ -42,6 +42,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         demo,
         dump_log,
         get_offsets,
+        leader_election,
         log_dirs,
         topics,
     )
@@ -56,6 +57,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     dump_log.add_parser(sub)
     log_dirs.add_parser(sub)
     get_offsets.add_parser(sub)
+    leader_election.add_parser(sub)
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)

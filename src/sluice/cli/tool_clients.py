@@ -422,6 +422,17 @@ class Admin:
         found = self._call(self._admin.list_offsets, list(partitions), spec)
         return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
+    def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[str | None, str | None]]:
+        """Each partition's outcome: (None, None) when elected, else (Kafka error code
+        name, message); every partition for None."""
+        found = self._call(self._admin.elect_leaders, election_type, partitions)
+        return {
+            (tp.topic, tp.partition): (None if code == 0 else _code_name(code), message)
+            for tp, (code, message) in found.items()
+        }
+
     def delete_group(self, group: str) -> None:
         self._call(self._admin.delete_groups, [group])
 

@@ -519,6 +519,42 @@ class Admin:
             out.update(list_offsets(self._client, node, wanted))
         return out
 
+    # -- leaders ---------------------------------------------------------------------------
+
+    def elect_leaders(
+        self, election_type: int, partitions: Iterable[TopicPartition | tuple[str, int]] | None
+    ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """Ask the controller for preferred (0) or unclean (1) leader elections of
+        ``partitions`` (None: every partition); returns each partition's (error code,
+        message): 0 elected, ELECTION_NOT_NEEDED when its leader already fits. Retries
+        while the controller moves (NOT_CONTROLLER) until ``default.api.timeout.ms``."""
+        by_topic: dict[str, list[int]] | None = None
+        if partitions is not None:
+            by_topic = {}
+            for tp in map(TopicPartition._make, partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            body = self._client.send(
+                self._controller(),
+                ApiKey.ELECT_LEADERS,
+                election_type=election_type,
+                topic_partitions=None if by_topic is None else [
+                    {"topic": t, "partitions": ps} for t, ps in by_topic.items()
+                ],
+                timeout=self.timeout_ms,
+            )  # fmt: skip
+            code = int(getattr(body, "error_code", 0))
+            if code != ErrorCode.not_controller or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        _check(code, None, "ElectLeaders")
+        return {
+            TopicPartition(r.topic, int(p.partition_id)): (int(p.error_code), p.error_message)
+            for r in body.replica_election_results
+            for p in r.partition_result
+        }
+
     # -- log dirs ----------------------------------------------------------------------
 
     def describe_log_dirs(
