@@ -121,3 +121,117 @@ def test_leader_election_restores_the_preferred_leader(
         "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
     )
     assert err == "sluice leader-election: error: 1 replica(s) could not be elected\n"
+
+
+def _replicas(bootstrap: str, topic: str) -> dict[int, list[int]]:
+    return {p: replicas for p, (_, replicas, _) in _state(bootstrap, topic).items()}
+
+
+def test_reassign_partitions_generate_execute_verify_cancel(
+    cluster3: EmbeddedCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from kafka import KafkaAdminClient
+
+    cluster = cluster3
+    controller = cluster.controller_id
+    paused, other = (b for b in cluster.broker_ids if b != controller)
+    # Clients talk to the controller and `other` only: `paused` gets SIGSTOPped below.
+    bootstrap = ",".join(cluster.bootstrap_of(b) for b in (controller, other))
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic("move", 2, replica_assignment=[[controller, other], [other, controller]])
+    admin.create_topics([topic])["move"].result(15)
+    wait_until(lambda: _settled(bootstrap, "move", 2), 30, "every replica in the ISR")
+    tool = ("reassign-partitions", "--bootstrap-server", bootstrap)
+
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text('{"topics": [{"topic": "move"}], "version": 1}')
+    code, out, err = _tool(
+        capsys, *tool, "--generate", "--topics-to-move-json-file", str(topics_file),
+        "--broker-list", ",".join(map(str, cluster.broker_ids)),
+    )  # fmt: skip
+    assert (code, err) == (0, ""), err
+    assert out[0] == "Current partition replica assignment"
+    assert json.loads(out[1]) == {"version": 1, "partitions": [
+        {"topic": "move", "partition": 0, "replicas": [controller, other],
+         "log_dirs": ["any", "any"]},
+        {"topic": "move", "partition": 1, "replicas": [other, controller],
+         "log_dirs": ["any", "any"]},
+    ]}  # fmt: skip
+    assert out[2:4] == ["", "Proposed partition reassignment configuration"]
+    proposed = json.loads(out[4])["partitions"]
+    assert [(p["topic"], p["partition"]) for p in proposed] == [("move", 0), ("move", 1)]
+    for p in proposed:
+        assert len(set(p["replicas"])) == 2 and set(p["replicas"]) <= set(cluster.broker_ids)
+
+    # Execute: partition 0 moves from [controller, other] to [other, paused].
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "move", "partition": 0, "replicas": [other, paused]}]}))  # fmt: skip
+    code, out, err = _tool(capsys, *tool, "--execute", "--reassignment-json-file", str(plan))
+    assert (code, err) == (0, ""), err
+    rollback = {"version": 1, "partitions": [{"topic": "move", "partition": 0,
+                "replicas": [controller, other], "log_dirs": ["any", "any"]}]}  # fmt: skip
+    assert out[:2] == ["Current partition replica assignment", ""]
+    assert json.loads(out[2]) == rollback
+    assert out[3:] == [
+        "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+        "Successfully started partition reassignment for move-0",
+    ]
+    kadmin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        wait_until(lambda: kadmin.list_partition_reassignments() == {}, 60, "the move done")
+        wait_until(lambda: _replicas(bootstrap, "move")[0] == [other, paused], 30, "replicas")
+        code, out, _ = _tool(capsys, *tool, "--verify", "--reassignment-json-file", str(plan))
+        assert (code, out) == (
+            0,
+            ["Status of partition reassignment:", "Reassignment of partition move-0 is completed."],
+        )
+
+        # A reassignment that cannot finish while its new replica's broker is stopped.
+        back = tmp_path / "back.json"
+        back.write_text(json.dumps(rollback))
+        wait_until(lambda: _settled(bootstrap, "move", 2), 30, "every replica in the ISR")
+        cluster.pause(paused)
+        try:
+            stuck = tmp_path / "stuck.json"
+            stuck.write_text(json.dumps({"version": 1, "partitions": [
+                {"topic": "move", "partition": 1, "replicas": [other, paused]}]}))  # fmt: skip
+            code, out, err = _tool(
+                capsys, *tool, "--execute", "--reassignment-json-file", str(stuck)
+            )
+            assert code == 0, err
+            assert out[-1] == "Successfully started partition reassignment for move-1"
+            assert list(kadmin.list_partition_reassignments()) != []
+            code, out, _ = _tool(capsys, *tool, "--list")
+            assert out == [
+                "Current partition reassignments:",
+                f"move-1: replicas: {other},{paused},{controller}. adding: {paused}. "
+                f"removing: {controller}.",
+            ]
+            code, out, _ = _tool(capsys, *tool, "--verify", "--reassignment-json-file", str(stuck))
+            assert out[1] == "Reassignment of partition move-1 is still in progress."
+            code, out, err = _tool(
+                capsys, *tool, "--execute", "--reassignment-json-file", str(back)
+            )
+            assert (code, out) == (1, [])
+            assert "Cannot execute because there is an existing partition assignment" in err
+            code, out, err = _tool(
+                capsys, *tool, "--cancel", "--reassignment-json-file", str(stuck)
+            )
+            assert (code, err) == (0, ""), err
+            assert out == ["Successfully cancelled partition reassignment for: move-1"]
+            wait_until(lambda: kadmin.list_partition_reassignments() == {}, 30, "cancelled")
+            assert _replicas(bootstrap, "move")[1] == [other, controller]
+            code, out, _ = _tool(capsys, *tool, "--cancel", "--reassignment-json-file", str(stuck))
+            assert out == ["None of the specified partition reassignments are active."]
+            code, out, _ = _tool(capsys, *tool, "--list")
+            assert out == ["No partition reassignments found."]
+        finally:
+            cluster.resume(paused)
+    finally:
+        kadmin.close()
+
+    code, out, err = _tool(capsys, *tool, "--execute", "--reassignment-json-file", str(plan),
+                           "--throttle", "1000")  # fmt: skip
+    assert code == 2 and "Sluice has no replication throttles" in err

@@ -44,6 +44,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         get_offsets,
         leader_election,
         log_dirs,
+        reassign_partitions,
         topics,
     )
 
@@ -58,6 +59,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     log_dirs.add_parser(sub)
     get_offsets.add_parser(sub)
     leader_election.add_parser(sub)
+    reassign_partitions.add_parser(sub)
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)
