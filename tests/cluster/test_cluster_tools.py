@@ -127,12 +127,24 @@ def _replicas(bootstrap: str, topic: str) -> dict[int, list[int]]:
     return {p: replicas for p, (_, replicas, _) in _state(bootstrap, topic).items()}
 
 
+@pytest.fixture
+def cluster3_long_sessions(cluster_prerequisites: None) -> Iterator[EmbeddedCluster]:
+    """A SIGSTOPped broker stays registered (and so a valid replica target) for 60 s."""
+    with EmbeddedCluster(
+        brokers=3,
+        broker_ids=[1, 2, 3],
+        overrides={"zookeeper.session.timeout.ms": 60_000},
+        zookeeper=True,
+    ) as cluster:
+        yield cluster
+
+
 def test_reassign_partitions_generate_execute_verify_cancel(
-    cluster3: EmbeddedCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    cluster3_long_sessions: EmbeddedCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     from kafka import KafkaAdminClient
 
-    cluster = cluster3
+    cluster = cluster3_long_sessions
     controller = cluster.controller_id
     paused, other = (b for b in cluster.broker_ids if b != controller)
     # Clients talk to the controller and `other` only: `paused` gets SIGSTOPped below.

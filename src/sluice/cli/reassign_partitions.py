@@ -8,7 +8,7 @@ import collections
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sluice.cli.arguments import (
     ToolError,
@@ -18,6 +18,9 @@ from sluice.cli.arguments import (
     read_properties_file,
     warner,
 )
+
+if TYPE_CHECKING:
+    from sluice.cli.tool_clients import Admin
 
 __all__ = [
     "add_parser",
@@ -223,13 +226,11 @@ def _run(args: argparse.Namespace) -> int:
         if not args.topics_to_move_json_file:
             raise UsageError("--generate requires --topics-to-move-json-file")
         brokers = _broker_list(args.broker_list)
-        payload: Any = (parse_topics_to_move_json(_read(args.topics_to_move_json_file)), brokers)
-    elif action == "list":
-        payload = None
-    else:
+        topics = parse_topics_to_move_json(_read(args.topics_to_move_json_file))
+    elif action != "list":
         if not args.reassignment_json_file:
             raise UsageError(f"--{action} requires --reassignment-json-file")
-        payload = parse_reassignment_json(_read(args.reassignment_json_file))
+        target = parse_reassignment_json(_read(args.reassignment_json_file))
     if args.additional and action != "execute":
         raise UsageError("--additional is only for --execute")
     config = read_properties_file(args.command_config) if args.command_config else {}
@@ -239,13 +240,13 @@ def _run(args: argparse.Namespace) -> int:
         admin = Admin(args.bootstrap_server, config, warner(PROG))
         try:
             if action == "generate":
-                _generate(admin, *payload)
+                _generate(admin, topics, brokers)
             elif action == "execute":
-                _execute(admin, payload, args.additional)
+                _execute(admin, target, args.additional)
             elif action == "verify":
-                _verify(admin, payload)
+                _verify(admin, target)
             elif action == "cancel":
-                _cancel(admin, payload)
+                _cancel(admin, target)
             else:
                 _list(admin)
         finally:
@@ -255,7 +256,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _current(admin: Any, partitions: Sequence[tuple[str, int]]) -> Assignment:
+def _current(admin: Admin, partitions: Sequence[tuple[str, int]]) -> Assignment:
     """Each partition's replicas now; an unknown partition is an error."""
     topics = sorted({t for t, _ in partitions})
     from sluice.cli.tool_clients import ClientError
@@ -273,7 +274,7 @@ def _current(admin: Any, partitions: Sequence[tuple[str, int]]) -> Assignment:
     return out
 
 
-def _generate(admin: Any, topics: list[str], brokers: list[int]) -> None:
+def _generate(admin: Admin, topics: list[str], brokers: list[int]) -> None:
     from sluice.controller.admin_zk_client import assign_replicas_to_brokers
 
     existing = set(admin.broker_ids())
@@ -298,7 +299,7 @@ def _generate(admin: Any, topics: list[str], brokers: list[int]) -> None:
     print(f"Proposed partition reassignment configuration\n{format_reassignment_json(proposed)}")
 
 
-def _execute(admin: Any, proposed: Assignment, additional: bool) -> None:
+def _execute(admin: Admin, proposed: Assignment, additional: bool) -> None:
     if admin.list_partition_reassignments(None) and not additional:
         raise ToolError(_EXISTING)
     current = _current(admin, sorted(proposed))
@@ -323,7 +324,7 @@ def _execute(admin: Any, proposed: Assignment, additional: bool) -> None:
     print(f"Successfully started partition reassignment{plural} for {_names(sorted(proposed))}")
 
 
-def _verify(admin: Any, target: Assignment) -> None:
+def _verify(admin: Admin, target: Assignment) -> None:
     ongoing = admin.list_partition_reassignments(sorted(target))
     current = _current(admin, sorted(target))
     print("Status of partition reassignment:")
@@ -341,7 +342,7 @@ def _verify(admin: Any, target: Assignment) -> None:
             )
 
 
-def _cancel(admin: Any, target: Assignment) -> None:
+def _cancel(admin: Admin, target: Assignment) -> None:
     ongoing = admin.list_partition_reassignments(sorted(target))
     active = sorted(tp for tp in target if tp in ongoing)
     if not active:
@@ -356,7 +357,7 @@ def _cancel(admin: Any, target: Assignment) -> None:
     print(f"Successfully cancelled partition reassignment{plural} for: {_names(active)}")
 
 
-def _list(admin: Any) -> None:
+def _list(admin: Admin) -> None:
     ongoing = admin.list_partition_reassignments(None)
     if not ongoing:
         print("No partition reassignments found.")
