@@ -41,7 +41,10 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         consumer_groups,
         demo,
         dump_log,
+        get_offsets,
+        leader_election,
         log_dirs,
+        reassign_partitions,
         topics,
     )
 
@@ -54,6 +57,9 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     acls.add_parser(sub)
     dump_log.add_parser(sub)
     log_dirs.add_parser(sub)
+    get_offsets.add_parser(sub)
+    leader_election.add_parser(sub)
+    reassign_partitions.add_parser(sub)
     demo.add_demo_parser(sub)
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)

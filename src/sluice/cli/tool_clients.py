@@ -414,6 +414,43 @@ class Admin:
             for broker, dirs in found.items()
         }
 
+    def list_offsets(
+        self, partitions: Sequence[tuple[str, int]], spec: str | int
+    ) -> dict[tuple[str, int], int | None]:
+        """Each partition's offset for ``spec`` ("earliest", "latest" or a timestamp:
+        -3 asks for the record of the highest timestamp); None where the broker has none."""
+        found = self._call(self._admin.list_offsets, list(partitions), spec)
+        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[str | None, str | None]]:
+        """Each partition's outcome: (None, None) when elected, else (Kafka error code
+        name, message); every partition for None."""
+        found = self._call(self._admin.elect_leaders, election_type, partitions)
+        return {
+            (tp.topic, tp.partition): (None if code == 0 else _code_name(code), message)
+            for tp, (code, message) in found.items()
+        }
+
+    def alter_partition_reassignments(
+        self, targets: Mapping[tuple[str, int], list[int] | None]
+    ) -> dict[tuple[str, int], tuple[str | None, str | None]]:
+        """Start (replicas) or cancel (None) reassignments; each partition's outcome:
+        (None, None) when accepted, else (Kafka error code name, message)."""
+        found = self._call(self._admin.alter_partition_reassignments, dict(targets))
+        return {
+            (tp.topic, tp.partition): (None if code == 0 else _code_name(code), message)
+            for tp, (code, message) in found.items()
+        }
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """Reassignments in progress: (replicas, adding, removing) by partition."""
+        found = self._call(self._admin.list_partition_reassignments, partitions)
+        return {(tp.topic, tp.partition): value for tp, value in found.items()}
+
     def delete_group(self, group: str) -> None:
         self._call(self._admin.delete_groups, [group])
 

@@ -519,6 +519,94 @@ class Admin:
             out.update(list_offsets(self._client, node, wanted))
         return out
 
+    # -- leaders ---------------------------------------------------------------------------
+
+    def elect_leaders(
+        self, election_type: int, partitions: Iterable[TopicPartition | tuple[str, int]] | None
+    ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """Ask the controller for preferred (0) or unclean (1) leader elections of
+        ``partitions`` (None: every partition); returns each partition's (error code,
+        message): 0 elected, ELECTION_NOT_NEEDED when its leader already fits. Retries
+        while the controller moves (NOT_CONTROLLER) until ``default.api.timeout.ms``."""
+        by_topic: dict[str, list[int]] | None = None
+        if partitions is not None:
+            by_topic = {}
+            for tp in map(TopicPartition._make, partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            body = self._client.send(
+                self._controller(),
+                ApiKey.ELECT_LEADERS,
+                election_type=election_type,
+                topic_partitions=None if by_topic is None else [
+                    {"topic": t, "partitions": ps} for t, ps in by_topic.items()
+                ],
+                timeout=self.timeout_ms,
+            )  # fmt: skip
+            code = int(getattr(body, "error_code", 0))
+            if code != ErrorCode.not_controller or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
+        _check(code, None, "ElectLeaders")
+        return {
+            TopicPartition(r.topic, int(p.partition_id)): (int(p.error_code), p.error_message)
+            for r in body.replica_election_results
+            for p in r.partition_result
+        }
+
+    def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition | tuple[str, int], list[int] | None]
+    ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """Start moving each partition to its target replicas (None: cancel its
+        reassignment in progress); returns each partition's (error code, message)."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, replicas in targets.items():
+            t = TopicPartition(*tp)
+            by_topic.setdefault(t.topic, []).append(
+                {"partition_index": t.partition, "replicas": replicas}
+            )
+        body = self._client.send(
+            self._controller(),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            timeout=self.timeout_ms,
+            topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        )
+        _check(body.error_code, body.error_message, "AlterPartitionReassignments")
+        return {
+            TopicPartition(r.name, int(p.partition_index)): (int(p.error_code), p.error_message)
+            for r in body.responses
+            for p in r.partitions
+        }
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]] | None = None
+    ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        """Reassignments in progress (of ``partitions``; None: all): each partition's
+        (replicas, adding replicas, removing replicas)."""
+        topics: list[dict[str, Any]] | None = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in map(TopicPartition._make, partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        body = self._client.send(
+            self._controller(),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            timeout=self.timeout_ms,
+            topics=topics,
+        )
+        _check(body.error_code, body.error_message, "ListPartitionReassignments")
+        return {
+            TopicPartition(t.name, int(p.partition_index)): (
+                [int(r) for r in p.replicas],
+                [int(r) for r in p.adding_replicas],
+                [int(r) for r in p.removing_replicas],
+            )
+            for t in body.topics
+            for p in t.partitions
+        }
+
     # -- log dirs ----------------------------------------------------------------------
 
     def describe_log_dirs(

@@ -66,6 +66,9 @@ CLIENT_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ELECT_LEADERS: (1, 2),  # v1 adds the election type
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 """API key -> (min, max) version the Sluice clients implement; the network client
 sends each request at the highest version both sides support. (The transaction
