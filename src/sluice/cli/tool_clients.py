@@ -376,6 +376,7 @@ class Admin:
                     m.client_id,
                     m.host,
                     [(tp.topic, tp.partition) for tp in m.assignment],
+                    m.group_instance_id,
                 )
                 for m in desc.members
             ]
@@ -394,7 +395,23 @@ class Admin:
                     tp.topic, tp.partition, current, end, lag, owners.get((tp.topic, tp.partition))
                 )
             )
-        return GroupDescription(group, state, members, partitions)
+        node = self._call(self._admin.group_coordinator, group)
+        protocol = desc.protocol if desc is not None else ""
+        coordinator = (node.host, node.port, node.node_id)
+        return GroupDescription(group, state, members, partitions, protocol, coordinator)
+
+    def partition_offsets(
+        self, partitions: Sequence[tuple[str, int]], spec: str | int
+    ) -> dict[tuple[str, int], int | None]:
+        """Per partition: its "earliest" or "latest" offset, or (``spec`` an int) the
+        first offset whose timestamp is at least ``spec`` ms (None: no such record)."""
+        found = self._call(self._admin.list_offsets, [_tp(t, p) for t, p in partitions], spec)
+        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit ``offsets`` for a group without active members."""
+        wanted = {_tp(t, p): offset for (t, p), offset in offsets.items()}
+        self._call(self._admin.alter_group_offsets, group, wanted)
 
     def describe_log_dirs(self, brokers: Sequence[int]) -> dict[int, list[LogDirInfo]]:
         """Each broker's log directories with every partition log in them."""

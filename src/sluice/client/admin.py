@@ -671,6 +671,40 @@ class Admin:
                     )
         return out
 
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` for the group as Kafka's admin client does (generation -1,
+        no member id): the coordinator accepts it only while the group has no members,
+        and answers UNKNOWN_MEMBER_ID otherwise."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, offset in sorted(offsets.items()):
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": -1,
+                    "committed_metadata": "",
+                }
+            )
+        body = self._client.send(
+            self._coordinator(group_id),
+            ApiKey.OFFSET_COMMIT,
+            group_id=group_id,
+            generation_id_or_member_epoch=-1,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            retention_time_ms=-1,
+            topics=[{"name": t, "partitions": ps} for t, ps in topics.items()],
+        )
+        for t in body.topics:
+            for p in t.partitions:
+                _check(p.error_code, None, f"OffsetCommit {t.name}-{p.partition_index}")
+
+    def group_coordinator(self, group_id: str) -> BrokerInfo:
+        """The broker coordinating ``group_id``."""
+        node = self._coordinator(group_id)
+        return BrokerInfo(node.id, node.host, node.port, node.rack)
+
     def group_lag(self, group_id: str) -> dict[TopicPartition, int]:
         """Per partition: the high watermark minus the group's committed offset."""
         committed = self.list_group_offsets(group_id)
