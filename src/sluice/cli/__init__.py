@@ -43,6 +43,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         dump_log,
         log_dirs,
         topics,
+        transactions,
     )
 
     cluster.add_parser(sub)
@@ -58,6 +59,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)
     certs.add_parser(sub)
+    transactions.add_parser(sub)
     return parser
 
 

@@ -19,7 +19,7 @@ import logging
 import socket
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.cli.tool_types import (
     EARLIEST,
@@ -39,6 +39,9 @@ from sluice.cli.tool_types import (
     Warn,
 )
 from sluice.security.acl import AclBinding, AclBindingFilter
+
+if TYPE_CHECKING:
+    from sluice.client.admin import TransactionDescription, TransactionListing
 
 __all__ = [
     "EARLIEST",
@@ -433,6 +436,15 @@ class Admin:
 
     def delete_group(self, group: str) -> None:
         self._call(self._admin.delete_groups, [group])
+
+    def list_transactions(self) -> list[TransactionListing]:
+        return list(self._call(self._admin.list_transactions))
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        found: TransactionDescription = self._call(
+            self._admin.describe_transaction, transactional_id
+        )
+        return found
 
     def close(self) -> None:
         self._admin.close()
