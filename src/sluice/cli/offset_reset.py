@@ -24,7 +24,7 @@ __all__ = [
     "plan",
 ]
 
-TopicPartition = tuple[str, int]
+_Key = tuple[str, int]  # (topic, partition)
 
 # flag -> whether it takes a value
 MODES: dict[str, bool] = {
@@ -123,16 +123,16 @@ def parse_topic_scope(text: str) -> tuple[str, list[int] | None]:
 
 def plan(
     spec: ResetSpec,
-    partitions: Sequence[TopicPartition],
-    committed: Mapping[TopicPartition, int],
-    earliest: Mapping[TopicPartition, int],
-    latest: Mapping[TopicPartition, int],
-    by_time: Mapping[TopicPartition, int | None] | None = None,
+    partitions: Sequence[_Key],
+    committed: Mapping[_Key, int],
+    earliest: Mapping[_Key, int],
+    latest: Mapping[_Key, int],
+    by_time: Mapping[_Key, int | None] | None = None,
     warn: Callable[[str], None] = lambda _message: None,
-) -> dict[TopicPartition, int]:
+) -> dict[_Key, int]:
     """The new offset of each of ``partitions``. ``by_time`` holds, for --to-datetime
     and --by-duration, the first offset at or after the time (None: none)."""
-    out: dict[TopicPartition, int] = {}
+    out: dict[_Key, int] = {}
     for tp in partitions:
         low, high = earliest[tp], latest[tp]
         if spec.mode == "to-earliest":
@@ -161,9 +161,7 @@ def plan(
     return out
 
 
-def _in_range(
-    tp: TopicPartition, offset: int, low: int, high: int, warn: Callable[[str], None]
-) -> int:
+def _in_range(tp: _Key, offset: int, low: int, high: int, warn: Callable[[str], None]) -> int:
     name = f"{tp[0]}-{tp[1]}"
     if offset > high:
         warn(
