@@ -46,6 +46,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
         log_dirs,
         reassign_partitions,
         topics,
+        transactions,
     )
 
     cluster.add_parser(sub)
@@ -64,6 +65,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     bench.add_bench_parser(sub)
     chaos.add_parser(sub)
     certs.add_parser(sub)
+    transactions.add_parser(sub)
     return parser
 
 

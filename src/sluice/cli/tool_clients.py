@@ -19,7 +19,7 @@ import logging
 import socket
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.cli.tool_types import (
     EARLIEST,
@@ -39,6 +39,9 @@ from sluice.cli.tool_types import (
     Warn,
 )
 from sluice.security.acl import AclBinding, AclBindingFilter
+
+if TYPE_CHECKING:
+    from sluice.client.admin import TransactionDescription, TransactionListing
 
 __all__ = [
     "EARLIEST",
@@ -376,6 +379,7 @@ class Admin:
                     m.client_id,
                     m.host,
                     [(tp.topic, tp.partition) for tp in m.assignment],
+                    m.group_instance_id,
                 )
                 for m in desc.members
             ]
@@ -394,7 +398,23 @@ class Admin:
                     tp.topic, tp.partition, current, end, lag, owners.get((tp.topic, tp.partition))
                 )
             )
-        return GroupDescription(group, state, members, partitions)
+        node = self._call(self._admin.group_coordinator, group)
+        protocol = desc.protocol if desc is not None else ""
+        coordinator = (node.host, node.port, node.node_id)
+        return GroupDescription(group, state, members, partitions, protocol, coordinator)
+
+    def partition_offsets(
+        self, partitions: Sequence[tuple[str, int]], spec: str | int
+    ) -> dict[tuple[str, int], int | None]:
+        """Per partition: its "earliest" or "latest" offset, or (``spec`` an int) the
+        first offset whose timestamp is at least ``spec`` ms (None: no such record)."""
+        found = self._call(self._admin.list_offsets, [_tp(t, p) for t, p in partitions], spec)
+        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    def alter_group_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit ``offsets`` for a group without active members."""
+        wanted = {_tp(t, p): offset for (t, p), offset in offsets.items()}
+        self._call(self._admin.alter_group_offsets, group, wanted)
 
     def describe_log_dirs(self, brokers: Sequence[int]) -> dict[int, list[LogDirInfo]]:
         """Each broker's log directories with every partition log in them."""
@@ -453,6 +473,15 @@ class Admin:
 
     def delete_group(self, group: str) -> None:
         self._call(self._admin.delete_groups, [group])
+
+    def list_transactions(self) -> list[TransactionListing]:
+        return list(self._call(self._admin.list_transactions))
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        found: TransactionDescription = self._call(
+            self._admin.describe_transaction, transactional_id
+        )
+        return found
 
     def close(self) -> None:
         self._admin.close()

@@ -77,6 +77,7 @@ class GroupMember:
     client_id: str
     host: str
     assignment: list[tuple[str, int]]  # (topic, partition)
+    group_instance_id: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +96,8 @@ class GroupDescription:
     state: str
     members: list[GroupMember]
     partitions: list[GroupPartitionLag]
+    protocol: str = ""  # the assignment strategy the group chose ("range", ...)
+    coordinator: tuple[str, int, int] | None = None  # (host, port, broker id)
 
 
 @dataclasses.dataclass

@@ -27,7 +27,11 @@ from sluice.client.consumer.group_assignors import decode_assignment
 from sluice.client.consumer.group_coordinator import OffsetAndMetadata
 from sluice.client.errors import ConfigException, exception_for
 from sluice.client.net.cluster import Node, PartitionInfo
-from sluice.client.net.consumer_network_client import ConsumerNetworkClient, coordinator_node
+from sluice.client.net.consumer_network_client import (
+    ConsumerNetworkClient,
+    coordinator_broker_id,
+    coordinator_node,
+)
 from sluice.client.security import SECURITY_CONFIG_DEFAULTS, ClientSecurity
 from sluice.protocol import ApiKey, ErrorCode
 from sluice.security.acl import (
@@ -56,6 +60,8 @@ __all__ = [
     "ReplicaInfo",
     "TopicDescription",
     "TopicPartitionReplica",
+    "TransactionDescription",
+    "TransactionListing",
     "UserScramCredentialDeletion",
     "UserScramCredentialUpsertion",
 ]
@@ -145,6 +151,26 @@ class ConsumerGroupDescription:
     protocol_type: str
     protocol: str
     members: list[MemberDescription]
+
+
+@dataclass
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str  # Kafka's TransactionState name (Ongoing, CompleteCommit, ...)
+    coordinator_id: int
+
+
+@dataclass
+class TransactionDescription:
+    coordinator_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    start_time_ms: int | None  # None: no transaction open
+    partitions: list[TopicPartition]
 
 
 @dataclass(frozen=True)
@@ -673,10 +699,11 @@ class Admin:
 
     # -- groups ------------------------------------------------------------------------
 
-    def _coordinator(self, group_id: str) -> Node:
+    def _coordinator(self, group_id: str, key_type: int = 0) -> Node:
+        """The coordinator of a group (``key_type`` 0) or a transactional id (1)."""
         deadline = time.monotonic() + self.timeout_ms / 1000
         while True:
-            body = self._client.send(None, ApiKey.FIND_COORDINATOR, key=group_id, key_type=0)
+            body = self._client.send(None, ApiKey.FIND_COORDINATOR, key=group_id, key_type=key_type)
             if body.error_code == 0:
                 return coordinator_node(body)
             if ErrorCode(body.error_code) not in _RETRY_COORDINATOR or time.monotonic() > deadline:
@@ -758,6 +785,79 @@ class Admin:
                         int(p.committed_offset), p.metadata or ""
                     )
         return out
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` for the group as Kafka's admin client does (generation -1,
+        no member id): the coordinator accepts it only while the group has no members,
+        and answers UNKNOWN_MEMBER_ID otherwise."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, offset in sorted(offsets.items()):
+            topics.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": -1,
+                    "committed_metadata": "",
+                }
+            )
+        body = self._client.send(
+            self._coordinator(group_id),
+            ApiKey.OFFSET_COMMIT,
+            group_id=group_id,
+            generation_id_or_member_epoch=-1,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            retention_time_ms=-1,
+            topics=[{"name": t, "partitions": ps} for t, ps in topics.items()],
+        )
+        for t in body.topics:
+            for p in t.partitions:
+                _check(p.error_code, None, f"OffsetCommit {t.name}-{p.partition_index}")
+
+    def group_coordinator(self, group_id: str) -> BrokerInfo:
+        """The broker coordinating ``group_id``."""
+        node = self._coordinator(group_id)
+        return BrokerInfo(coordinator_broker_id(node), node.host, node.port, node.rack)
+
+    # -- transactions ------------------------------------------------------------------
+
+    def list_transactions(self) -> list[TransactionListing]:
+        """Every transactional id, asking each broker for those it coordinates."""
+        self._client.refresh_metadata([])
+        out: list[TransactionListing] = []
+        for node in sorted(self._client.cluster.nodes.values()):
+            body = self._client.send(
+                node, ApiKey.LIST_TRANSACTIONS, state_filters=[], producer_id_filters=[],
+                duration_filter=-1,
+            )  # fmt: skip
+            _check(body.error_code, None, f"ListTransactions on {node.id}")
+            out.extend(
+                TransactionListing(
+                    t.transactional_id, int(t.producer_id), t.transaction_state, node.id
+                )
+                for t in body.transaction_states
+            )
+        return sorted(out, key=lambda t: (t.coordinator_id, t.transactional_id))
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """The state of ``transactional_id`` as its coordinator holds it."""
+        node = self._coordinator(transactional_id, key_type=1)
+        body = self._client.send(
+            node, ApiKey.DESCRIBE_TRANSACTIONS, transactional_ids=[transactional_id]
+        )
+        t = body.transaction_states[0]
+        _check(t.error_code, None, f"DescribeTransactions {transactional_id}")
+        # kio decodes the start time to a datetime (Kafka's -1, none, reaches it as the
+        # epoch: see sluice.protocol.guard) and the timeout to a timedelta
+        start = round(t.transaction_start_time.timestamp() * 1000)
+        timeout_ms = round(t.transaction_timeout.total_seconds() * 1000)
+        return TransactionDescription(
+            coordinator_broker_id(node), t.transactional_id, int(t.producer_id),
+            int(t.producer_epoch),
+            t.transaction_state, timeout_ms, None if start <= 0 else start,
+            [TopicPartition(x.topic, int(p)) for x in t.topics for p in x.partitions],
+        )  # fmt: skip
 
     def group_lag(self, group_id: str) -> dict[TopicPartition, int]:
         """Per partition: the high watermark minus the group's committed offset."""

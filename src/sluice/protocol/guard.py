@@ -19,6 +19,9 @@ may send some): such fields are cut out. kio ignores the size prefix of a known 
 field and parses the value by its schema, so sizes enclosing a cut need no rewriting.
 And kio cannot read an int64 duration (OffsetCommit v2-4's ``retention_time``) beyond
 about ±292,000 years, which Kafka takes as it is: such a value is clamped to that.
+Nor can it read a negative non-nullable timestamp (DescribeTransactions'
+``transaction_start_time`` is -1 when no transaction is open): such a value is read
+as 0, the epoch, which callers take as "none".
 """
 
 from __future__ import annotations
@@ -82,6 +85,15 @@ def _timedelta_i64(buf: BytesLike, pos: int, end: int, edits: list[Edit]) -> int
     if not -_MAX_TIMEDELTA_MS <= ms <= _MAX_TIMEDELTA_MS:
         clamped = max(-_MAX_TIMEDELTA_MS, min(ms, _MAX_TIMEDELTA_MS))
         edits.append((pos, pos + 8, INT64.pack(clamped)))
+    return pos + 8
+
+
+def _datetime_i64(buf: BytesLike, pos: int, end: int, edits: list[Edit]) -> int:
+    if end - pos < 8:
+        raise _truncated()
+    (ms,) = INT64.unpack_from(buf, pos)
+    if ms < 0:
+        edits.append((pos, pos + 8, INT64.pack(0)))
     return pos + 8
 
 
@@ -226,6 +238,8 @@ def _field_plan(field: Field[Any], flexible: bool, tagged: bool) -> tuple[Skip, 
         kafka_type = get_schema_field_type(field)
         if kafka_type == "timedelta_i64":  # walked on its own: it may need clamping
             item, item_min = _timedelta_i64, 8
+        elif kafka_type == "datetime_i64" and not is_optional(field):  # -1 read as 0
+            item, item_min = _datetime_i64, 8
         elif kafka_type in _FIXED:
             fixed = _FIXED[kafka_type]
             item, item_min = _fixed(fixed), fixed

@@ -49,6 +49,11 @@ def coordinator_node(body: Any) -> Node:
     return Node(_MAX_NODE_ID - int(body.node_id), str(body.host), int(body.port))
 
 
+def coordinator_broker_id(node: Node) -> int:
+    """The broker id of a node made by :func:`coordinator_node`."""
+    return _MAX_NODE_ID - node.id
+
+
 def _bootstrap_addresses(servers: Iterable[str]) -> list[tuple[str, int]]:
     out = []
     for server in servers:
