@@ -51,7 +51,7 @@ PROG = "sluice acls"
 _OPS = [op.camel_name for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY)]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "acls",
         help="add, remove and list ACLs (like kafka-acls)",
@@ -68,22 +68,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                          help="remove ACLs")  # fmt: skip
     actions.add_argument("--list", dest="action", action="store_const", const="list",
                          help="list ACLs")  # fmt: skip
-    many = {"action": "append", "default": []}
-    parser.add_argument("--allow-principal", metavar="TYPE:NAME", **many,
+    parser.add_argument("--allow-principal", metavar="TYPE:NAME", action="append", default=[],
                         help="a principal to allow (User:alice, User:*); repeatable")  # fmt: skip
-    parser.add_argument("--deny-principal", metavar="TYPE:NAME", **many,
+    parser.add_argument("--deny-principal", metavar="TYPE:NAME", action="append", default=[],
                         help="a principal to deny; repeatable")  # fmt: skip
-    parser.add_argument("--principal", metavar="TYPE:NAME", **many,
+    parser.add_argument("--principal", metavar="TYPE:NAME", action="append", default=[],
                         help="--list: only the ACLs of this principal; repeatable")  # fmt: skip
-    parser.add_argument("--allow-host", metavar="HOST", **many,
+    parser.add_argument("--allow-host", metavar="HOST", action="append", default=[],
                         help="a host the allowed principals may come from (default *)")  # fmt: skip
-    parser.add_argument("--deny-host", metavar="HOST", **many,
+    parser.add_argument("--deny-host", metavar="HOST", action="append", default=[],
                         help="a host the denied principals come from (default *)")  # fmt: skip
-    parser.add_argument("--operation", metavar="OP", **many,
+    parser.add_argument("--operation", metavar="OP", action="append", default=[],
                         help=f"one of {', '.join(_OPS)} (default All); repeatable")  # fmt: skip
-    parser.add_argument("--topic", metavar="NAME", **many, help="a topic (* for all); repeatable")
-    parser.add_argument("--group", metavar="NAME", **many, help="a consumer group; repeatable")
-    parser.add_argument("--transactional-id", metavar="ID", **many,
+    parser.add_argument("--topic", metavar="NAME", action="append", default=[],
+                        help="a topic (* for all); repeatable")  # fmt: skip
+    parser.add_argument("--group", metavar="NAME", action="append", default=[],
+                        help="a consumer group; repeatable")  # fmt: skip
+    parser.add_argument("--transactional-id", metavar="ID", action="append", default=[],
                         help="a transactional id; repeatable")  # fmt: skip
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
     parser.add_argument(

@@ -79,7 +79,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_broker_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_broker_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``broker`` on ``sub``."""
     broker = sub.add_parser(
         "broker",

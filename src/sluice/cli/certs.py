@@ -24,7 +24,7 @@ PROG = "sluice certs"
 _DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else None
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "certs",
         help="make a development CA and broker and client certificates (PEM)",

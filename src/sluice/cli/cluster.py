@@ -235,7 +235,7 @@ def cmd_cluster_start(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``cluster start`` on ``sub``."""
     cluster = sub.add_parser(
         "cluster", help="run a local cluster (ZooKeeper plus brokers) for trying things out",

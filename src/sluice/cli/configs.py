@@ -290,7 +290,7 @@ class _Shorthand(argparse.Action):
         namespace.shorthands = found
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "configs",
         help="describe and alter topic, broker, user and client-id configs (quotas)",

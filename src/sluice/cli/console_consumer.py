@@ -51,7 +51,7 @@ Formatter properties (--property KEY=VALUE):
   null.literal=TEXT      how a null key, value or header prints (default: null)"""
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "console-consumer",
         help="print the records of a topic",

@@ -39,7 +39,7 @@ Reader properties (--property KEY=VALUE):
                             (default: stop with an error)"""
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "console-producer",
         help="send lines from stdin to a topic",

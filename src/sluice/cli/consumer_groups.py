@@ -49,7 +49,7 @@ only while it has no active members.
 """
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "consumer-groups",
         help="list, describe and delete consumer groups",

@@ -75,7 +75,7 @@ position and what is wrong, and index entries are checked against the data file;
 makes the exit status 1. The files are only read: a running broker's files can be dumped."""
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "dump-log",
         help="print and check the batches and index entries of segment files",

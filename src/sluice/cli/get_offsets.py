@@ -125,7 +125,7 @@ def parse_time(text: str) -> str | int:
     return _SPECS.get(value, value)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "get-offsets",
         help="print partitions' offsets for a time",

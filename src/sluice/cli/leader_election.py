@@ -34,7 +34,7 @@ leader already fitted; any partition that could not be elected makes it exit 1.
 _TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "leader-election",
         help="elect preferred or unclean partition leaders",

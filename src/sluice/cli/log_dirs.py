@@ -38,7 +38,7 @@ _EXCEPTIONS = {
 _UNKNOWN = "org.apache.kafka.common.errors.UnknownServerException"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "log-dirs",
         help="describe brokers' log directories",

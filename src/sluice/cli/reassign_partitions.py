@@ -52,7 +52,7 @@ _EXISTING = (
 Assignment = dict[tuple[str, int], list[int]]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "reassign-partitions",
         help="move partitions' replicas between brokers",

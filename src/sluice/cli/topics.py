@@ -121,7 +121,7 @@ def _add_options(parser: argparse.ArgumentParser, action: str | None) -> None:
         parser.add_argument(option, **kwargs, **default, help=text)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "topics",
         help="create, list, describe, alter and delete topics",

@@ -42,7 +42,7 @@ _NO_DESCRIBE_PRODUCERS = (
 )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "transactions",
         help="list and describe transactions",
