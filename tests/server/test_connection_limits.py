@@ -216,9 +216,8 @@ def test_out_of_descriptors_accepting_backs_off_with_one_log_line(tmp_path: Path
         for conn in served:
             conn.close()
         # Descriptors free again: the waiting connections are accepted after the back-off.
-        assert [conn.answer(10) for conn in waiting[: len(served) - 1]] == ["answered"] * (
-            len(served) - 1
-        )
+        freed = waiting[: len(served) - 1]
+        assert [conn.answer(10) for conn in freed] == ["answered"] * len(freed)
         log = proc.log_path.read_text(errors="replace")
         assert log.count("accepting paused from") == 1, log  # one line, not one per try
         assert "out of system resource" not in log, log  # asyncio's traceback per accept
