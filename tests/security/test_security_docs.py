@@ -1,4 +1,4 @@
-"""docs/security.md's examples, run as written (tests/support/doc_examples.py): the
+"""docs/security.md's, docs/acls.md's and docs/quotas.md's examples, run as written (tests/support/doc_examples.py): the
 development CA made with ``sluice certs``, brokers started with the documented
 properties (ports rewritten to free ones, ``/path/to/pki`` to the CA's directory), the
 documented client settings used with Sluice's clients, confluent-kafka, kafka-python
@@ -34,7 +34,7 @@ from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration  # brokers, ZooKeeper, clients
 
-DOC = examples("security.md")
+DOC = examples("security.md", "acls.md", "quotas.md")
 TIMEOUT_S = 15
 
 

@@ -37,13 +37,15 @@ class Command:
     """The lines the document says it prints (its ``# `` comments)."""
 
 
-def examples(document: str) -> dict[str, Example]:
-    """The named examples of ``docs/<document>``; a name used twice is an error."""
+def examples(*documents: str) -> dict[str, Example]:
+    """The named examples of ``docs/<document>`` for each document; a name used twice is
+    an error."""
     found: dict[str, Example] = {}
-    for match in _EXAMPLE.finditer((DOCS / document).read_text()):
-        name, language, text = match.groups()
-        assert name not in found, f"example {name} twice in {document}"
-        found[name] = Example(name, language, text)
+    for document in documents:
+        for match in _EXAMPLE.finditer((DOCS / document).read_text()):
+            name, language, text = match.groups()
+            assert name not in found, f"example {name} twice in {documents}"
+            found[name] = Example(name, language, text)
     return found
 
 
