@@ -23,8 +23,8 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    command_config,
     fail,
-    read_properties_file,
     warner,
 )
 from sluice.security import KafkaPrincipal
@@ -207,7 +207,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.action == "add" and not (args.allow_principal or args.deny_principal):
         raise UsageError("--add needs --allow-principal or --deny-principal")
-    config = read_properties_file(args.command_config) if args.command_config else {}
+    config = command_config(args)
     from sluice.cli.tool_clients import Admin, ClientError
 
     try:

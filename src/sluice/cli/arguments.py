@@ -81,3 +81,9 @@ def read_properties_file(path: str) -> dict[str, str]:
             raise ToolError(f"{path}:{number}: expected key=value, got {raw!r}")
         result[line[:cut].strip()] = line[cut + 1 :].strip()
     return result
+
+
+def command_config(args: argparse.Namespace) -> dict[str, str]:
+    """The client settings of a tool's ``--command-config`` file (none without one)."""
+    path = getattr(args, "command_config", None)
+    return read_properties_file(path) if path else {}

@@ -38,6 +38,7 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    command_config,
     fail,
     read_properties_file,
     warner,
@@ -417,7 +418,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.zookeeper:
         return _run_on_zookeeper(args.zookeeper, args.describe, entities, add, delete)
     handler = ENTITY_TYPES[entities[0].entity_type]
-    config = read_properties_file(args.command_config) if args.command_config else {}
+    config = command_config(args)
     from sluice.cli.tool_clients import Admin, ClientError
 
     try:

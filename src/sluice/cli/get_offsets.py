@@ -14,8 +14,8 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    command_config,
     fail,
-    read_properties_file,
     warner,
 )
 
@@ -189,7 +189,7 @@ def _run(args: argparse.Namespace, out: Callable[[str], None]) -> int:
         raise UsageError("--bootstrap-server is required")
     wanted = _filter(args)
     spec = parse_time(args.time)
-    config = read_properties_file(args.command_config) if args.command_config else {}
+    config = command_config(args)
     from sluice.cli.tool_clients import Admin, ClientError
 
     warn = warner(PROG)

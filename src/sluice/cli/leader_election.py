@@ -12,8 +12,8 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    command_config,
     fail,
-    read_properties_file,
     warner,
 )
 
@@ -140,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
     if kind not in _TYPES:
         raise UsageError(f"--election-type must be PREFERRED or UNCLEAN, not {args.election_type}")
     partitions = _partitions(args)
-    config = read_properties_file(args.command_config) if args.command_config else {}
+    config = command_config(args)
     from sluice.cli.tool_clients import Admin, ClientError
 
     try:

@@ -10,8 +10,8 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    command_config,
     fail,
-    read_properties_file,
     warner,
 )
 
@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--bootstrap-server is required")
     wanted = _ids(args.broker_list, "--broker-list")
     topics = [t for t in (args.topic_list or "").split(",") if t]
-    config = read_properties_file(args.command_config) if args.command_config else {}
+    config = command_config(args)
     from sluice.cli.tool_clients import Admin, ClientError
 
     try:

@@ -14,8 +14,8 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    command_config,
     fail,
-    read_properties_file,
     warner,
 )
 
@@ -233,7 +233,7 @@ def _run(args: argparse.Namespace) -> int:
         target = parse_reassignment_json(_read(args.reassignment_json_file))
     if args.additional and action != "execute":
         raise UsageError("--additional is only for --execute")
-    config = read_properties_file(args.command_config) if args.command_config else {}
+    config = command_config(args)
     from sluice.cli.tool_clients import Admin, ClientError
 
     try:

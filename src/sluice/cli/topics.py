@@ -15,9 +15,9 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    command_config,
     fail,
     parse_assignments,
-    read_properties_file,
     warner,
 )
 
@@ -194,7 +194,7 @@ def _action(args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     action = _action(args)
-    config = read_properties_file(args.command_config) if args.command_config else {}
+    config = command_config(args)
     from sluice.cli.tool_clients import Admin, ClientError
 
     try:

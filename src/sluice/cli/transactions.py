@@ -11,8 +11,8 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    command_config,
     fail,
-    read_properties_file,
     warner,
 )
 
@@ -94,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ToolError(_NO_DESCRIBE_PRODUCERS.format(command=command))
     if not args.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
-    config = read_properties_file(args.command_config) if args.command_config else {}
+    config = command_config(args)
     from sluice.cli.tool_clients import Admin, ClientError
 
     try:
