@@ -42,6 +42,7 @@ from sluice.client.errors import KafkaException
 
 from .offsets import OffsetReader, check_progress, data_loss, resolve, spread_limit
 from .options import OffsetMap, ReaderOptions, offsets_from_json_dict, offsets_to_json_dict
+from .task_log import log_task_read
 
 __all__ = [
     "OffsetRange",
@@ -189,6 +190,7 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
                 )
         if cols.offsets:
             yield cols.batch(part.topic, part.partition)
+        log_task_read(part.topic, part.partition, part.start, part.end, consumer)
 
 
 def _skip_lost(

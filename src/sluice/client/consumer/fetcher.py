@@ -219,6 +219,8 @@ class Fetcher(threading.Thread):
         self._stopping = threading.Event()
         self.fetch_count = 0
         self.incremental_fetch_count = 0
+        self.fetches_by_node: dict[int, int] = {}
+        """Fetch responses received, per broker id (which leaders this consumer read from)."""
 
     def stop(self) -> None:
         self._stopping.set()
@@ -347,6 +349,7 @@ class Fetcher(threading.Thread):
             rack_id="",
         )
         self.fetch_count += 1
+        self.fetches_by_node[node] = self.fetches_by_node.get(node, 0) + 1
         if not session.is_full:
             self.incremental_fetch_count += 1
         top = ErrorCode(body.error_code)
