@@ -21,13 +21,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.minutes < 1 or args.partitions < 1:
         print("sluice demo: --minutes and --partitions must be >= 1", file=sys.stderr)
         return 2
+    if args.cluster and args.bootstrap_server:
+        print("sluice demo: --cluster starts its own brokers; drop --bootstrap-server",
+              file=sys.stderr)  # fmt: skip
+        return 2
     from sluice.cli.broker import setup_logging
 
     setup_logging(args.log_level)
     config = DemoConfig(
         events=args.events, rate=args.rate, window_s=args.window, watermark_s=args.watermark,
         minutes=args.minutes, partitions=args.partitions, output_dir=Path(args.output_dir),
-        bootstrap_server=args.bootstrap_server, seed=args.seed,
+        bootstrap_server=args.bootstrap_server, seed=args.seed, cluster=args.cluster,
     )  # fmt: skip
     result = run_demo(config)
     return 0 if result.matches else 1
@@ -63,6 +67,10 @@ def add_demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                       help="where the Parquet files, checkpoints and chart go")  # fmt: skip
     demo.add_argument("--bootstrap-server", metavar="HOST:PORT",
                       help="use this cluster instead of an embedded broker")  # fmt: skip
+    demo.add_argument("--cluster", action="store_true",
+                      help="run on 3 broker processes (ZooKeeper, replication factor 3) and a "
+                           "Spark standalone master with 2 workers, all local processes "
+                           "stopped at exit; default: an embedded broker and local[2]")  # fmt: skip
     demo.add_argument("--seed", type=int, default=7, help="random seed of the generator")
     demo.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
     demo.set_defaults(func=cmd_demo)

@@ -1,4 +1,5 @@
-"""``sluice demo``: the end-to-end pipeline on an embedded broker (or a given cluster).
+"""``sluice demo``: the end-to-end pipeline on an embedded broker (or a given cluster, or
+with ``--cluster`` three broker processes and a Spark standalone cluster: :mod:`.cluster`).
 
 A producer thread sends an online shop's clickstream (:mod:`.events`) through
 Sluice's producer at a steady rate while Spark (:mod:`.pipeline`) turns it into
@@ -41,6 +42,7 @@ class DemoConfig:
     bootstrap_server: str | None = None
     seed: int = 7
     trigger_s: float = 3.0
+    cluster: bool = False  # 3 broker processes and a Spark standalone cluster (.cluster)
 
 
 @dataclass
@@ -159,11 +161,17 @@ def run_demo(
         log(f"[{time.monotonic() - began:6.1f}s] {message}")
 
     broker = None
+    demo_cluster = None
     own_spark = spark is None
     producer: _ProducerThread | None = None
     try:
         bootstrap = config.bootstrap_server
-        if bootstrap is None:
+        if config.cluster:
+            from .cluster import DemoCluster
+
+            demo_cluster = DemoCluster(out, say)
+            bootstrap, spark = demo_cluster.start()
+        elif bootstrap is None:
             broker = sluice.EmbeddedBroker().start()
             bootstrap = broker.bootstrap_servers
             say(f"embedded Sluice broker on {bootstrap}")
@@ -213,6 +221,9 @@ def run_demo(
         say(f"read {len(rows)} window rows back from {metrics_topic}; {parquet_rows} in Parquet")
         for line in summary_lines(metrics):
             log(line)
+        if demo_cluster is not None:
+            for line in demo_cluster.read_summary(clicks):
+                say(line)
         expected = _expected(events, config.window_s)
         chart = render_chart(
             metrics, out / "shop_metrics.png",
@@ -235,3 +246,5 @@ def run_demo(
             spark.stop()
         if broker is not None:
             broker.stop()
+        if demo_cluster is not None:
+            demo_cluster.stop()
