@@ -37,7 +37,7 @@ from support.exactly_once import check_exactly_once
 from support.waiting import wait_until
 from support.zookeeper import require_zookeeper
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 BROKERS = [1, 2, 3]
 PARTITIONS = 3
