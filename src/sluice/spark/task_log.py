@@ -51,7 +51,8 @@ def _configure_from_env() -> None:
     level = os.environ.get(LOG_LEVEL_ENV, "").strip().upper()
     if not level or log.handlers:
         return
-    handler = logging.StreamHandler(sys.stderr)
+    # the process's own stderr: Spark may wrap sys.stderr while a task runs
+    handler = logging.StreamHandler(sys.__stderr__ or sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     log.addHandler(handler)
     log.setLevel(level)
