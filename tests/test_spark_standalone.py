@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from sluice.base import TopicPartition
 from sluice.client.net.cluster import Cluster, Node
 from sluice.spark.standalone import (
     MasterStatus,
@@ -21,7 +22,13 @@ from sluice.spark.standalone import (
     master_command,
     worker_command,
 )
-from sluice.spark.task_log import LOG_LEVEL_ENV, BrokerFetches, log_task_read, parse_task_reads
+from sluice.spark.task_log import (
+    LOG_LEVEL_ENV,
+    BrokerFetches,
+    fetch_counts,
+    log_task_read,
+    parse_task_reads,
+)
 
 HOME = Path("/opt/pyspark")
 
@@ -96,21 +103,27 @@ def test_session_settings_ship_sluice_to_the_executors(tmp_path: Path) -> None:
         StandaloneSparkCluster(workers=0)
 
 
-def _consumer(fetches: dict[int, int]) -> SimpleNamespace:
+def _consumer(fetches: dict[tuple[str, int], dict[int, int]]) -> SimpleNamespace:
     nodes = [Node(1, "127.0.0.1", 9092), Node(2, "127.0.0.1", 9093)]
     client = SimpleNamespace(cluster=Cluster("c", nodes, ()))
-    return SimpleNamespace(fetcher=SimpleNamespace(client=client, fetches_by_node=fetches))
+    counts = {TopicPartition(*tp): by_node for tp, by_node in fetches.items()}
+    return SimpleNamespace(fetcher=SimpleNamespace(client=client, partition_fetches=counts))
 
 
 def test_a_task_line_names_the_brokers_it_fetched_from_and_parses_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="sluice.spark")
-    log_task_read("shop-clicks-7a-2", 2, 100, 1600, _consumer({1: 4}))  # type: ignore[arg-type]
-    log_task_read("t", 0, 0, 10, _consumer({2: 1, 1: 3}))  # type: ignore[arg-type]
-    text = "\n".join(f"2026-11-28 17:00:00 INFO {r.name}: {r.getMessage()}"
-                     for r in caplog.records)  # fmt: skip
-    first, moved = parse_task_reads("other line\n" + text)
+    # a consumer kept from earlier tasks: only this task's fetches of its partition count
+    consumer = _consumer({("shop-clicks-7a-2", 2): {1: 9}, ("t", 0): {2: 5}})
+    before = fetch_counts(consumer, "shop-clicks-7a-2", 2)  # type: ignore[arg-type]
+    assert before == {1: 9}
+    consumer.fetcher.partition_fetches[TopicPartition("shop-clicks-7a-2", 2)][1] = 13
+    log_task_read("shop-clicks-7a-2", 2, 100, 1600, consumer, before)  # type: ignore[arg-type]
+    moved = _consumer({("t", 0): {2: 1, 1: 3}})
+    log_task_read("t", 0, 0, 10, moved, {})  # type: ignore[arg-type]
+    text = "\n".join(f"2026-11-28 17:00:00 INFO {r.name}: {r.getMessage()}" for r in caplog.records)
+    first, second = parse_task_reads("other line\n" + text)
     assert (first.topic, first.partition, first.start, first.end) == (
         "shop-clicks-7a-2",
         2,
@@ -119,11 +132,11 @@ def test_a_task_line_names_the_brokers_it_fetched_from_and_parses_back(
     )
     assert first.brokers == (BrokerFetches(1, "127.0.0.1", 9092, 4),)
     assert first.pid > 0 and first.broker_ids == {1}
-    assert moved.broker_ids == {1, 2}
-    assert moved.brokers[1] == BrokerFetches(2, "127.0.0.1", 9093, 1)
+    assert second.broker_ids == {1, 2}
+    assert second.brokers[1] == BrokerFetches(2, "127.0.0.1", 9093, 1)
 
 
 def test_task_lines_are_off_without_the_level(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="sluice.spark")
-    log_task_read("t", 0, 0, 10, _consumer({1: 1}))  # type: ignore[arg-type]
+    log_task_read("t", 0, 0, 10, _consumer({("t", 0): {1: 1}}), {})  # type: ignore[arg-type]
     assert parse_task_reads("\n".join(r.getMessage() for r in caplog.records)) == []

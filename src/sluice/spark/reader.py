@@ -42,7 +42,7 @@ from sluice.client.errors import KafkaException
 
 from .offsets import OffsetReader, check_progress, data_loss, resolve, spread_limit
 from .options import OffsetMap, ReaderOptions, offsets_from_json_dict, offsets_to_json_dict
-from .task_log import log_task_read
+from .task_log import fetch_counts, log_task_read
 
 __all__ = [
     "OffsetRange",
@@ -160,6 +160,7 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
         position = _skip_lost(consumer, tp, part.start, part.end, options, where)
         consumer.assign([tp])
         consumer.seek(tp, position)
+        fetched_before = fetch_counts(consumer, part.topic, part.partition)
         deadline = time.monotonic() + options.poll_timeout_s
         while position < part.end:
             records = consumer.poll(min(1.0, options.poll_timeout_s))
@@ -190,7 +191,7 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
                 )
         if cols.offsets:
             yield cols.batch(part.topic, part.partition)
-        log_task_read(part.topic, part.partition, part.start, part.end, consumer)
+        log_task_read(part.topic, part.partition, part.start, part.end, consumer, fetched_before)
 
 
 def _skip_lost(

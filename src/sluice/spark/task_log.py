@@ -25,13 +25,23 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from sluice.base import TopicPartition
 
 if TYPE_CHECKING:
     from sluice.client.consumer.consumer import Consumer
 
-__all__ = ["LOG_LEVEL_ENV", "BrokerFetches", "TaskRead", "log_task_read", "parse_task_reads"]
+__all__ = [
+    "LOG_LEVEL_ENV",
+    "BrokerFetches",
+    "TaskRead",
+    "fetch_counts",
+    "log_task_read",
+    "parse_task_reads",
+]
 
 LOG_LEVEL_ENV = "SLUICE_SPARK_LOG_LEVEL"
 """The environment variable that turns the task lines on in Spark's Python workers."""
@@ -59,15 +69,28 @@ def _configure_from_env() -> None:
     log.propagate = False  # Spark's own capture of worker output would repeat the line
 
 
-def log_task_read(topic: str, partition: int, start: int, end: int, consumer: Consumer) -> None:
+def fetch_counts(consumer: Consumer, topic: str, partition: int) -> dict[int, int]:
+    """How many Fetch responses of ``consumer`` covered ``topic-partition`` so far, by
+    broker id; a task takes them when it starts, since a consumer may serve many tasks."""
+    return dict(consumer.fetcher.partition_fetches.get(TopicPartition(topic, partition), {}))
+
+
+def log_task_read(
+    topic: str, partition: int, start: int, end: int, consumer: Consumer,
+    before: Mapping[int, int],
+) -> None:  # fmt: skip
     """Log that this task read ``[start, end)`` of ``topic-partition`` with ``consumer``,
-    naming each broker its Fetch requests went to (id, address, count)."""
+    naming each broker its Fetch requests for the partition went to since ``before``
+    (:func:`fetch_counts` at the task's start): id, address and count."""
     _configure_from_env()
     if not log.isEnabledFor(logging.INFO):
         return
     cluster = consumer.fetcher.client.cluster
     served = []
-    for node_id, fetches in sorted(consumer.fetcher.fetches_by_node.items()):
+    for node_id, total in sorted(fetch_counts(consumer, topic, partition).items()):
+        fetches = total - before.get(node_id, 0)
+        if fetches <= 0:
+            continue
         node = cluster.node_by_id(node_id)
         address = "?:0" if node is None else f"{node.host}:{node.port}"
         served.append(f"broker {node_id} at {address} ({fetches} fetches)")

@@ -219,8 +219,9 @@ class Fetcher(threading.Thread):
         self._stopping = threading.Event()
         self.fetch_count = 0
         self.incremental_fetch_count = 0
-        self.fetches_by_node: dict[int, int] = {}
-        """Fetch responses received, per broker id (which leaders this consumer read from)."""
+        self.partition_fetches: dict[TopicPartition, dict[int, int]] = {}
+        """Per partition, the Fetch responses that covered it, by broker id: which
+        leaders this consumer read it from."""
 
     def stop(self) -> None:
         self._stopping.set()
@@ -349,7 +350,9 @@ class Fetcher(threading.Thread):
             rack_id="",
         )
         self.fetch_count += 1
-        self.fetches_by_node[node] = self.fetches_by_node.get(node, 0) + 1
+        for tp in wanted:
+            served = self.partition_fetches.setdefault(tp, {})
+            served[node] = served.get(node, 0) + 1
         if not session.is_full:
             self.incremental_fetch_count += 1
         top = ErrorCode(body.error_code)
