@@ -18,12 +18,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("sluice demo: --events and --window must be >= 1, --rate and --watermark >= 0",
               file=sys.stderr)  # fmt: skip
         return 2
-    if args.minutes < 1 or args.partitions < 1:
-        print("sluice demo: --minutes and --partitions must be >= 1", file=sys.stderr)
-        return 2
     if args.cluster and args.bootstrap_server:
         print("sluice demo: --cluster starts its own brokers; drop --bootstrap-server",
               file=sys.stderr)  # fmt: skip
+        return 2
+    if args.minutes < 1 or args.partitions < 1:
+        print("sluice demo: --minutes and --partitions must be >= 1", file=sys.stderr)
         return 2
     from sluice.cli.broker import setup_logging
 

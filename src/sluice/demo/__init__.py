@@ -244,7 +244,7 @@ def run_demo(
             producer.join(30)
         if own_spark and spark is not None:
             spark.stop()
-        if broker is not None:
-            broker.stop()
         if demo_cluster is not None:
             demo_cluster.stop()
+        if broker is not None:
+            broker.stop()

@@ -39,7 +39,9 @@ class DemoCluster:
         self.spark_cluster: Any = None
         self.spark: Any = None
 
-    def start(self) -> tuple[str, Any]:
+    def start(self, **spark_conf: str) -> tuple[str, Any]:
+        """Start both clusters and a Spark session on them (``spark_conf`` added to its
+        settings); returns the bootstrap servers and the session."""
         from sluice.spark.standalone import StandaloneSparkCluster
 
         self.say("starting ZooKeeper and 3 Sluice brokers (processes)")
@@ -56,7 +58,7 @@ class DemoCluster:
         self.spark_cluster.start()
         self.say(f"Spark master {self.spark_cluster.master_url}, workers up; starting the "
                  "application")  # fmt: skip
-        self.spark = self.spark_cluster.session("sluice-demo")
+        self.spark = self.spark_cluster.session("sluice-demo", **spark_conf)
         self.say(f"Spark {self.spark.version} ready on {self.spark_cluster.master_url}")
         return bootstrap, self.spark
 
