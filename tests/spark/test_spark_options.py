@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -16,6 +17,7 @@ from sluice.spark.offsets import (
     TriggerDelay,
     check_progress,
     offsets_behind_latest,
+    resolve,
     source_metrics,
     split_ranges,
     spread_limit,
@@ -253,3 +255,50 @@ def test_offsets_behind_latest_metrics() -> None:
     progress = {"endOffset": '{"t": {"0": 10}}', "latestOffset": '{"t": {"0": 12}}'}
     assert source_metrics(progress)["maxOffsetsBehindLatest"] == "2"
     assert source_metrics({"endOffset": None, "latestOffset": None}) == {}
+
+
+class _FakeOffsets:
+    """The OffsetReader calls resolve makes, over fixed logs: offsets 0..9 per partition,
+    the record at offset i stamped 100 * i."""
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+
+    def earliest(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {tp: 0 for tp in tps}
+
+    def latest(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        return {tp: 10 for tp in tps}
+
+    def for_times(self, times: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        return {tp: -(-ts // 100) for tp, ts in times.items() if ts <= 900}
+
+
+def test_resolve_timestamps_and_unnamed_assigned_partitions() -> None:
+    tps = [("t", 0), ("t", 1)]
+    sub = {**BASE, "assign": '{"t": [0, 1]}'}
+
+    def offsets(options: dict[str, str], what: str, streaming: bool = False) -> dict[Any, int]:
+        parsed = ReaderOptions.parse({**sub, **options}, streaming=streaming)
+        spec = parsed.ending if what.startswith("ending") else parsed.starting
+        return resolve(spec, tps, _FakeOffsets(parsed), what)  # type: ignore[arg-type]
+
+    assert offsets({"startingTimestamp": "250"}, "startingOffsets") == {("t", 0): 3, ("t", 1): 3}
+    with pytest.raises(ValueError, match=r"No offset matched .* t-0 and timestamp 5000"):
+        offsets({"startingTimestamp": "5000"}, "startingOffsets")
+    late = {"startingTimestamp": "5000", "startingOffsetsByTimestampStrategy": "latest"}
+    assert offsets(late, "startingOffsets") == {("t", 0): 10, ("t", 1): 10}
+    assert offsets({"endingTimestamp": "5000"}, "endingOffsets") == {("t", 0): 10, ("t", 1): 10}
+    # with assign, a partition the JSON leaves out starts at earliest and ends at latest
+    one = json.dumps({"t": {"1": 400}})
+    assert offsets({"startingOffsetsByTimestamp": one}, "startingOffsets") == {
+        ("t", 0): 0, ("t", 1): 4,
+    }  # fmt: skip
+    assert offsets({"endingOffsetsByTimestamp": one}, "endingOffsets") == {
+        ("t", 0): 10, ("t", 1): 4,
+    }  # fmt: skip
+    assert offsets({"endingOffsets": json.dumps({"t": {"1": 5}})}, "endingOffsets") == {
+        ("t", 0): 10, ("t", 1): 5,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="do not exist"):
+        offsets({"startingOffsetsByTimestamp": json.dumps({"t": {"7": 1}})}, "startingOffsets")

@@ -150,9 +150,11 @@ def resolve(
     if isinstance(spec, ByTimestamp):
         return _resolve_times(spec, tps, reader, what)
     _check_named(spec, tps, reader, what)
-    need_earliest = [tp for tp in tps if spec.get(tp, EARLIEST) == EARLIEST]
-    need_latest = [tp for tp in tps if spec.get(tp) == LATEST]
-    out = {tp: spec[tp] for tp in tps if spec.get(tp, EARLIEST) >= 0}
+    # a partition left out (assign only) starts at earliest and ends at latest
+    unnamed = LATEST if what.startswith("ending") else EARLIEST
+    need_earliest = [tp for tp in tps if spec.get(tp, unnamed) == EARLIEST]
+    need_latest = [tp for tp in tps if spec.get(tp, unnamed) == LATEST]
+    out = {tp: spec[tp] for tp in tps if spec.get(tp, unnamed) >= 0}
     out.update(reader.earliest(need_earliest))
     out.update(reader.latest(need_latest))
     return out
@@ -190,8 +192,10 @@ def _resolve_times(
             f"{wanted[tp]}. (set startingOffsetsByTimestampStrategy=latest to start such "
             "partitions at the latest offset instead)"
         )
-    out.update(reader.latest(unmatched))
-    out.update(reader.earliest([tp for tp in tps if tp not in wanted]))
+    unnamed = [tp for tp in tps if tp not in wanted]
+    out.update(reader.latest(unmatched + unnamed if ending else unmatched))
+    if not ending:
+        out.update(reader.earliest(unnamed))
     return out
 
 
