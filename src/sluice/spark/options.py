@@ -375,6 +375,8 @@ class ReaderOptions:
                 f"maxOffsetsPerTrigger({max_per_trigger})."
             )
         delay_ms = time_string_ms(opts.get("maxtriggerdelay", "15m"), "maxTriggerDelay")
+        if streaming and "maxtriggerdelay" in opts and min_per_trigger is None:
+            log.warning("maxTriggerDelay has no effect without minOffsetsPerTrigger")
         try:
             poll_ms = float(opts.get("kafkaconsumer.polltimeoutms", "120000"))
         except ValueError:
