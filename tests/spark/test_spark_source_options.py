@@ -1,8 +1,10 @@
 """The ``sluice`` source's timestamp, splitting and micro-batch options on a real local
 Spark session: startingTimestamp / endingTimestamp and their per-partition forms with
-startingOffsetsByTimestampStrategy, minPartitions and maxRecordsPerPartition,
-minOffsetsPerTrigger with maxTriggerDelay and maxOffsetsPerTrigger, and the latest
-offset in the progress from which the offsets-behind-latest metrics are computed."""
+startingOffsetsByTimestampStrategy, minPartitions and maxRecordsPerPartition in batch
+reads; in streams, minOffsetsPerTrigger holding micro-batches back (capped by
+maxOffsetsPerTrigger, split by maxRecordsPerPartition) until enough records arrive or
+maxTriggerDelay passes, and the latest offset in the progress from which the
+offsets-behind-latest metrics are computed."""
 
 from __future__ import annotations
 
@@ -94,53 +96,78 @@ def _rows(spark: Any, name: str) -> int:
     return int(spark.sql(f"SELECT count(*) AS n FROM {name}").collect()[0].n)
 
 
-def test_stream_min_offsets_per_trigger_and_lag_metrics(
-    spark: Any, broker: sluice.EmbeddedBroker, topic: str
-) -> None:
-    _create(broker, topic, 1)
-    _produce(broker, topic, 0, 4, None)
-    name = f"min_{topic.replace('-', '_')}"
-    query = (
+def _stream(
+    spark: Any, broker: sluice.EmbeddedBroker, topic: str, name: str, **options: str
+) -> Any:
+    reader = (
         spark.readStream.format("sluice")
         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("minOffsetsPerTrigger", "5")
-        .option("maxOffsetsPerTrigger", "8")
-        .option("maxTriggerDelay", "2s")
-        .load()
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return (
+        reader.load()
         .select("offset")
         .writeStream.format("memory")
         .queryName(name)
         .trigger(processingTime="300 milliseconds")
         .start()
     )
+
+
+def test_stream_min_offsets_per_trigger_and_lag_metrics(
+    spark: Any, broker: sluice.EmbeddedBroker, topic: str
+) -> None:
+    _create(broker, topic, 1)
+    _produce(broker, topic, 0, 4, None)
+    name = f"min_{topic.replace('-', '_')}"
+    query = _stream(
+        spark, broker, topic, name, minOffsetsPerTrigger="5", maxOffsetsPerTrigger="8",
+        maxTriggerDelay="1h", maxRecordsPerPartition="3",
+    )  # fmt: skip
     try:
         # the first trigger always runs (as in Spark): 4 records, fewer than the minimum
         query.processAllAvailable()
         assert _rows(spark, name) == 4
-        # 2 more: held back, fewer than minOffsetsPerTrigger ...
+        # 2 more: held back, fewer than minOffsetsPerTrigger; 3 more make 5 and go
         _produce(broker, topic, 0, 2, None)
         query.processAllAvailable()
         assert _rows(spark, name) == 4
-        # ... until maxTriggerDelay has passed since the last micro-batch
-        deadline = time.monotonic() + 60
-        while _rows(spark, name) < 6:
-            assert time.monotonic() < deadline, "maxTriggerDelay did not release the batch"
-            time.sleep(0.2)
-        # 10 more: enough to go at once, capped at maxOffsetsPerTrigger; 2 left behind
+        _produce(broker, topic, 0, 3, None)
+        query.processAllAvailable()
+        assert _rows(spark, name) == 9
+        # 10 more: capped at maxOffsetsPerTrigger, the last 2 held back again
         _produce(broker, topic, 0, 10, None)
         query.processAllAvailable()
-        assert _rows(spark, name) == 14
+        assert _rows(spark, name) == 17
         sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-        assert sizes == [4, 2, 8]
+        assert sizes == [4, 5, 8]
+        # micro-batches split into tasks of at most 3 offsets still read each record once
+        read = [r.offset for r in spark.sql(f"SELECT offset FROM {name}").collect()]
+        assert sorted(read) == list(range(17))
         capped = next(p for p in query.recentProgress if p["numInputRows"] == 8)
         source = capped["sources"][0]
-        assert json.loads(source["latestOffset"]) == {topic: {"0": 16}}
-        assert json.loads(source["endOffset"]) == {topic: {"0": 14}}
+        assert json.loads(source["latestOffset"]) == {topic: {"0": 19}}
+        assert json.loads(source["endOffset"]) == {topic: {"0": 17}}
         assert source_metrics(source) == {
             "minOffsetsBehindLatest": "2", "maxOffsetsBehindLatest": "2",
             "avgOffsetsBehindLatest": "2.0",
         }  # fmt: skip
+    finally:
+        query.stop()
+
+    # maxTriggerDelay lets a micro-batch below the minimum go once it has passed
+    name = f"delay_{topic.replace('-', '_')}"
+    query = _stream(spark, broker, topic, name, minOffsetsPerTrigger="100", maxTriggerDelay="1s")
+    try:
+        query.processAllAvailable()
+        assert _rows(spark, name) == 19
+        _produce(broker, topic, 0, 1, None)
+        deadline = time.monotonic() + 60
+        while _rows(spark, name) < 20:
+            assert time.monotonic() < deadline, "maxTriggerDelay did not release the batch"
+            time.sleep(0.2)
     finally:
         query.stop()
