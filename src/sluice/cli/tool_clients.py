@@ -307,7 +307,7 @@ class Admin:
         from sluice.protocol import ApiKey
 
         body = self._call(
-            self._admin._client.send, None, ApiKey.DESCRIBE_CONFIGS,
+            self._admin._client.send, _config_node(resource_type, name), ApiKey.DESCRIBE_CONFIGS,
             resources=[{"resource_type": resource_type, "resource_name": name,
                         "configuration_keys": None}],
             include_synonyms=True, include_documentation=False,
@@ -338,7 +338,8 @@ class Admin:
         configs = [{"name": k, "config_operation": 0, "value": v} for k, v in set_.items()]
         configs += [{"name": k, "config_operation": 1, "value": None} for k in delete]
         body = self._call(
-            self._admin._client.send, None, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            self._admin._client.send, _config_node(resource_type, name),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
             resources=[{"resource_type": resource_type, "resource_name": name,
                         "configs": configs}],
             validate_only=False,
@@ -506,6 +507,12 @@ _CONFIG_SOURCES = {
 def _config_source(code: int) -> str:
     """Kafka's ConfigSource name of a DescribeConfigs source code."""
     return _CONFIG_SOURCES.get(code, "UNKNOWN")
+
+
+def _config_node(resource_type: int, name: str) -> int | None:
+    """Where a config request goes: a broker's own configs to that broker (as Kafka's
+    admin client sends them), anything else to any broker."""
+    return int(name) if resource_type == 4 and name.isdigit() else None
 
 
 def _code_name(code: int) -> str:
