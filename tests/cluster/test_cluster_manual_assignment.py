@@ -208,7 +208,7 @@ def test_each_broker_reports_kafkas_config_flags(cluster3: EmbeddedCluster) -> N
             assert configs["advertised.listeners"].value == (
                 f"PLAINTEXT://127.0.0.1:{cluster3.ports[broker_id]}"
             )
-            assert not configs["advertised.listeners"].is_read_only
+            assert configs["advertised.listeners"].is_read_only  # not changed at run time
             assert configs["zookeeper.connect"].is_read_only
             dynamic = kadmin.describe_configs(
                 [KConfigResource(ConfigResourceType.BROKER, str(broker_id))],
