@@ -41,7 +41,7 @@ from sluice.cli.tool_types import (
 from sluice.security.acl import AclBinding, AclBindingFilter
 
 if TYPE_CHECKING:
-    from sluice.client.admin import TransactionDescription, TransactionListing
+    from sluice.client.admin import ProducerState, TransactionDescription, TransactionListing
 
 __all__ = [
     "EARLIEST",
@@ -483,6 +483,20 @@ class Admin:
             self._admin.describe_transaction, transactional_id
         )
         return found
+
+    def describe_producers(
+        self, partitions: Sequence[tuple[str, int]], broker_id: int | None = None
+    ) -> dict[tuple[str, int], list[ProducerState]]:
+        """The producers each partition's leader (or ``broker_id``) knows."""
+        found = self._call(self._admin.describe_producers, partitions, broker_id)
+        return {(tp.topic, tp.partition): states for tp, states in found.items()}
+
+    def abort_transaction(
+        self, partition: tuple[str, int], producer_id: int, producer_epoch: int,
+        coordinator_epoch: int,
+    ) -> None:  # fmt: skip
+        self._call(self._admin.abort_transaction, partition, producer_id, producer_epoch,
+                   coordinator_epoch)  # fmt: skip
 
     def close(self) -> None:
         self._admin.close()
