@@ -249,7 +249,7 @@ class Broker:
             self.dynamic_configs = DynamicConfigManager(
                 self.dynamic_config, self.broker_id, self._local_entity_configs
             )
-            self.dynamic_configs.load()
+            self.dynamic_configs.load(self.dynamic_configs.fetch())
         self.log_dir_failure_channel.on_offline = self._on_log_dir_offline
         with gc_policy.paused():  # many objects made to last: no pass over them meanwhile
             self.log_manager = LogManager(
@@ -358,7 +358,8 @@ class Broker:
         zk_store = ZkEntityConfigStore(cluster.admin)
         self.dynamic_configs = DynamicConfigManager(self.dynamic_config, self.broker_id, zk_store)
         self._watch_dynamic_configs()
-        await self._loop.run_in_executor(None, self.dynamic_configs.load)
+        layers = await self._loop.run_in_executor(None, self.dynamic_configs.fetch)
+        self.dynamic_configs.load(layers)
         cluster.entity_config_listeners.append(self.dynamic_configs.reload)
         stored = await self._loop.run_in_executor(None, zk_store.fetch_all_entity_configs)
         quotas = self._start_client_quotas(zk_store, stored)

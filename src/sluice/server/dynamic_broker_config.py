@@ -202,12 +202,16 @@ class DynamicConfigManager:
     def _path(self, per_broker: bool) -> str:
         return broker_entity_path(self.broker_id if per_broker else None)
 
-    def load(self) -> None:
-        """Read both layers from the store (blocking)."""
-        self.dynamic.load(
+    def fetch(self) -> tuple[dict[str, str], dict[str, str]]:
+        """Both stored layers, per-broker and cluster default (blocking)."""
+        return (
             self.store.fetch_entity_config(self._path(True)),
             self.store.fetch_entity_config(self._path(False)),
         )
+
+    def load(self, layers: tuple[dict[str, str], dict[str, str]]) -> None:
+        """Take the layers :meth:`fetch` read (at start, on the event loop)."""
+        self.dynamic.load(*layers)
 
     async def alter(self, per_broker: bool, new_configs: NewConfigs, validate_only: bool) -> None:
         """Change one layer: its stored configs are read, ``new_configs`` makes the new
