@@ -17,8 +17,6 @@ through the partition leader (WriteTxnMarkers), for the producer found at
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -111,12 +109,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
-    except ToolError as exc:
+    except ToolError as exc:  # a broken pipe (| head) is sluice.cli.main's
         return fail(PROG, exc)
-    except BrokenPipeError:  # e.g. piped into head: stop quietly, also at exit
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
