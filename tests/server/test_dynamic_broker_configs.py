@@ -118,6 +118,15 @@ def test_layers_sources_and_precedence(
     error = alter_error(admin, "0", "max.connections.per.ip", "0")  # 0 needs overrides
     assert error.code() == KafkaError.INVALID_REQUEST
     assert describe(admin, "0")["log.segment.bytes"].value == "1073741824"
+    entries = [ConfigEntry("log.segment.bytes", "4096", incremental_operation=SET)]
+    resource = ConfigResource("broker", "0", incremental_configs=entries)
+    admin.incremental_alter_configs([resource], validate_only=True)[resource].result(TIMEOUT_S)
+    assert describe(admin, "0")["log.segment.bytes"].value == "1073741824"  # only checked
+    alter(admin, "0", ("log.cleanup.policy", "compact", AlterConfigOpType.APPEND))
+    assert describe(admin, "0")["log.cleanup.policy"].value == "delete,compact"
+    alter(admin, "0", ("log.cleanup.policy", "delete", AlterConfigOpType.SUBTRACT))
+    assert describe(admin, "0")["log.cleanup.policy"].value == "compact"
+    alter(admin, "0", ("log.cleanup.policy", None, DELETE))
 
     # kept across a restart, read back with kafka-python
     embedded.stop()

@@ -112,10 +112,6 @@ class DynamicBrokerConfig:
     def add_reconfigurable(self, callback: Reconfigurable) -> None:
         self._reconfigurables.append(callback)
 
-    def layer(self, per_broker: bool) -> dict[str, str]:
-        """The stored configs of one layer, as strings."""
-        return dict(self.per_broker if per_broker else self.cluster_default)
-
     def validate(self, props: Mapping[str, str], per_broker: bool) -> None:
         """Raise ConfigError unless ``props`` may become the layer's configs: every key
         dynamic here, every value valid, and the broker config they make consistent."""
@@ -156,6 +152,7 @@ class DynamicBrokerConfig:
         self._apply()
 
     def usable(self, props: Mapping[str, str], where: str) -> dict[str, str]:
+        """The stored configs of a layer this broker can take (the others logged)."""
         out: dict[str, str] = {}
         for key, value in props.items():
             try:
