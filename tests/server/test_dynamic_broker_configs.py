@@ -201,3 +201,22 @@ def test_connection_limit_lowered_refuses_a_new_connection(
                       "a new connection refused")  # fmt: skip
     alter(admin, "0", ("max.connections.per.ip", None, DELETE))
     assert _api_versions_answered(embedded.port)
+
+
+def test_max_connections_lowered_holds_a_new_connection_until_raised(
+    embedded: sluice.EmbeddedBroker,
+) -> None:
+    admin = AdminClient({"bootstrap.servers": embedded.bootstrap_servers})
+    alter(admin, "0", ("log.cleaner.backoff.ms", "15000", SET))  # the admin is connected
+    quotas = embedded._started().connection_quotas
+    assert quotas is not None
+    alter(admin, "0", ("max.connections", str(quotas.total), SET))
+    with socket.create_connection(("127.0.0.1", embedded.port), timeout=TIMEOUT_S) as sock:
+        request = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
+        sock.sendall(struct.pack(">i", len(request)) + request)  # waits in the backlog
+        sock.settimeout(1.0)
+        with pytest.raises(TimeoutError):
+            sock.recv(4)
+        alter(admin, "0", ("max.connections", None, DELETE))  # accepted now: answered
+        sock.settimeout(TIMEOUT_S)
+        assert len(sock.recv(4)) == 4
