@@ -632,6 +632,8 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._explicit: dict[str, Any] = {}
+        # Dynamic broker configs over the static ones (sluice.server.dynamic_broker_config)
+        self._dynamic: dict[str, Any] = {}
         # listener.name.<listener>.<config>: listener name (upper case) -> config -> value
         self._listener_overrides: dict[str, dict[str, Any]] = {}
         self._ignored: list[str] = []  # Kafka keys with no effect here (config_compat)
@@ -665,6 +667,8 @@ class BrokerConfig:
         return cls(values)
 
     def __getitem__(self, key: str) -> Any:
+        if key in self._dynamic:
+            return self._dynamic[key]
         if key in self._explicit:
             return self._explicit[key]
         definition = BROKER_CONFIGS.get(key)
@@ -680,6 +684,11 @@ class BrokerConfig:
 
     def is_set(self, key: str) -> bool:
         return key in self._explicit
+
+    def set_dynamic(self, values: Mapping[str, Any]) -> None:
+        """Replace the dynamic broker configs (parsed values, the per-broker ones over the
+        cluster default), which take precedence over the static ones when read."""
+        self._dynamic = dict(values)
 
     def explicit(self) -> dict[str, Any]:
         return dict(self._explicit)
