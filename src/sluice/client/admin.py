@@ -109,6 +109,7 @@ class PartitionDescription:
     partition: int
     leader: int
     replicas: tuple[int, ...]
+    isr: tuple[int, ...] = ()
 
 
 @dataclass
@@ -341,6 +342,7 @@ class Admin:
                         int(p.partition_index),
                         int(p.leader_id),
                         tuple(int(r) for r in p.replica_nodes),
+                        tuple(int(r) for r in p.isr_nodes),
                     )
                     for p in t.partitions
                 ),
