@@ -68,6 +68,15 @@ def read_registry(registry: MetricsRegistry, at: float) -> Reading:
     all_topics: dict[str, float] = {}
     reading = Reading(at)
     for family in registry.collect():
+        # A family without samples yet (labelled, no child made) is there, at zero.
+        name = family.name
+        if name + "_total" in counters or name in counters:
+            per_topic.setdefault(name if name in counters else name + "_total", 0.0)
+        elif name == histogram:
+            reading.request_sum = reading.request_sum or {}
+            reading.request_count = reading.request_count or {}
+        elif name in gauges:
+            reading.gauges[gauges[name]] = reading.gauges.get(gauges[name]) or {}
         for sample in family.samples:
             name, labels, value = sample.name, sample.labels, float(sample.value)
             if name in counters:
