@@ -11,15 +11,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
-from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KafkaTopicPartition
+from kafka import KafkaAdminClient, KafkaProducer
 
 import sluice
 from sluice.client import Admin
-from support.console import ConsoleHttp
+from support.console import ConsoleHttp, console_state
 from support.waiting import wait_until
 
 
@@ -29,51 +27,9 @@ def broker_config() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def state(broker: sluice.EmbeddedBroker) -> Iterator[dict[str, Any]]:
-    """orders (3 partitions, JSON values with headers, confluent-kafka), events (binary
-    values, kafka-python); group billing (kafka-python, committed and gone: Empty) and
-    group live (a confluent-kafka member that stays)."""
-    bootstrap = broker.bootstrap_servers
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    from confluent_kafka.admin import NewTopic
-
-    made = admin.create_topics([NewTopic("orders", 3, 1), NewTopic("events", 1, 1)])
-    for future in made.values():
-        future.result(30)
-    producer = ConfluentProducer({"bootstrap.servers": bootstrap})
-    for i in range(30):
-        producer.produce("orders", key=f"k{i}", value=json.dumps({"n": i}), partition=i % 3,
-                         headers=[("source", b"test")])  # fmt: skip
-    assert producer.flush(30) == 0
-    python_producer = KafkaProducer(bootstrap_servers=bootstrap)
-    for i in range(5):
-        python_producer.send("events", bytes([0, 1, 2, i]), partition=0)
-    python_producer.flush(30)
-    python_producer.close()
-
-    billing = KafkaConsumer("orders", bootstrap_servers=bootstrap, group_id="billing",
-                            auto_offset_reset="earliest", enable_auto_commit=False)  # fmt: skip
-    read = 0
-    while read < 30:
-        read += sum(len(batch) for batch in billing.poll(1000).values())
-    billing.commit({KafkaTopicPartition("orders", p): _meta(4) for p in range(3)})
-    billing.close()
-
-    live = ConfluentConsumer({"bootstrap.servers": bootstrap, "group.id": "live",
-                              "auto.offset.reset": "earliest"})  # fmt: skip
-    live.subscribe(["events"])
-    wait_until(lambda: live.poll(0.2) is not None and live.assignment(), 30, "live joined")
-    yield {"live": live}
-    live.close()
-
-
-def _meta(offset: int) -> Any:
-    from kafka.structs import OffsetAndMetadata
-
-    try:
-        return OffsetAndMetadata(offset, "", -1)
-    except TypeError:  # kafka-python before 2.1: no leader epoch
-        return OffsetAndMetadata(offset, "")
+def state(broker: sluice.EmbeddedBroker) -> Iterator[None]:
+    with console_state(broker.bootstrap_servers):
+        yield
 
 
 def _decode(field: dict[str, Any] | None) -> bytes | None:

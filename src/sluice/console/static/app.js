@@ -243,7 +243,7 @@ async function metrics(gen) {
       const data = await api("metrics");
       const missing = new Set(data.missing);
       status.textContent = data.available
-        ? `Sampled every ${data.points.length ? "second or two" : "…"} from this broker's registry.`
+        ? "This broker's Prometheus registry, sampled every 2 s while this page is open."
         : "metrics not available";
       const gone = (...keys) => (keys.every((k) => missing.has(k)) ? "metrics not available" : "");
       const p = data.points;

@@ -23,9 +23,8 @@ export class LineChart {
     this.unit = unit;
     this.canvas = h("canvas", { width: 520, height: 220 });
     this.legend = h("div", { className: "muted" });
-    this.note = h("div", { className: "muted" });
-    this.element = h("div", { className: "chart" }, h("strong", {}, title), this.note,
-      this.canvas, this.legend);
+    this.element = h("div", { className: "chart" }, h("strong", {}, title), this.canvas,
+      this.legend);
   }
 
   // series: [{ name, points: [[t seconds, value], ...] }]
@@ -39,7 +38,6 @@ export class LineChart {
     const g = canvas.getContext("2d");
     g.setTransform(ratio, 0, 0, ratio, 0, 0);
     g.clearRect(0, 0, width, height);
-    this.note.textContent = missingText || "";
     this.legend.replaceChildren();
     const all = series.flatMap((s) => s.points);
     if (missingText || all.length === 0) {
@@ -58,8 +56,8 @@ export class LineChart {
     g.fillStyle = "#667085";
     g.font = "11px system-ui, sans-serif";
     g.lineWidth = 1;
-    for (let i = 0; i <= 4; i += 1) {
-      const value = (yMax * i) / 4;
+    for (let i = 0; i <= 5; i += 1) {
+      const value = (yMax * i) / 5;
       g.beginPath(); g.moveTo(left, y(value)); g.lineTo(width - right, y(value)); g.stroke();
       g.fillText(format(value), 4, y(value) + 4);
     }
@@ -74,6 +72,11 @@ export class LineChart {
       g.beginPath();
       s.points.forEach(([t, v], j) => (j ? g.lineTo(x(t), y(v)) : g.moveTo(x(t), y(v))));
       g.stroke();
+      const [tLast, vLast] = s.points[s.points.length - 1] ?? [];
+      if (tLast !== undefined) { // the newest value as a dot: seen even as the only point
+        g.fillStyle = color;
+        g.beginPath(); g.arc(x(tLast), y(vLast), 3, 0, 2 * Math.PI); g.fill();
+      }
       const last = s.points.length ? s.points[s.points.length - 1][1] : null;
       const swatch = h("span", { className: "tag" }, "■");
       swatch.style.color = color;
