@@ -47,13 +47,16 @@ async function topics(gen, internal = false) {
   const data = await api(`topics?internal=${internal}`);
   const message = h("div", { id: "create-topic-message" });
   const name = h("input", { id: "new-topic-name", required: true, placeholder: "name" });
-  const partitions = h("input", { id: "new-topic-partitions", type: "number", min: 1, value: 1 });
-  const replication = h("input", { id: "new-topic-replication", type: "number", min: 1, value: 1 });
+  const partitions = h("input", { id: "new-topic-partitions", type: "number", min: 1,
+    placeholder: "broker default" });
+  const replication = h("input", { id: "new-topic-replication", type: "number", min: 1,
+    placeholder: "broker default" });
   const form = h("form", { className: "inline", id: "create-topic-form", onsubmit: async (e) => {
     e.preventDefault();
     try {
+      const orDefault = (input) => (input.value.trim() === "" ? -1 : Number(input.value));
       await api("topics", { method: "POST", body: { name: name.value.trim(),
-        partitions: Number(partitions.value), replication_factor: Number(replication.value) } });
+        partitions: orDefault(partitions), replication_factor: orDefault(replication) } });
       await topics(gen, internal);
       const note = document.getElementById("create-topic-message");
       if (note) note.replaceChildren(h("div", { className: "notice" }, `Created ${name.value}`));
