@@ -97,3 +97,47 @@ def test_logins_and_acls(broker: sluice.EmbeddedBroker) -> None:
         python_admin_view.close()
     assert broker.broker is not None and broker.broker.console is not None
     assert len(broker.broker.console.sessions) == 2  # alice and admin, the failures not kept
+
+
+@pytest.mark.integration
+def test_a_scram_login_over_sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """On a SASL_SSL listener the console's clients trust the listener's truststore and
+    log in with SCRAM when the listener enables it; a user with only a SCRAM credential
+    logs in that way."""
+    from sluice.client import Admin
+    from sluice.client.admin import UserScramCredentialUpsertion
+    from sluice.security.certificates import write_development_pki
+
+    pki = write_development_pki(tmp_path_factory.mktemp("pki"), key_password="keypass")
+    config = {
+        "listeners": "SASL_SSL://127.0.0.1:0",
+        "security.inter.broker.protocol": "SASL_SSL",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas(USERS, "admin"),
+        "ssl.keystore.location": str(pki.broker),
+        "ssl.key.password": "keypass",
+        "ssl.truststore.location": str(pki.ca),
+        "console.port": 0,
+    }
+    with sluice.EmbeddedBroker(config=config) as broker:
+        admin_config = {
+            "bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_SSL",
+            "ssl.truststore.location": str(pki.ca), "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin", "sasl.password": USERS["admin"],
+        }  # fmt: skip
+        with Admin(admin_config) as admin:
+            admin.alter_user_scram_credentials(
+                [UserScramCredentialUpsertion("carol", "SCRAM-SHA-512", "carol-secret")]
+            )
+        carol = ConsoleHttp(broker, "carol", "carol-secret")
+        assert carol.get("/api/session")["security_protocol"] == "SASL_SSL"
+        assert carol.get("/api/cluster")["brokers"][0]["port"] == broker.port
+        assert carol.request("POST", "/api/topics", {"name": "by-carol"})[0] == 201
+        confluent = AdminClient({
+            "bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(pki.ca), "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "carol", "sasl.password": "carol-secret",
+        })  # fmt: skip
+        assert "by-carol" in confluent.list_topics(timeout=10).topics
+        assert ConsoleHttp(broker, "carol", "nope").request("GET", "/api/cluster")[0] == 401
