@@ -19,6 +19,7 @@ from sluice.console import Console, ConsoleListener, ListenerInfo, console_liste
 from sluice.console.sessions import Sessions
 from sluice.protocol import ErrorCode
 from sluice.server.http_server import HttpRequest, HttpResponse
+from support.waiting import wait_until
 
 PLAIN = ConsoleListener("PLAINTEXT", "PLAINTEXT", "127.0.0.1:9092")
 SASL = ConsoleListener("SASL_PLAINTEXT", "SASL_PLAINTEXT", "127.0.0.1:9093",
@@ -226,7 +227,9 @@ def test_logins_on_a_sasl_listener() -> None:
         assert _call(console, "GET", "/api/session", None, {"authorization": "Basic !!"})[0] == 401
         status, body, _ = _call(console, "GET", "/api/session", None, _basic("alice", "wrong"))
         assert (status, body["code"]) == (401, "LOGIN_FAILED")
-        assert all(v.closed for v in FakeView.instances)  # each mechanism tried, let go
+        tried = list(FakeView.instances)  # each mechanism tried, then let go
+        assert [v.config["sasl.mechanism"] for v in tried] == ["SCRAM-SHA-256", "PLAIN"]
+        wait_until(lambda: all(v.closed for v in tried), 10, "the failed logins' views closed")
 
         status, body, _ = _call(console, "GET", "/api/session", None, _basic("alice", "right"))
         assert (status, body["user"]) == (200, "alice")
@@ -243,7 +246,8 @@ def test_logins_on_a_sasl_listener() -> None:
         assert FakeView.instances[-1].config["sasl.mechanism"] == "PLAIN"
         # a third login closes the least recently used session (max_sessions=2)
         _call(console, "GET", "/api/session", None, _basic("carol", "right"))
-        assert alice.closed and len(console.sessions) == 2
+        assert len(console.sessions) == 2
+        wait_until(lambda: alice.closed, 10, "the evicted session closed")
     finally:
         asyncio.run(console.stop())
     assert all(v.closed for v in FakeView.instances)

@@ -205,11 +205,14 @@ class Console:
         return self.http.port
 
     async def stop(self) -> None:
+        """Stop serving and close every session's clients now (a call still running on
+        a console thread fails at once on its closed connections)."""
         await self.http.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)
         self.sessions.close_all()
-        self._executor.shutdown(wait=False, cancel_futures=False)
 
     def _close_view(self, view: Any) -> None:
+        """Close a view's clients on a console thread (at once when stopping)."""
         try:
             self._executor.submit(view.close)
         except RuntimeError:  # stopping: the executor takes no more work
