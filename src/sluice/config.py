@@ -200,6 +200,29 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("default.replication.factor", "int", 1, "Replication of auto-created topics.", min=1),
     ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
     ConfigDef("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    ConfigDef(
+        "console.port",
+        "int",
+        -1,
+        "Sluice: the port of the broker's web console (docs/console.md); -1: no console, "
+        "0: a free port.",
+        min=-1,
+        max=65535,
+    ),
+    ConfigDef(
+        "console.host",
+        "string",
+        "127.0.0.1",
+        "Sluice: the address the web console binds; empty: every interface.",
+    ),
+    ConfigDef(
+        "console.listener.name",
+        "string",
+        "",
+        "Sluice: the listener the web console's Kafka clients connect to, whose security "
+        "and ACLs apply to it; empty: the first SASL listener, else the first PLAINTEXT "
+        "or SSL one.",
+    ),
     ConfigDef("log.segment.bytes", "int", 1 << 30, "Segment size before a roll.", min=14),
     ConfigDef("log.roll.ms", "long", None, "Segment age before a roll (ms)."),
     ConfigDef("log.roll.hours", "int", 168, "Segment age before a roll (hours).", min=1),

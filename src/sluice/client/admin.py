@@ -110,6 +110,7 @@ class PartitionDescription:
     partition: int
     leader: int
     replicas: tuple[int, ...]
+    isr: tuple[int, ...] = ()
 
 
 @dataclass
@@ -367,6 +368,7 @@ class Admin:
                         int(p.partition_index),
                         int(p.leader_id),
                         tuple(int(r) for r in p.replica_nodes),
+                        tuple(int(r) for r in p.isr_nodes),
                     )
                     for p in t.partitions
                 ),

@@ -20,6 +20,7 @@ import dataclasses
 import ipaddress
 import logging
 import resource
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -79,6 +80,7 @@ from sluice.server.topic_admin import (
 from sluice.server.topics import TopicRegistry
 
 if TYPE_CHECKING:  # imported in start(), after the listeners are open
+    from sluice.console import Console
     from sluice.coordinator import GroupCoordinator
     from sluice.coordinator.transaction import TransactionCoordinator
     from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
@@ -216,6 +218,7 @@ class Broker:
         self._local_entity_configs: LocalEntityConfigStore  # a single node's
         self.connection_quotas: ConnectionQuotas | None = None  # the listeners' counts
         self.throttled_channels: ThrottledChannels | None = None
+        self.console: Console | None = None  # console.port set: the web console
 
     @property
     def cluster_id(self) -> str:
@@ -285,6 +288,8 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._start_log_cleaner()
         self.alter_log_dirs.start()  # moves between log dirs a stop interrupted
+        if self.config["console.port"] >= 0:
+            await self._start_console()
         if on_listening is not None:
             on_listening()
         bound = ", ".join(
@@ -587,6 +592,37 @@ class Broker:
             BrokerInfo(self.broker_id, tuple(self.advertised)), alive=alive
         )
 
+    async def _start_console(self) -> None:
+        """The web console (sluice.console), a Kafka client of this broker's listener
+        ``console.listener.name``, on ``console.host:console.port``."""
+        from sluice import __version__
+        from sluice.console import Console, ListenerInfo, console_listener
+
+        advertised = {ep.listener_name: ep for ep in self.advertised}
+        listeners = []
+        for server in self.servers:
+            security = server.security
+            endpoint = advertised.get(server.listener_name)
+            context = security.ssl_context
+            listeners.append(ListenerInfo(
+                server.listener_name, security.security_protocol,
+                endpoint.host if endpoint is not None else server.host,
+                endpoint.port if endpoint is not None else server.port,
+                context is not None and context.verify_mode == ssl.CERT_REQUIRED,
+                tuple(security.sasl.enabled_mechanisms) if security.sasl is not None else (),
+            ))  # fmt: skip
+        console = Console(
+            console_listener(self.config, listeners), broker_id=self.broker_id,
+            version=__version__, metrics_registry=lambda: getattr(self, "metrics_registry", None),
+        )  # fmt: skip
+        await console.start(self.config["console.host"], self.config["console.port"])
+        self.console = console
+
+    async def _stop_console(self) -> None:
+        if self.console is not None:
+            await self.console.stop()
+            self.console = None
+
     def _authentication_timer(self) -> EventLoopTimer:
         """The timer of the SASL listeners' failed-authentication delays (made once)."""
         if self._auth_timer is None:
@@ -600,6 +636,7 @@ class Broker:
         """Stop accepting, answer requests in flight, flush and close the logs cleanly.
         In a cluster, controlled shutdown comes first: the controller moves this broker's
         leaders away while it still serves."""
+        await self._stop_console()
         if self.cluster is not None:
             await self.cluster.controlled_shutdown()
         for server in self.servers:
@@ -633,6 +670,7 @@ class Broker:
         """Stop as kill -9 would: connections dropped, nothing answered or flushed, no
         controlled shutdown, no clean-shutdown marker, the coordination session left to
         expire. For in-process fault tests (EmbeddedCluster.kill_broker)."""
+        await self._stop_console()
         for server in self.servers:
             server.abort()
         for task in self._tasks:
