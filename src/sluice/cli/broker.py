@@ -15,7 +15,7 @@ from sluice.log.errors import KafkaStorageException
 if TYPE_CHECKING:
     from sluice.server.broker import Broker
 
-__all__ = ["add_broker_parsers", "cmd_broker", "setup_logging"]
+__all__ = ["DEV_SETTINGS", "add_broker_parsers", "broker_config", "cmd_broker", "setup_logging"]
 
 log = logging.getLogger("sluice")
 
@@ -73,21 +73,20 @@ def _skip_test_only_imports() -> None:
         sys.modules["hypothesis"] = None  # type: ignore[assignment]
 
 
-def _file_keys(path: str) -> set[str]:
-    from pathlib import Path
-
-    from sluice.config import parse_properties
-
-    return set(parse_properties(Path(path).read_text(encoding="utf-8")))
+def broker_config(path: str | None, overrides: list[str], *, dev: bool = False) -> BrokerConfig:
+    """The config file, then the overrides; with ``dev``, :data:`DEV_SETTINGS` for the
+    keys neither sets."""
+    config = BrokerConfig.from_properties(path, overrides)
+    if not dev:
+        return config
+    extra = [f"{key}={value}" for key, value in DEV_SETTINGS.items() if not config.is_set(key)]
+    return BrokerConfig.from_properties(path, [*extra, *overrides])
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
     _skip_test_only_imports()
     try:
-        overrides = [f"{k}={v}" for k, v in DEV_SETTINGS.items()] if args.dev else []
-        if args.dev and args.config:  # the file's settings win over --dev's
-            overrides = [o for o in overrides if o.split("=")[0] not in _file_keys(args.config)]
-        config = BrokerConfig.from_properties(args.config, [*overrides, *args.override])
+        config = broker_config(args.config, args.override, dev=args.dev)
     except (ConfigError, OSError) as exc:
         print(f"sluice broker: {exc}", file=sys.stderr)
         return 2

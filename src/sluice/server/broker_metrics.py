@@ -35,7 +35,8 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.utils import floatToGoString
 
 from sluice.protocol.apis import ApiKey
 from sluice.server.http_server import HttpRequest, HttpResponse, HttpServer, Router
@@ -88,6 +89,7 @@ LATENCY_BUCKETS_MS: Final = (
 """The request latency histograms' upper bounds, in ms (``+Inf`` follows)."""
 _BOUNDS_NS: Final = tuple(int(ms * 1_000_000) for ms in LATENCY_BUCKETS_MS)
 _NS_PER_MS: Final = 1_000_000
+_BUCKET_LABELS: Final = (*(floatToGoString(ms) for ms in LATENCY_BUCKETS_MS), "+Inf")
 
 STAGES: Final = (
     "requestqueuetimems",
@@ -246,9 +248,9 @@ class RequestMetrics:
             for index, family in enumerate(histograms):
                 cumulative, running = [], 0
                 counts = times.buckets[index]
-                for bound, n in zip((*LATENCY_BUCKETS_MS, "+Inf"), counts, strict=True):
+                for bound, n in zip(_BUCKET_LABELS, counts, strict=True):
                     running += n
-                    cumulative.append((str(bound), running))
+                    cumulative.append((bound, running))
                 family.add_metric([name], cumulative, times.sums[index] / _NS_PER_MS)
         yield requests
         yield from histograms
@@ -574,7 +576,7 @@ class MetricsEndpoint:
 
     async def _metrics(self, request: HttpRequest) -> HttpResponse:
         await self.metrics.measure_loop_lag()
-        return HttpResponse(200, await self.metrics.render(), CONTENT_TYPE_LATEST)
+        return HttpResponse(200, await self.metrics.render(), CONTENT_TYPE_PLAIN_0_0_4)
 
     async def _index(self, request: HttpRequest) -> HttpResponse:
         return HttpResponse.text(200, "Sluice broker metrics: /metrics\n")
