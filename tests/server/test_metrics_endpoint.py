@@ -5,6 +5,7 @@ confluent-kafka and kafka-python, the consumer lag against ``sluice consumer-gro
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import signal
@@ -220,3 +221,28 @@ def test_broker_dev_prints_the_metrics_url(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def test_dashboard_and_docs_name_served_families(broker: sluice.EmbeddedBroker) -> None:
+    """docs/grafana-dashboard.json queries and docs/metrics.md describes only what the
+    endpoint serves (a family with no series yet still has its HELP line)."""
+    assert broker.broker is not None and broker.broker.metrics_endpoint is not None
+    with urllib.request.urlopen(broker.broker.metrics_endpoint.url, timeout=10) as answer:
+        text = answer.read().decode()
+    served = set()
+    for family in text_string_to_metric_families(text):
+        served.add(family.name)
+        served.update(sample.name for sample in family.samples)
+        if family.type == "counter":
+            served.add(family.name + "_total")
+        if family.type == "histogram":
+            served.update(family.name + s for s in ("_bucket", "_sum", "_count"))
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    pattern = re.compile(r"\b(?:kafka|process|sluice)_[a-z_]+\b")
+    dashboard = json.loads((docs / "grafana-dashboard.json").read_text())
+    queried = {name for panel in dashboard["panels"] for target in panel["targets"]
+               for name in pattern.findall(target["expr"])}  # fmt: skip
+    assert queried and queried <= served, queried - served
+    described = set(pattern.findall((docs / "metrics.md").read_text()))
+    assert {name for name in described if not name.endswith("_")} - served == set()
+    assert "kafka_server_brokertopicmetrics_messagesin_total" in described
