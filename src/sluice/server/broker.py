@@ -229,12 +229,14 @@ class Broker:
         """Start the file thread, load the logs, open the listeners, start the
         coordinators. ``on_listening`` is called as soon as clients can connect (in
         single-node mode before the broker is ready: requests wait for it meanwhile), at
-        the latest when start() returns. A start that fails stops the file thread."""
+        the latest when start() returns. A start that fails stops the file thread and
+        the metrics endpoint."""
         self._file_thread.start()
         try:
             await self._start(on_listening)
         except BaseException:
             self._stop_file_thread()
+            await self._stop_metrics_endpoint()
             raise
 
     async def _start(self, on_listening: Callable[[], None] | None) -> None:
@@ -265,6 +267,7 @@ class Broker:
             )
         self.replica_manager.load_high_watermarks(self.log_manager.live_log_dirs)
         self._build_metrics()
+        await self._start_metrics_endpoint()  # a port in use stops the start here
         self.alter_log_dirs = ReplicaAlterLogDirsManager(
             self.log_manager, self.replica_manager, before_swap=self._stop_cleaning
         )
@@ -277,7 +280,9 @@ class Broker:
             await self._start_single_node(on_listening)
             on_listening = None  # called once the listeners were open
         self._tasks.append(asyncio.create_task(self._housekeeping()))
-        await self._start_metrics_endpoint()
+        if self.metrics is not None:  # what the state collector reads, now built
+            self.metrics.broker_state.quotas = self.client_quotas.managers
+            self.metrics.broker_state.cluster = self.cluster
         self._start_log_cleaner()
         self.alter_log_dirs.start()  # moves between log dirs a stop interrupted
         if on_listening is not None:
@@ -652,15 +657,11 @@ class Broker:
         self.replica_manager.on_client_append = self.metrics.topic_stats.record_append
 
     async def _start_metrics_endpoint(self) -> None:
-        """Once the collaborators exist: what the state collector reads, then the
-        endpoint on metrics.host:metrics.port."""
+        """The endpoint on metrics.host:metrics.port (what it reports fills in as the
+        broker's collaborators are built)."""
         metrics = self.metrics
-        if metrics is None:
-            return
-        metrics.broker_state.quotas = self.client_quotas.managers
-        metrics.broker_state.cluster = self.cluster
         port = self.config["metrics.port"]
-        if port < 0:
+        if metrics is None or port < 0:
             return
         host = self.config["metrics.host"] or self.config.listener_endpoints[0].host
         endpoint = MetricsEndpoint(metrics, f"metrics-{self.broker_id}")

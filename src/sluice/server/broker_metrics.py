@@ -36,7 +36,6 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.utils import floatToGoString
 
 from sluice.protocol.apis import ApiKey
 from sluice.server.http_server import HttpRequest, HttpResponse, HttpServer, Router
@@ -89,7 +88,8 @@ LATENCY_BUCKETS_MS: Final = (
 """The request latency histograms' upper bounds, in ms (``+Inf`` follows)."""
 _BOUNDS_NS: Final = tuple(int(ms * 1_000_000) for ms in LATENCY_BUCKETS_MS)
 _NS_PER_MS: Final = 1_000_000
-_BUCKET_LABELS: Final = (*(floatToGoString(ms) for ms in LATENCY_BUCKETS_MS), "+Inf")
+# The buckets' "le" labels as Prometheus writes them: 1.0, 0.05, +Inf.
+_BUCKET_LABELS: Final = (*(repr(float(ms)) for ms in LATENCY_BUCKETS_MS), "+Inf")
 
 STAGES: Final = (
     "requestqueuetimems",
