@@ -246,3 +246,47 @@ def test_dashboard_and_docs_name_served_families(broker: sluice.EmbeddedBroker) 
     described = set(pattern.findall((docs / "metrics.md").read_text()))
     assert {name for name in described if not name.endswith("_")} - served == set()
     assert "kafka_server_brokertopicmetrics_messagesin_total" in described
+
+
+def test_fetches_sent_with_sendfile_are_timed(
+    broker: sluice.EmbeddedBroker, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers of 64 KiB or more go out with sendfile: each is recorded once its sendfile
+    ends, in every histogram."""
+    from sluice.server.network import KafkaConnectionProtocol
+
+    sendfiles = []
+    send_file = KafkaConnectionProtocol._send_file
+
+    async def counted(self: Any, segments: list[Any]) -> None:
+        sendfiles.append(len(segments))
+        await send_file(self, segments)
+
+    monkeypatch.setattr(KafkaConnectionProtocol, "_send_file", counted)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20})
+    for _ in range(40):
+        producer.produce(topic, b"s" * 10_000)
+    assert producer.flush(15) == 0
+    before = value(scrape(broker), "kafka_network_requestmetrics_requests_total", request="Fetch")
+    fetches = broker.control(1, lambda request: None, keep=True)  # counts, lets them through
+    consumer = kafka.KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers,
+                                   auto_offset_reset="earliest", group_id=None,
+                                   fetch_max_wait_ms=100)  # fmt: skip
+    try:
+        got = 0
+        deadline = time.monotonic() + 20
+        while got < 40 and time.monotonic() < deadline:
+            got += sum(len(r) for r in consumer.poll(500).values())
+        consumer.poll(200)  # one more fetch round after the data
+        handled = fetches.seen
+        samples = scrape(broker)
+    finally:
+        fetches.remove()
+        consumer.close()
+    assert got == 40 and sendfiles and handled >= 1
+    assert value(samples, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) >= 400_000
+    answered = value(samples, "kafka_network_requestmetrics_requests_total", request="Fetch")
+    assert handled - 1 <= answered - before <= handled  # the last may still wait
+    for stage in ("responsesendtimems", "totaltimems", "remotetimems"):
+        name = f"kafka_network_requestmetrics_{stage}_count"
+        assert value(samples, name, request="Fetch") == answered, stage
