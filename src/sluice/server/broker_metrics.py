@@ -24,7 +24,7 @@ import asyncio
 import bisect
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -304,8 +304,8 @@ class BrokerStateCollector:
 
     def collect(self) -> Iterator[Metric]:
         state = self.state
-        yield from self._replica_manager()
-        yield from self._controller()
+        offline = yield from self._replica_manager()
+        yield from self._controller(offline)
         yield from self._purgatories()
         connections = GaugeMetricFamily(
             "kafka_server_socket_server_metrics_connection_count",
@@ -317,15 +317,19 @@ class BrokerStateCollector:
         yield connections
         yield from self._throttles()
 
-    def _replica_manager(self) -> Iterator[Metric]:
+    def _replica_manager(self) -> Generator[Metric, None, int]:
+        """The replica manager's families (one pass over the partitions); returns how many
+        partitions here are offline."""
         rm = self.state.replica_manager
         partitions = leaders = under = offline = 0
         if rm is not None:
-            for partition in list(rm.partitions.values()):
-                partitions += 1
+            local = rm.broker_id
+            hosted = list(rm.partitions.values())
+            partitions = len(hosted)
+            for partition in hosted:
                 if partition.log.is_offline:
                     offline += 1
-                if partition.is_leader:
+                if partition.leader_id == local:
                     leaders += 1
                     if len(partition.isr) < len(partition.assigned_replicas):
                         under += 1
@@ -357,17 +361,12 @@ class BrokerStateCollector:
             "ISR expansions written by this leader (IsrExpandsPerSec)",
             value=expands,
         )
+        return offline
 
-    def _controller(self) -> Iterator[Metric]:
+    def _controller(self, offline_here: int) -> Iterator[Metric]:
         cluster = self.state.cluster
         if cluster is None:  # a single node is its own controller; no election ever runs
-            rm = self.state.replica_manager
-            offline = (
-                0
-                if rm is None
-                else sum(1 for p in list(rm.partitions.values()) if p.log.is_offline)
-            )
-            active, elections, unclean = True, 0, 0
+            active, offline, elections, unclean = True, offline_here, 0, 0
         else:
             stats = cluster.controller_stats()
             active, offline, elections, unclean = stats if stats is not None else (False, 0, 0, 0)
