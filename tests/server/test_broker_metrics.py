@@ -8,11 +8,13 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sluice.base import TopicPartition
 from sluice.server.broker_metrics import (
+    BrokerMetrics,
     BrokerState,
     BrokerTopicStats,
     PartitionFamilies,
@@ -121,3 +123,26 @@ def test_partition_families_parse_and_escape_group_ids() -> None:
     # No replica of u-0 here: its committed offset is known, its lag is not.
     assert sum(1 for name, _ in got if name == "kafka_consumergroup_lag") == 1
     assert sum(1 for name, _ in got if name == "kafka_consumergroup_current_offset") == 2
+
+
+def test_concurrent_scrapes_share_one_render(monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = SimpleNamespace(contains_topic=lambda topic: True)
+    metrics = BrokerMetrics(BrokerState(0, metadata_cache=cache))  # type: ignore[arg-type]
+    renders = []
+    original = PartitionFamilies.render
+
+    async def counted(self: PartitionFamilies) -> str:
+        renders.append(1)
+        await asyncio.sleep(0.01)
+        return await original(self)
+
+    monkeypatch.setattr(PartitionFamilies, "render", counted)
+
+    async def scrapes() -> list[bytes]:
+        return list(await asyncio.gather(*(metrics.render() for _ in range(5))))
+
+    texts = asyncio.run(scrapes())
+    assert len(renders) == 1 and len(set(texts)) == 1
+    assert b"kafka_server_replicamanager_partitioncount 0.0" in texts[0]
+    asyncio.run(scrapes())
+    assert len(renders) == 2  # the next scrape renders afresh

@@ -537,6 +537,7 @@ class BrokerMetrics:
         self.collector = BrokerStateCollector(state)
         self.partition_families = PartitionFamilies(state)
         self.event_loop_lag_s = 0.0
+        self._rendering: asyncio.Future[bytes] | None = None
         cache = state.metadata_cache
         self.registry.register(_Collector(lambda: self.topic_stats.collect(cache.contains_topic)))
         self.registry.register(_Collector(self.requests.collect))
@@ -558,9 +559,28 @@ class BrokerMetrics:
         self.event_loop_lag_s = time.perf_counter() - started
 
     async def render(self) -> bytes:
-        """The registry (``generate_latest``), then the per-partition families."""
+        """The registry (``generate_latest``), then the per-partition families. Scrapes
+        that arrive while one is being rendered share its text: one render at a time,
+        however many scrapers."""
+        rendering = self._rendering
+        if rendering is None:
+            rendering = self._rendering = asyncio.ensure_future(self._render())
+            rendering.add_done_callback(self._rendered)
+        return await asyncio.shield(rendering)
+
+    async def _render(self) -> bytes:
+        await self.measure_loop_lag()
         head = generate_latest(self.registry)
         return head + (await self.partition_families.render()).encode()
+
+    def _rendered(self, rendering: asyncio.Future[bytes]) -> None:
+        if self._rendering is rendering:
+            self._rendering = None
+
+    def cancel_render(self) -> None:
+        """Stop a render in progress (the endpoint is stopping)."""
+        if self._rendering is not None:
+            self._rendering.cancel()
 
 
 class MetricsEndpoint:
@@ -574,7 +594,6 @@ class MetricsEndpoint:
         self.server = HttpServer(name, router, max_connections=16, max_body_bytes=0)
 
     async def _metrics(self, request: HttpRequest) -> HttpResponse:
-        await self.metrics.measure_loop_lag()
         return HttpResponse(200, await self.metrics.render(), CONTENT_TYPE_PLAIN_0_0_4)
 
     async def _index(self, request: HttpRequest) -> HttpResponse:
@@ -585,6 +604,7 @@ class MetricsEndpoint:
 
     async def stop(self) -> None:
         await self.server.stop()
+        self.metrics.cancel_render()
 
     @property
     def url(self) -> str:
