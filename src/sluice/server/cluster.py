@@ -108,8 +108,9 @@ class ClusterManager:
         self.store: CoordinationStore | None = None
         self.zk: KafkaZkClient
         self.admin: AdminZkClient
-        # Called on the loop with a user or client entity path ("users/alice",
-        # "users/alice/clients/app", "clients/<default>") whose config changed.
+        # Called on the loop with a user, client or broker entity path ("users/alice",
+        # "users/alice/clients/app", "clients/<default>", "brokers/<default>") whose
+        # config changed.
         self.entity_config_listeners: list[Callable[[str], None]] = []
         self.topic_admin: ZkTopicAdmin
         self.scram_credentials: ZkScramCredentialStore  # users' SCRAM credentials
@@ -377,6 +378,9 @@ class ClusterManager:
             kind, _, name = entity.partition("/")
             if kind == "topics" and name:
                 self.apply_topic_config(name)
+            elif kind == "brokers" and name:  # brokers/<id>, brokers/<default>
+                for listener in self.entity_config_listeners:
+                    listener(entity)
             elif kind in ("users", "clients") and name:
                 if kind == "users" and "/" not in name:  # users/<user>: SCRAM credentials too
                     self.scram_credentials.reload_user(desanitize(name))
