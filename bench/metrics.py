@@ -27,6 +27,7 @@ holds the event loop at most. Figures only: nothing here asserts a time. Only
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import socket
 import statistics
 import struct
@@ -152,11 +153,12 @@ def hot_path_ns(rounds: int = 200_000) -> dict[str, float]:
 _API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)  # size, key, version, id, no client
 
 
-def _round_trips(bootstrap: str, until: float) -> list[float]:
-    """ApiVersions v0 one after another on one connection until ``until``: each round
+def _round_trips(bootstrap: str, seconds: float) -> list[float]:
+    """ApiVersions v0 one after another on one connection for ``seconds``: each round
     trip in seconds."""
     host, port = bootstrap.rsplit(":", 1)
     times = []
+    until = time.monotonic() + seconds
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         while time.monotonic() < until:
             started = time.perf_counter()
@@ -192,22 +194,20 @@ def scrape_cost(args: argparse.Namespace) -> None:
             for future in futures.values():
                 future.result(600)
         log(f"{args.partitions} partitions created in {time.monotonic() - started:.1f} s")
-        quiet = _round_trips(bootstrap, time.monotonic() + 3)
-        walls, sizes = [], []
-        box: list[list[float]] = []
-        prober = threading.Thread(
-            target=lambda: box.append(_round_trips(bootstrap, time.monotonic() + 2 + 2 * 5))
-        )
-        prober.start()
-        time.sleep(1)
-        for _ in range(5):
-            begun = time.perf_counter()
-            with urllib.request.urlopen(url, timeout=60) as answer:
-                sizes.append(len(answer.read()))
-            walls.append(time.perf_counter() - begun)
+        # The prober runs in a process of its own: in this one, reading a scrape's
+        # megabytes would hold the GIL and delay its round trips, not the broker.
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            quiet = pool.apply(_round_trips, (bootstrap, 3.0))
+            probing = pool.apply_async(_round_trips, (bootstrap, 2 + 2 * 5))
             time.sleep(1)
-        prober.join()
-        during = box[0] if box else []
+            walls, sizes = [], []
+            for _ in range(5):
+                begun = time.perf_counter()
+                with urllib.request.urlopen(url, timeout=60) as answer:
+                    sizes.append(len(answer.read()))
+                walls.append(time.perf_counter() - begun)
+                time.sleep(1)
+            during = probing.get(60)
         cpu = proc.cpu_times()
     print(f"\n== scrape of /metrics with {args.partitions} partitions (5 scrapes)")
     print(f"  wall s: median {statistics.median(walls):.3f}, max {max(walls):.3f}; "
