@@ -335,6 +335,23 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ),
     ConfigDef("connections.max.idle.ms", "long", 600_000, "Close idle connections after."),
     ConfigDef(
+        "metrics.port",
+        "int",
+        -1,
+        "Sluice: the port of the broker's Prometheus endpoint (GET /metrics, Kafka's JMX "
+        "metrics by the names the Prometheus JMX exporter gives them; docs/metrics.md), on "
+        "metrics.host; -1: no endpoint; 0: any free port (logged at start).",
+        min=-1,
+        max=65535,
+    ),
+    ConfigDef(
+        "metrics.host",
+        "string",
+        None,
+        "Sluice: the address the metrics endpoint binds (0.0.0.0: every interface); unset: "
+        "the host of the first entry of listeners.",
+    ),
+    ConfigDef(
         "socket.request.read.timeout.ms",
         "long",
         30_000,

@@ -7,13 +7,22 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from sluice.config import BrokerConfig, ConfigError
 from sluice.log.errors import KafkaStorageException
 
-__all__ = ["add_broker_parsers", "cmd_broker", "setup_logging"]
+if TYPE_CHECKING:
+    from sluice.server.broker import Broker
+
+__all__ = ["DEV_SETTINGS", "add_broker_parsers", "broker_config", "cmd_broker", "setup_logging"]
 
 log = logging.getLogger("sluice")
+
+DEV_METRICS_PORT = 9404
+"""``--dev``'s metrics port (the Prometheus JMX exporter's usual port)."""
+DEV_SETTINGS: dict[str, str] = {"metrics.port": str(DEV_METRICS_PORT)}
+"""What ``--dev`` turns on, before the config file and ``--override`` (which win)."""
 
 
 def setup_logging(level: str) -> None:
@@ -24,7 +33,15 @@ def setup_logging(level: str) -> None:
     )
 
 
-async def _run_broker(config: BrokerConfig) -> None:
+def dev_urls(broker: Broker) -> list[str]:
+    """What ``--dev`` prints once the broker serves: the URLs of what it turned on."""
+    urls = []
+    if broker.metrics_endpoint is not None:
+        urls.append(f"metrics: {broker.metrics_endpoint.url}")
+    return urls
+
+
+async def _run_broker(config: BrokerConfig, dev: bool = False) -> None:
     from sluice.server.broker import Broker
     from sluice.server.gc_policy import serving_process, tune_for_serving
 
@@ -40,6 +57,9 @@ async def _run_broker(config: BrokerConfig) -> None:
             loop.add_signal_handler(sig, stopping.set)
 
     await broker.start(on_listening=stop_on_signals)
+    if dev:
+        for line in dev_urls(broker):
+            print(line, flush=True)
     tune_for_serving()  # once everything is built: see sluice.server.gc_policy
     await stopping.wait()
     log.info("shutting down broker %d", broker.broker_id)
@@ -53,10 +73,20 @@ def _skip_test_only_imports() -> None:
         sys.modules["hypothesis"] = None  # type: ignore[assignment]
 
 
+def broker_config(path: str | None, overrides: list[str], *, dev: bool = False) -> BrokerConfig:
+    """The config file, then the overrides; with ``dev``, :data:`DEV_SETTINGS` for the
+    keys neither sets."""
+    config = BrokerConfig.from_properties(path, overrides)
+    if not dev:
+        return config
+    extra = [f"{key}={value}" for key, value in DEV_SETTINGS.items() if not config.is_set(key)]
+    return BrokerConfig.from_properties(path, [*extra, *overrides])
+
+
 def cmd_broker(args: argparse.Namespace) -> int:
     _skip_test_only_imports()
     try:
-        config = BrokerConfig.from_properties(args.config, args.override)
+        config = broker_config(args.config, args.override, dev=args.dev)
     except (ConfigError, OSError) as exc:
         print(f"sluice broker: {exc}", file=sys.stderr)
         return 2
@@ -69,7 +99,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
         )
     # asyncio's own loop, not uvloop: fetches use loop.sendfile, which uvloop lacks.
     try:
-        asyncio.run(_run_broker(config))
+        asyncio.run(_run_broker(config, dev=args.dev))
     except ConfigError as exc:
         print(f"sluice broker: {exc}", file=sys.stderr)
         return 2
@@ -92,4 +122,9 @@ def add_broker_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         help="set a property by its Kafka name (repeatable), e.g. log.dirs=/tmp/data",
     )  # fmt: skip
     broker.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    broker.add_argument(
+        "--dev", action="store_true",
+        help=f"development mode: the metrics endpoint on port {DEV_METRICS_PORT} "
+        "(metrics.port; the config file and --override still win), its URL printed",
+    )  # fmt: skip
     broker.set_defaults(func=cmd_broker)

@@ -55,6 +55,10 @@ class PartitionStateMachine:
         self.zk_client = zk_client
         self.batch = batch
         self.unclean_leader_election_enabled = unclean_leader_election_enabled
+        # Leaders this state machine elected, and those of them out of the ISR (Kafka's
+        # LeaderElectionRateAndTimeMs and UncleanLeaderElectionsPerSec counts).
+        self.leader_elections = 0
+        self.unclean_leader_elections = 0
 
     def startup(self) -> None:
         self._initialize_partition_state()
@@ -255,6 +259,9 @@ class PartitionStateMachine:
             if isinstance(outcome, Exception):
                 results[tp] = outcome
                 continue
+            self.leader_elections += 1
+            if outcome.leader not in valid[tp].isr:
+                self.unclean_leader_elections += 1
             info = LeaderIsrAndControllerEpoch(outcome, self.context.epoch)
             self.context.partition_leadership_info[tp] = info
             self.batch.add_leader_and_isr_request_for_brokers(

@@ -154,7 +154,7 @@ class ServerConnection(Generic[H]):
     __slots__ = ("_backlogged", "_closed", "_decoder", "_has_file", "_held", "_in_hand",
                  "_in_hand_charge", "_in_hand_id", "_in_hand_pipelined", "_max_pipelined",
                  "_max_queued", "_output", "_partial_count", "_partial_since", "_pending",
-                 "_pool", "_raw_api_keys", "_sending", "_throttles", "_versions",
+                 "_pool", "_raw_api_keys", "_sending", "_taken", "_throttles", "_versions",
                  "sasl_tokens")  # fmt: skip
 
     def __init__(
@@ -193,6 +193,7 @@ class ServerConnection(Generic[H]):
         # The read timeout: when a frame was first seen partly received, and which one.
         self._partial_since: float | None = None
         self._partial_count = 0
+        self._taken = 0  # frames taken from the decoder (handed out or answered here)
         self.sasl_tokens = False
         """The next frames are raw SASL tokens (after a SaslHandshake v0), handed out as
         :class:`RawRequest` with the key :data:`SASL_TOKEN` and answered with
@@ -222,6 +223,17 @@ class ServerConnection(Generic[H]):
     def has_frames(self) -> bool:
         """Complete frames are waiting (for :meth:`next_request`, perhaps for their turn)."""
         return self._decoder.first_frame() is not None
+
+    @property
+    def frames_received(self) -> int:
+        """Frames completed since the connection began (taken or not)."""
+        return self._decoder.frames_received
+
+    @property
+    def frames_taken(self) -> int:
+        """Frames taken in arrival order: the request handed out last was frame number
+        ``frames_taken`` (counting from 1) of :attr:`frames_received`."""
+        return self._taken
 
     @property
     def max_frame_size(self) -> int:
@@ -356,6 +368,7 @@ class ServerConnection(Generic[H]):
             ):
                 return None
             decoder.next_frame()
+            self._taken += 1
             if self._backlogged and decoder.queued_bytes <= self._max_queued // 2:
                 self._backlogged = False
             charge = len(frame) if self._pool is not None else 0

@@ -48,6 +48,7 @@ from sluice.replication.replica_manager import ReplicaManager
 from sluice.security.sasl.credential_store import FileScramCredentialStore, ScramCredentialStore
 from sluice.server import gc_policy
 from sluice.server.apis import registry
+from sluice.server.broker_metrics import BrokerMetrics, BrokerState, MetricsEndpoint
 from sluice.server.client_quotas import (
     ClientQuotas,
     EntityConfigStore,
@@ -80,6 +81,8 @@ from sluice.server.topic_admin import (
 from sluice.server.topics import TopicRegistry
 
 if TYPE_CHECKING:  # imported in start(), after the listeners are open
+    from prometheus_client import CollectorRegistry
+
     from sluice.console import Console
     from sluice.coordinator import GroupCoordinator
     from sluice.coordinator.transaction import TransactionCoordinator
@@ -129,22 +132,25 @@ class EventLoopPurgatories:
     broker's clock whose expirations, found on each purgatory's reaper thread, run on the
     event loop."""
 
-    __slots__ = ("_broker_id", "_clock", "_loop")
+    __slots__ = ("_broker_id", "_clock", "_loop", "made")
 
     def __init__(self, broker_id: int, clock: Clock, loop: asyncio.AbstractEventLoop) -> None:
         self._broker_id = broker_id
         self._clock = clock
         self._loop = loop
+        self.made: list[DelayedOperationPurgatory[Any]] = []  # for the metrics
 
     def _on_loop(self, fn: Callable[[], None]) -> None:
         if not self._loop.is_closed():
             self._loop.call_soon_threadsafe(fn)
 
     def __call__(self, name: str, purge_interval: int) -> DelayedOperationPurgatory[T]:
-        return DelayedOperationPurgatory(
+        purgatory: DelayedOperationPurgatory[T] = DelayedOperationPurgatory(
             name, broker_id=self._broker_id, purge_interval=purge_interval,
             clock=self._clock, executor=self._on_loop,
         )  # fmt: skip
+        self.made.append(purgatory)
+        return purgatory
 
 
 class Broker:
@@ -218,6 +224,10 @@ class Broker:
         self._local_entity_configs: LocalEntityConfigStore  # a single node's
         self.connection_quotas: ConnectionQuotas | None = None  # the listeners' counts
         self.throttled_channels: ThrottledChannels | None = None
+        # Metrics (metrics.port or console.port set; sluice.server.broker_metrics): the
+        # broker's own Prometheus registry, which the endpoint and the console read.
+        self.metrics: BrokerMetrics | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
         self.console: Console | None = None  # console.port set: the web console
 
     @property
@@ -233,12 +243,14 @@ class Broker:
         """Start the file thread, load the logs, open the listeners, start the
         coordinators. ``on_listening`` is called as soon as clients can connect (in
         single-node mode before the broker is ready: requests wait for it meanwhile), at
-        the latest when start() returns. A start that fails stops the file thread."""
+        the latest when start() returns. A start that fails stops the file thread and
+        the metrics endpoint."""
         self._file_thread.start()
         try:
             await self._start(on_listening)
         except BaseException:
             self._stop_file_thread()
+            await self._stop_metrics_endpoint()
             raise
 
     async def _start(self, on_listening: Callable[[], None] | None) -> None:
@@ -274,6 +286,8 @@ class Broker:
                 self._loop.call_soon, self._run_flush, self.replica_manager.flushed
             )
         self.replica_manager.load_high_watermarks(self.log_manager.live_log_dirs)
+        self._build_metrics()
+        await self._start_metrics_endpoint()  # a port in use stops the start here
         self.alter_log_dirs = ReplicaAlterLogDirsManager(
             self.log_manager, self.replica_manager, before_swap=self._stop_cleaning
         )
@@ -286,6 +300,9 @@ class Broker:
             await self._start_single_node(on_listening)
             on_listening = None  # called once the listeners were open
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        if self.metrics is not None:  # what the state collector reads, now built
+            self.metrics.broker_state.quotas = self.client_quotas.managers
+            self.metrics.broker_state.cluster = self.cluster
         self._start_log_cleaner()
         self.alter_log_dirs.start()  # moves between log dirs a stop interrupted
         if self.config["console.port"] >= 0:
@@ -470,6 +487,7 @@ class Broker:
             log_manager=self.log_manager, alter_log_dirs=self.alter_log_dirs,
             quotas=self.client_quotas, dynamic_configs=self.dynamic_configs,
             scram_credentials=self.scram_credentials,
+            topic_stats=self.metrics.topic_stats if self.metrics is not None else None,
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:
@@ -579,6 +597,7 @@ class Broker:
                     self.config["socket.send.buffer.bytes"],
                     self.config["socket.receive.buffer.bytes"],
                 ),
+                request_metrics=self.metrics.requests if self.metrics is not None else None,
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
@@ -663,6 +682,7 @@ class Broker:
         self._close_flush_thread()
         if self._auth_timer is not None:
             self._auth_timer.shutdown()
+        await self._stop_metrics_endpoint()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
 
@@ -687,8 +707,48 @@ class Broker:
         self._close_flush_thread()
         if self._auth_timer is not None:
             self._auth_timer.shutdown()
+        await self._stop_metrics_endpoint()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
+
+    # -- metrics ----------------------------------------------------------------------------
+    @property
+    def metrics_registry(self) -> CollectorRegistry | None:
+        """The broker's Prometheus registry (None: metrics off): what the metrics
+        endpoint renders and the web console charts."""
+        return self.metrics.registry if self.metrics is not None else None
+
+    def _build_metrics(self) -> None:
+        """The metrics, when metrics.port or console.port asks for them: the hot-path
+        counts hooked into the replica manager; the state read at scrape time."""
+        if self.config["metrics.port"] < 0 and self.config["console.port"] < 0:
+            return
+        self.metrics = BrokerMetrics(BrokerState(
+            self.broker_id, self.metadata_cache, replica_manager=self.replica_manager,
+            log_manager=self.log_manager, purgatories=self.purgatories.made,
+            group_coordinator=lambda: self.coordinators.group if self.coordinators.built
+            else None,
+            listeners=self.servers,
+        ))  # fmt: skip
+        self.replica_manager.on_client_append = self.metrics.topic_stats.record_append
+
+    async def _start_metrics_endpoint(self) -> None:
+        """The endpoint on metrics.host:metrics.port (what it reports fills in as the
+        broker's collaborators are built)."""
+        metrics = self.metrics
+        port = self.config["metrics.port"]
+        if metrics is None or port < 0:
+            return
+        host = self.config["metrics.host"] or self.config.listener_endpoints[0].host
+        endpoint = MetricsEndpoint(metrics, f"metrics-{self.broker_id}")
+        await endpoint.start(host, port)
+        self.metrics_endpoint = endpoint
+        log.info("metrics endpoint %s", endpoint.url)
+
+    async def _stop_metrics_endpoint(self) -> None:
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
+            self.metrics_endpoint = None
 
     def _on_log_dir_offline(self, log_dir: Path) -> None:
         """The failure channel took ``log_dir`` offline (on any thread): handle it on the

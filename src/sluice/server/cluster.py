@@ -41,6 +41,7 @@ from sluice.controller.requests import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from sluice.controller.states import PartitionState
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from sluice.log import KafkaStorageException
@@ -117,6 +118,9 @@ class ClusterManager:
         self.channel: NetworkControllerChannel | None = None
         self.checker = ControllerEpochChecker()
         self.broker_epoch = -1
+        # ISR changes this broker wrote as a leader (IsrShrinksPerSec, IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         # Fed with the controller's UpdateMetadata requests; the controller id is this
         # broker's view of /controller.
         self.metadata_cache = metadata_cache
@@ -304,6 +308,28 @@ class ClusterManager:
         """This broker's controller when it is the active one, else None."""
         controller = self.controller
         return controller if controller is not None and controller.is_active else None
+
+    def controller_stats(self) -> tuple[bool, int, int, int] | None:
+        """(active, offline partitions, leader elections, unclean leader elections) of this
+        broker's controller, read from another thread than the controller's (counts may be
+        a moment old); None before the controller exists."""
+        controller = self.controller
+        if controller is None:
+            return None
+        machine = controller.partition_state_machine
+        offline = 0
+        if controller.is_active:
+            for _ in range(3):  # the controller thread may change the dict meanwhile
+                try:
+                    offline = sum(
+                        1 for state in list(controller.context.partition_states.values())
+                        if state is PartitionState.OFFLINE_PARTITION
+                    )  # fmt: skip
+                    break
+                except RuntimeError:
+                    continue
+        return (controller.is_active, offline, machine.leader_elections,
+                machine.unclean_leader_elections)  # fmt: skip
 
     @property
     def active_controller_id(self) -> int:
@@ -604,6 +630,10 @@ class ClusterManager:
         if not isinstance(done, LeaderAndIsr):
             log.info("ISR update of %s to %s not applied (stale partition epoch)", tp, new_isr)
             return False
+        if len(new_isr) < len(partition.isr):
+            self.isr_shrinks += 1
+        elif len(new_isr) > len(partition.isr):
+            self.isr_expands += 1
         partition.isr = set(new_isr)
         partition.partition_epoch = done.zk_version
         with contextlib.suppress(Exception):
