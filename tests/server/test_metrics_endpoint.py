@@ -195,15 +195,20 @@ def test_dev_turns_metrics_on_unless_told_otherwise(tmp_path: Path) -> None:
     props = tmp_path / "server.properties"
     props.write_text("metrics.port=9999\n")
     assert cli_broker.broker_config(str(props), [], dev=True)["metrics.port"] == 9999
+    assert (
+        cli_broker.broker_config(None, [], dev=True)["console.port"] == cli_broker.DEV_CONSOLE_PORT
+    )
+    assert cli_broker.broker_config(None, [], dev=False)["console.port"] == -1
 
 
 @pytest.mark.integration
-def test_broker_dev_prints_the_metrics_url(tmp_path: Path) -> None:
+def test_broker_dev_prints_the_metrics_and_console_urls(tmp_path: Path) -> None:
     src = str(Path(sluice.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": src}
     argv = [sys.executable, "-m", "sluice", "broker", "--dev",
             "--override", "listeners=PLAINTEXT://127.0.0.1:0",
             "--override", f"log.dirs={tmp_path / 'data'}", "--override", "metrics.port=0",
+            "--override", "console.port=0",
             "--override", "offsets.topic.num.partitions=1"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                             text=True, start_new_session=True)  # fmt: skip
@@ -214,6 +219,11 @@ def test_broker_dev_prints_the_metrics_url(tmp_path: Path) -> None:
         assert match, line
         with urllib.request.urlopen(match.group(1), timeout=10) as answer:
             assert b"kafka_controller_kafkacontroller_activecontrollercount 1.0" in answer.read()
+        line = proc.stdout.readline()
+        match = re.fullmatch(r"console: (http://127\.0\.0\.1:\d+/)\n", line)
+        assert match, line
+        with urllib.request.urlopen(match.group(1), timeout=10) as answer:
+            assert b"<html" in answer.read().lower()
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

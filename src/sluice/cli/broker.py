@@ -21,7 +21,12 @@ log = logging.getLogger("sluice")
 
 DEV_METRICS_PORT = 9404
 """``--dev``'s metrics port (the Prometheus JMX exporter's usual port)."""
-DEV_SETTINGS: dict[str, str] = {"metrics.port": str(DEV_METRICS_PORT)}
+DEV_CONSOLE_PORT = 8080
+"""``--dev``'s web console port."""
+DEV_SETTINGS: dict[str, str] = {
+    "metrics.port": str(DEV_METRICS_PORT),
+    "console.port": str(DEV_CONSOLE_PORT),
+}
 """What ``--dev`` turns on, before the config file and ``--override`` (which win)."""
 
 
@@ -38,6 +43,10 @@ def dev_urls(broker: Broker) -> list[str]:
     urls = []
     if broker.metrics_endpoint is not None:
         urls.append(f"metrics: {broker.metrics_endpoint.url}")
+    if broker.console is not None:
+        host = broker.console.http.host
+        urls.append(f"console: http://{'127.0.0.1' if host == '0.0.0.0' else host}:"
+                    f"{broker.console.port}/")  # fmt: skip
     return urls
 
 
