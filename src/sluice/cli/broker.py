@@ -9,13 +9,21 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
+from sluice.cli.log_format import LOG_FORMATS, LOG_LEVELS, log_level, setup_logging
 from sluice.config import BrokerConfig, ConfigError
 from sluice.log.errors import KafkaStorageException
 
 if TYPE_CHECKING:
     from sluice.server.broker import Broker
 
-__all__ = ["DEV_SETTINGS", "add_broker_parsers", "broker_config", "cmd_broker", "setup_logging"]
+__all__ = [
+    "DEV_SETTINGS",
+    "add_broker_parsers",
+    "add_logging_arguments",
+    "broker_config",
+    "cmd_broker",
+    "setup_logging",
+]
 
 log = logging.getLogger("sluice")
 
@@ -28,14 +36,6 @@ DEV_SETTINGS: dict[str, str] = {
     "console.port": str(DEV_CONSOLE_PORT),
 }
 """What ``--dev`` turns on, before the config file and ``--override`` (which win)."""
-
-
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def dev_urls(broker: Broker) -> list[str]:
@@ -99,7 +99,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"sluice broker: {exc}", file=sys.stderr)
         return 2
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     if config.ignored_keys:
         log.warning(
             "these Kafka broker configs have no effect in Sluice and are ignored: %s "
@@ -130,10 +130,22 @@ def add_broker_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         "--override", metavar="KEY=VALUE", action="append", default=[],
         help="set a property by its Kafka name (repeatable), e.g. log.dirs=/tmp/data",
     )  # fmt: skip
-    broker.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    add_logging_arguments(broker, default_level="INFO")
     broker.add_argument(
         "--dev", action="store_true",
         help=f"development mode: the metrics endpoint on port {DEV_METRICS_PORT} "
         "(metrics.port; the config file and --override still win), its URL printed",
     )  # fmt: skip
     broker.set_defaults(func=cmd_broker)
+
+
+def add_logging_arguments(parser: argparse.ArgumentParser, default_level: str) -> None:
+    """``--log-level`` and ``--log-format``, checked by argparse."""
+    parser.add_argument(
+        "--log-level", type=log_level, choices=LOG_LEVELS, default=default_level,
+        help="the least level logged (the request log, logger sluice.request, is at DEBUG)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text",
+        help="text lines, or one JSON object per line (ts, level, logger, message, ids)",
+    )  # fmt: skip

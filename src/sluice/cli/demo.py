@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sluice.cli.broker import add_logging_arguments
+
 __all__ = ["add_demo_parser", "cmd_demo"]
 
 
@@ -25,9 +27,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.minutes < 1 or args.partitions < 1:
         print("sluice demo: --minutes and --partitions must be >= 1", file=sys.stderr)
         return 2
-    from sluice.cli.broker import setup_logging
+    from sluice.cli.log_format import setup_logging
 
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     config = DemoConfig(
         events=args.events, rate=args.rate, window_s=args.window, watermark_s=args.watermark,
         minutes=args.minutes, partitions=args.partitions, output_dir=Path(args.output_dir),
@@ -72,5 +74,5 @@ def add_demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                            "Spark standalone master with 2 workers, all local processes "
                            "stopped at exit; default: an embedded broker and local[2]")  # fmt: skip
     demo.add_argument("--seed", type=int, default=7, help="random seed of the generator")
-    demo.add_argument("--log-level", default="WARNING", help="DEBUG, INFO, WARNING, ERROR")
+    add_logging_arguments(demo, default_level="WARNING")
     demo.set_defaults(func=cmd_demo)

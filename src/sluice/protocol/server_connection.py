@@ -152,9 +152,10 @@ class ServerConnection(Generic[H]):
     """The receive framing, request order and answer order of one client connection."""
 
     __slots__ = ("_backlogged", "_closed", "_decoder", "_has_file", "_held", "_in_hand",
-                 "_in_hand_charge", "_in_hand_id", "_in_hand_pipelined", "_max_pipelined",
-                 "_max_queued", "_output", "_partial_count", "_partial_since", "_pending",
-                 "_pool", "_raw_api_keys", "_sending", "_taken", "_throttles", "_versions",
+                 "_in_hand_charge", "_in_hand_id", "_in_hand_pipelined", "_in_hand_size",
+                 "_max_pipelined", "_max_queued", "_output", "_partial_count", "_partial_since",
+                 "_pending", "_pool", "_raw_api_keys", "_sending", "_taken", "_throttles",
+                 "_versions",
                  "sasl_tokens")  # fmt: skip
 
     def __init__(
@@ -184,6 +185,7 @@ class ServerConnection(Generic[H]):
         self._in_hand_id = 0  # its correlation id
         self._in_hand_pipelined = False
         self._in_hand_charge = 0
+        self._in_hand_size = 0  # its frame's size
         self._output: list[BytesLike] | None = None  # answers ready to be written
         self._has_file = False  # _output holds a file region
         self._sending = False  # the shell is sending a file region handed out
@@ -293,6 +295,11 @@ class ServerConnection(Generic[H]):
         answered, the frames queued and the room of the frame being received."""
         return self._held + self._decoder.charged
 
+    @property
+    def request_size(self) -> int:
+        """The frame size (without its size prefix) of the request handed out last."""
+        return self._in_hand_size
+
     # -- bytes in ----------------------------------------------------------------------
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Where the next received bytes go (never empty)."""
@@ -371,7 +378,8 @@ class ServerConnection(Generic[H]):
             self._taken += 1
             if self._backlogged and decoder.queued_bytes <= self._max_queued // 2:
                 self._backlogged = False
-            charge = len(frame) if self._pool is not None else 0
+            self._in_hand_size = size = len(frame)
+            charge = size if self._pool is not None else 0
             if self.sasl_tokens:
                 self._in_hand, self._in_hand_pipelined, self._in_hand_id = True, False, 0
                 self._in_hand_charge = charge

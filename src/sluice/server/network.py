@@ -51,10 +51,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from logging import DEBUG
 from typing import Any, Generic, Protocol, Self, TypeAlias, TypeVar
 
 from sluice.base.rate_limited_log import RateLimitedLog
 from sluice.protocol import FrameSizeError, ProtocolError, Request, VersionTable
+from sluice.protocol.apis import request_header_version
+from sluice.protocol.errors import MalformedRequestError
+from sluice.protocol.headers import read_request_header
 from sluice.protocol.memory_pool import MemoryPool
 from sluice.protocol.server_connection import (
     SASL_TOKEN,
@@ -74,6 +78,7 @@ from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.listener_security import PLAINTEXT_SECURITY, ListenerSecurity
 from sluice.server.low_water import ReceiveLowWater
 from sluice.server.request_context import RequestContext
+from sluice.server.request_log import REQUEST_LOGGER, RequestLogEntry
 from sluice.server.sasl_authentication import ServerAuthentication
 from sluice.server.sendfile import write_segments
 
@@ -625,6 +630,7 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         throttling = server.throttling
         quotas = throttling is not None and throttling.active
         metrics = server.request_metrics
+        logged = self._request_log_entry(request) if REQUEST_LOGGER.isEnabledFor(DEBUG) else None
         try:
             started = time.perf_counter_ns() if quotas or metrics is not None else 0
             response = handler(context, request)
@@ -639,20 +645,24 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             if type(response) is Answer:
                 if response.done():  # answered already: a Produce at acks=1, a Fetch with data
                     result = response.result()
-                    conn.respond(self._throttled(result, extra) if quotas else result)
+                    conn.respond(result := self._throttled(result, extra) if quotas else result)
+                    if logged is not None:
+                        logged.answered(result)
                 else:
                     pending = conn.defer(response)
                     response.when_done(functools.partial(self._answer_done, pending, extra,
-                                                         timing))  # fmt: skip
+                                                         timing, logged))  # fmt: skip
                     timing = None
             elif response is None or not inspect.isawaitable(response):
-                conn.respond(self._throttled(response, extra) if quotas else response)
+                conn.respond(response := self._throttled(response, extra) if quotas else response)
+                if logged is not None:
+                    logged.answered(response)
             else:
                 future = asyncio.ensure_future(response)
                 pending = conn.defer(future)
                 future.add_done_callback(
                     functools.partial(self._future_done, pending, False, extra=extra,
-                                      timing=timing)
+                                      timing=timing, logged=logged)
                 )  # fmt: skip
                 timing = None
         except (Exception, asyncio.CancelledError) as exc:  # or a response that cannot be encoded
@@ -747,14 +757,19 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             client_log.event("inter-broker request without CLUSTER_ACTION", self.peer, what)
             self.close()  # kio has no schema to answer CLUSTER_AUTHORIZATION_FAILED in
             return
+        logged = self._request_log_entry(request) if REQUEST_LOGGER.isEnabledFor(DEBUG) else None
         try:
             reply = self.server.raw_handlers[request.api_key](request.frame)
             if inspect.isawaitable(reply):
                 future = asyncio.ensure_future(reply)
                 pending = conn.defer(future)
-                future.add_done_callback(functools.partial(self._future_done, pending, True))
+                future.add_done_callback(
+                    functools.partial(self._future_done, pending, True, logged=logged)
+                )
             else:
                 conn.respond_framed(reply)
+                if logged is not None:
+                    logged.answered_framed(reply)
         except Exception as exc:
             client_log.event("error handling an inter-broker request", self.peer, repr(exc),
                              exc_info=exc, level=logging.ERROR)  # fmt: skip
@@ -769,28 +784,47 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             return True
         return authorize_cluster(context, AclOperation.CLUSTER_ACTION)
 
+    def _request_log_entry(self, request: Request | RawRequest) -> RequestLogEntry | None:
+        """The request log's record of the request in hand (only while it is at DEBUG)."""
+        if isinstance(request, RawRequest):  # an inter-broker request: header v1 (or v0)
+            frame = request.frame
+            try:
+                key, version = int.from_bytes(frame[0:2], "big"), int.from_bytes(frame[2:4], "big")
+                header = read_request_header(frame, request_header_version(key, version))[0]
+            except MalformedRequestError:  # its handler answers it as it can
+                return None
+        else:
+            header = request.header
+        server = self.server
+        return RequestLogEntry(
+            header.api_key, header.api_version, header.correlation_id, header.client_id,
+            self.conn.request_size, f"{server.host}:{server.port}-{self.peer}", self.host,
+            self.session,
+        )  # fmt: skip
+
     # -- answers -------------------------------------------------------------------------
     def _answer_done(
-        self, pending: _Pending, extra: int, timing: _Timing | None, answer: Answer
-    ) -> None:
+        self, pending: _Pending, extra: int, timing: _Timing | None,
+        logged: RequestLogEntry | None, answer: Answer,
+    ) -> None:  # fmt: skip
         """An :class:`Answer` was set, inside whatever set it: write what it releases; the
         next request waits for the loop."""
-        self._settle(pending, answer, False, extra, timing)
+        self._settle(pending, answer, False, extra, timing, logged)
         if not self._dispatch_soon and self.conn.has_frames:
             self._dispatch_soon = True
             answer.get_loop().call_soon(self._dispatch)
 
     def _future_done(
         self, pending: _Pending, framed: bool, future: asyncio.Future[Any], extra: int = 0,
-        timing: _Timing | None = None,
+        timing: _Timing | None = None, logged: RequestLogEntry | None = None,
     ) -> None:  # fmt: skip
-        self._settle(pending, future, framed, extra, timing)
+        self._settle(pending, future, framed, extra, timing, logged)
         if self.conn.has_frames:
             self._dispatch()
 
     def _settle(
         self, pending: _Pending, future: asyncio.Future[Any], framed: bool, extra: int = 0,
-        timing: _Timing | None = None,
+        timing: _Timing | None = None, logged: RequestLogEntry | None = None,
     ) -> None:  # fmt: skip
         conn = self.conn
         if conn.closed:
@@ -799,11 +833,17 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             timing.answered = time.perf_counter_ns()
         try:
             if framed:
-                conn.answer_framed(pending, future.result())
+                conn.answer_framed(pending, result := future.result())
+                if logged is not None:
+                    logged.answered_framed(result)
             elif extra or (self.server.throttling is not None and self.server.throttling.active):
-                conn.answer(pending, self._throttled(future.result(), extra))
+                conn.answer(pending, result := self._throttled(future.result(), extra))
+                if logged is not None:
+                    logged.answered(result)
             else:
-                conn.answer(pending, future.result())
+                conn.answer(pending, result := future.result())
+                if logged is not None:
+                    logged.answered(result)
             self._flush()
             if timing is not None:
                 self._sent(timing)
