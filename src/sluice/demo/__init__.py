@@ -11,7 +11,9 @@ Python, summarised and drawn (:mod:`.report`).
 from __future__ import annotations
 
 import datetime
+import logging
 import shutil
+import signal
 import threading
 import time
 import uuid
@@ -25,7 +27,11 @@ from sluice.client import Admin, NewTopic, Producer
 from .events import Event, generate_events, reference_aggregates
 from .report import Metric, by_key, render_chart, summary_lines
 
-__all__ = ["DemoConfig", "DemoResult", "run_demo"]
+__all__ = ["SPARK_CONF", "DemoConfig", "DemoResult", "run_demo"]
+
+SPARK_CONF = {"spark.python.daemon.module": "sluice.demo.spark_daemon"}
+"""The demo's own Spark settings: its Python workers stay out of the terminal's process
+group, so that Ctrl-C stops the demo without a traceback from each (:mod:`.spark_daemon`)."""
 
 
 @dataclass
@@ -144,11 +150,51 @@ def _follow(
                 return
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """The demo's SIGINT handler: a KeyboardInterrupt, once. Further interrupts are
+    ignored while the demo stops its queries, Spark and the broker (PySpark's own
+    handler would cancel every Spark job first, and each would log its failure).
+    The process's logging is switched off for good: the interrupt lands in the middle
+    of a call to Spark's JVM, whose client (py4j) would log it with a traceback, and
+    the process is about to exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.disable(logging.CRITICAL)
+    raise KeyboardInterrupt
+
+
+def _handle_interrupts() -> Callable[[], None]:
+    """Install :func:`_interrupted` (in the main thread; elsewhere nothing changes);
+    returns what puts the previous handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, _interrupted)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return restore
+
+
+def _quiet(spark: Any) -> None:
+    """Interrupted: Spark's log says nothing more (its queries and jobs are stopped
+    mid-way, which it would report at ERROR with a Java stack trace each)."""
+    if spark is None:
+        return
+    for _ in range(2):  # the first call may meet py4j's connection the interrupt broke
+        try:
+            spark.sparkContext.setLogLevel("OFF")
+            return
+        except Exception:  # the JVM may be gone: then it logs nothing anyway
+            continue
+
+
 def run_demo(
     config: DemoConfig, spark: Any = None, log: Callable[[str], None] = print
 ) -> DemoResult:
     """Run the whole pipeline; ``spark`` reuses a session (else a local one is made
-    and stopped at the end)."""
+    and stopped at the end). A KeyboardInterrupt (Ctrl-C) stops it cleanly and is
+    raised again once everything is stopped."""
     import sluice
 
     out = config.output_dir
@@ -164,6 +210,7 @@ def run_demo(
     demo_cluster = None
     own_spark = spark is None
     producer: _ProducerThread | None = None
+    restore_handler = _handle_interrupts()
     try:
         bootstrap = config.bootstrap_server
         if config.cluster:
@@ -192,12 +239,13 @@ def run_demo(
             say("starting Spark (local[2])")
             from sluice.spark import local_session
 
-            spark = local_session("sluice-demo")
+            spark = local_session("sluice-demo", 2, **SPARK_CONF)
             say(f"Spark {spark.version} ready")
         else:
             from sluice.spark import register
 
             register(spark)
+        _handle_interrupts()  # again: a SparkContext installs its own when it starts
         from .pipeline import ShopPipeline
 
         pipeline = ShopPipeline(
@@ -209,6 +257,9 @@ def run_demo(
         query = pipeline.start_aggregation(config.trigger_s)
         try:
             _follow(query, producer, len(events), final_watermark_ms, say)
+        except KeyboardInterrupt:
+            _quiet(spark)
+            raise
         finally:
             if query.isActive:
                 query.stop()
@@ -238,6 +289,9 @@ def run_demo(
             say(f"check FAILED: missing {missing}, differing {wrong}")
         say(f"Parquet: {pipeline.parquet_dir}")
         return result
+    except KeyboardInterrupt:
+        _quiet(spark)
+        raise
     finally:
         if producer is not None:
             producer.stopping.set()
@@ -248,3 +302,4 @@ def run_demo(
             demo_cluster.stop()
         if broker is not None:
             broker.stop()
+        restore_handler()
