@@ -9,7 +9,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-import sluice
 from sluice.demo import DemoConfig, run_demo
 from sluice.demo.events import generate_events, reference_aggregates
 from sluice.demo.report import chart_figure
@@ -17,17 +16,44 @@ from sluice.demo.report import chart_figure
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_demo_pipeline_matches_plain_python(
-    spark: Any, broker: sluice.EmbeddedBroker, tmp_path: Path
-) -> None:
+def _get(url: str) -> bytes:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        body: bytes = answer.read()
+    return body
+
+
+def test_demo_pipeline_matches_plain_python(spark: Any, tmp_path: Path) -> None:
+    """On its own embedded broker, as `sluice demo` runs: the console and the metrics it
+    announces answer while it runs, and the metrics count the clickstream."""
     config = DemoConfig(
         events=1_500, rate=0, window_s=60, watermark_s=90, minutes=4, partitions=2,
-        output_dir=tmp_path, bootstrap_server=broker.bootstrap_servers, seed=11, trigger_s=1.0,
+        output_dir=tmp_path, seed=11, trigger_s=1.0,
     )  # fmt: skip
     lines: list[str] = []
-    result = run_demo(config, spark=spark, log=lines.append)
+    urls: dict[str, str] = {}
+    seen: dict[str, bytes] = {}
+
+    def log(line: str) -> None:
+        lines.append(line)
+        for label in ("web console: ", "Prometheus metrics: "):
+            if label in line:
+                urls[label] = line.split(label)[1].split()[0]
+                seen[label] = _get(urls[label])
+        if "window rows from" in line and "Prometheus metrics: " in urls:  # after the run
+            seen["metrics after"] = _get(urls["Prometheus metrics: "])
+
+    result = run_demo(config, spark=spark, log=log)
 
     assert result.matches, "\n".join(lines)
+    assert b"<html" in seen["web console: "].lower()
+    after = seen["metrics after"].decode()
+    messages_in = sum(
+        float(row.rsplit(" ", 1)[1]) for row in after.splitlines()
+        if row.startswith("kafka_server_brokertopicmetrics_messagesin_total{topic=\"shop-clicks")
+    )  # fmt: skip
+    assert messages_in == 1_500 + 1  # the clickstream and its end-of-stream marker
     # the reference is not empty or trivial: four windows, purchases and revenue in them
     windows = {w for w, _ in result.expected}
     assert len(windows) == 4

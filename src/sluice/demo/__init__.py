@@ -219,9 +219,16 @@ def run_demo(
             demo_cluster = DemoCluster(out, say)
             bootstrap, spark = demo_cluster.start()
         elif bootstrap is None:
-            broker = sluice.EmbeddedBroker().start()
+            # The console and the metrics on free ports: watch the pipeline while it runs.
+            broker = sluice.EmbeddedBroker({"console.port": 0, "metrics.port": 0}).start()
             bootstrap = broker.bootstrap_servers
             say(f"embedded Sluice broker on {bootstrap}")
+            served = broker.broker
+            if served is not None and served.console is not None:
+                say(f"web console: http://127.0.0.1:{served.console.port}/ (live charts under "
+                    f"Metrics, while the demo runs)")  # fmt: skip
+            if served is not None and served.metrics_endpoint is not None:
+                say(f"Prometheus metrics: {served.metrics_endpoint.url}")
         run_id = uuid.uuid4().hex[:8]
         clicks, metrics_topic = f"shop-clicks-{run_id}", f"shop-metrics-{run_id}"
         with Admin({"bootstrap.servers": bootstrap}) as admin:
