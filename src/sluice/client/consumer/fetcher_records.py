@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from sluice.client.errors import CorruptRecordException
 from sluice.protocol.records import batch as record_batch
@@ -19,13 +19,18 @@ from sluice.protocol.records.compression import decompress
 from sluice.protocol.records.errors import CorruptRecordException as InvalidBatch
 from sluice.protocol.records.reader import batch_records, control_type
 
+if TYPE_CHECKING:
+    from sluice.protocol.records.columnar import RecordColumns
+
 __all__ = [
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_NOT_AVAILABLE",
     "ConsumerRecord",
     "RecordBatchInfo",
+    "decode_columns",
     "decode_records",
+    "next_fetch_offset",
 ]
 
 TIMESTAMP_NOT_AVAILABLE: Final = 0
@@ -199,3 +204,92 @@ def decode_records(
             if record.offset >= fetch_offset:
                 out.append(record)
     return out, next_offset
+
+
+def next_fetch_offset(data: Any, fetch_offset: int) -> int:
+    """The offset to fetch after ``data``: past its last complete batch (of any magic),
+    or ``fetch_offset`` when it holds none; no record is decoded."""
+    buf = memoryview(data)
+    size = len(buf)
+    pos = 0
+    next_offset = fetch_offset
+    while pos + record_batch.LOG_OVERHEAD <= size:
+        base_offset, length = record_batch.read_base_offset_and_length(buf, pos)
+        end = pos + record_batch.LOG_OVERHEAD + length
+        if end > size or size - pos <= record_batch.MAGIC_OFFSET:
+            break
+        if buf[pos + record_batch.MAGIC_OFFSET] == record_batch.CURRENT_MAGIC:
+            next_offset = max(next_offset, record_batch.read_header(buf, pos).next_offset)
+        else:  # a legacy message's offset is its (wrapper's) last
+            next_offset = max(next_offset, base_offset + 1)
+        pos = end
+    return next_offset
+
+
+def decode_columns(
+    topic: str,
+    partition: int,
+    data: Any,
+    fetch_offset: int,
+    aborted: Iterable[tuple[int, int]] = (),
+    read_committed: bool = False,
+    check_crcs: bool = True,
+) -> tuple[RecordColumns, int]:
+    """:func:`decode_records` into columns: the same records (same batch selection,
+    read_committed filtering and fetch-offset cut), decoded in bulk by
+    :mod:`sluice.protocol.records.columnar`. Legacy (v0/v1) message sets are decoded
+    one by one and converted."""
+    from sluice.protocol.records.columnar import RecordColumns, read_columns
+
+    buf = memoryview(data)
+    size = len(buf)
+    pos = 0
+    next_offset = fetch_offset
+    pending = sorted(aborted, key=lambda a: a[1])
+    aborting: set[int] = set()
+    selected: list[record_batch.BatchHeader] = []
+    while pos + record_batch.LOG_OVERHEAD <= size:
+        _base_offset, length = record_batch.read_base_offset_and_length(buf, pos)
+        end = pos + record_batch.LOG_OVERHEAD + length
+        if end > size or size - pos <= record_batch.MAGIC_OFFSET:
+            break
+        magic = buf[pos + record_batch.MAGIC_OFFSET]
+        if magic != record_batch.CURRENT_MAGIC:
+            if magic not in (0, 1):
+                raise CorruptRecordException(f"unknown record batch magic {magic}")
+            records, next_offset = decode_records(
+                topic, partition, data, fetch_offset, aborted, read_committed, check_crcs
+            )
+            return RecordColumns.from_records(records), next_offset
+        header = record_batch.read_header(buf, pos)
+        pos = end
+        next_offset = max(next_offset, header.next_offset)
+        if read_committed:
+            while pending and pending[0][1] <= header.last_offset:
+                aborting.add(pending.pop(0)[0])
+            if header.is_control:
+                if _control_type(topic, partition, buf, header, check_crcs) == 0:
+                    aborting.discard(header.producer_id)
+                continue
+            if header.is_transactional and header.producer_id in aborting:
+                continue
+        elif header.is_control:
+            continue
+        if header.last_offset >= fetch_offset:
+            selected.append(header)
+    try:
+        columns = read_columns(buf, selected, check_crcs)
+    except InvalidBatch as exc:  # the client's own exception, for the application
+        raise CorruptRecordException(f"{topic}-{partition}: {exc}") from exc
+    return columns.from_offset(fetch_offset), next_offset
+
+
+def _control_type(
+    topic: str, partition: int, buf: memoryview, header: record_batch.BatchHeader, check: bool
+) -> int:
+    try:
+        records = batch_records(buf, header, check)
+    except InvalidBatch as exc:
+        raise CorruptRecordException(f"{topic}-{partition}: {exc}") from exc
+    kind = control_type(records[0]) if records else None
+    return -1 if kind is None else kind
