@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceReader,
@@ -40,6 +41,7 @@ from pyspark.sql.types import (
 
 from sluice.client.consumer.consumer import Consumer, TopicPartition
 from sluice.client.errors import KafkaException
+from sluice.protocol.records.columnar import ARROW_HEADERS
 
 from .offsets import (
     OffsetReader,
@@ -73,8 +75,9 @@ log = logging.getLogger("sluice.spark")
 _HEADERS = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 )
-_ARROW_HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-_BATCH_ROWS = 16_384
+_ARROW_HEADERS = ARROW_HEADERS
+_BATCH_ROWS = 65_536
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -97,7 +100,7 @@ def _arrow_schema(include_headers: bool) -> pa.Schema:
     fields = [
         ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
         ("partition", pa.int32()), ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+        ("timestamp", _TIMESTAMP), ("timestampType", pa.int32()),
     ]  # fmt: skip
     if include_headers:
         fields.append(("headers", _ARROW_HEADERS))
@@ -112,39 +115,17 @@ class OffsetRange(InputPartition):
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
 
 
-class _Columns:
-    """Column lists for one Arrow batch of records."""
-
-    def __init__(self, include_headers: bool) -> None:
-        self.schema = _arrow_schema(include_headers)
-        self.include_headers = include_headers
-        self.clear()
-
-    def clear(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.types: list[int] = []
-        self.headers: list[list[dict[str, Any]]] = []
-
-    def batch(self, topic: str, partition: int) -> pa.RecordBatch:
-        n = len(self.offsets)
-        arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array([topic] * n, pa.string()),
-            pa.array([partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pa.array([t * 1000 for t in self.timestamps], pa.int64()).cast(
-                pa.timestamp("us", tz="UTC")
-            ),
-            pa.array(self.types, pa.int32()),
-        ]
-        if self.include_headers:
-            arrays.append(pa.array(self.headers, _ARROW_HEADERS))
-        self.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+def _spark_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """The consumer's Arrow batch (``Consumer.poll_arrow``) in the source's columns:
+    timestamps in microseconds, Spark's timestamp types (0 create, 1 log append)."""
+    types = (batch.column(4).to_numpy() > 1).astype(np.int32)
+    arrays = [
+        batch.column(5), batch.column(6), batch.column(0), batch.column(1), batch.column(2),
+        batch.column(3).cast(_TIMESTAMP), pa.array(types),
+    ]  # fmt: skip
+    if len(schema) > len(arrays):
+        arrays.append(batch.column(7))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _log_start(consumer: Consumer, tp: TopicPartition) -> int:
@@ -171,7 +152,7 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
     }
     tp = TopicPartition(part.topic, part.partition)
     where = f"{part.topic}-{part.partition}"
-    cols = _Columns(options.include_headers)
+    schema = _arrow_schema(options.include_headers)
     with Consumer(config) as consumer:
         position = _skip_lost(consumer, tp, part.start, part.end, options, where)
         consumer.assign([tp])
@@ -179,34 +160,25 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
         fetched_before = fetch_counts(consumer, part.topic, part.partition)
         deadline = time.monotonic() + options.poll_timeout_s
         while position < part.end:
-            records = consumer.poll(min(1.0, options.poll_timeout_s))
-            if records and records[0].offset > position:
-                # a gap: compaction or transaction markers, or records deleted under us
-                _skip_lost(consumer, tp, position, records[0].offset, options, where)
-            for r in records:
-                if r.offset < position:  # never twice, even if the consumer reset backwards
-                    continue
-                if r.offset >= part.end:
-                    break
-                cols.keys.append(r.key)
-                cols.values.append(r.value)
-                cols.offsets.append(r.offset)
-                cols.timestamps.append(r.timestamp)
-                cols.types.append(0 if r.timestamp_type <= 1 else 1)
-                if options.include_headers:
-                    cols.headers.append([{"key": k, "value": v} for k, v in r.headers])
-            if records:
+            batches = consumer.poll_arrow(min(1.0, options.poll_timeout_s), _BATCH_ROWS)
+            for i, batch in enumerate(batches):
+                offsets = batch.column(2).to_numpy()
+                if i == 0 and offsets[0] > position:
+                    # a gap: compaction or transaction markers, or records deleted under us
+                    _skip_lost(consumer, tp, position, int(offsets[0]), options, where)
+                # never twice, even if the consumer reset backwards; never past the end
+                first, stop = np.searchsorted(offsets, (position, part.end))
+                if stop > first:
+                    yield _spark_batch(batch.slice(first, stop - first), schema)
+                    position = int(offsets[stop - 1]) + 1
+            if batches:
                 deadline = time.monotonic() + options.poll_timeout_s
             position = max(position, consumer.position(tp))
-            if len(cols.offsets) >= _BATCH_ROWS:
-                yield cols.batch(part.topic, part.partition)
             if position < part.end and time.monotonic() > deadline:
                 raise TimeoutError(
                     f"no records of {where} arrived for {options.poll_timeout_s:.0f} s at offset "
                     f"{position} (range ends at {part.end}); see kafkaConsumer.pollTimeoutMs"
                 )
-        if cols.offsets:
-            yield cols.batch(part.topic, part.partition)
         log_task_read(part.topic, part.partition, part.start, part.end, consumer, fetched_before)
 
 

@@ -203,6 +203,33 @@ class Consumer:
                     return []
                 self._subs.changed.wait(min(remaining, 0.1))
 
+    def poll_arrow(self, timeout: float = 0.0, max_records: int | None = None) -> list[Any]:
+        """:meth:`poll`, with the records as Arrow data: ``pyarrow.RecordBatch`` es of
+        ``ConsumerRecord``'s fields as columns (``topic``, ``partition``, ``offset``,
+        ``timestamp`` (ms, UTC), ``timestamp_type`` (1 create, 2 log append), ``key``,
+        ``value``, ``headers`` (list of key/value structs), ``leader_epoch``), each with
+        records of one partition in offset order. At most ``max_records`` records in
+        all (default ``max.poll.records``). The records are decoded in bulk, without a
+        Python object per record; positions and commits advance as with :meth:`poll`.
+        Needs ``pyarrow`` and ``numpy``."""
+        self._check_open()
+        limit = self.max_poll_records if max_records is None else max(1, int(max_records))
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            self._maintain_group(deadline)
+            self._maybe_auto_commit()
+            self._init_positions()
+            with self._subs.lock:
+                self._raise_errors()
+                taken = self._subs.drain_columns(limit) if self._subs.has_ready_data() else []
+                if not taken:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return []
+                    self._subs.changed.wait(min(remaining, 0.1))
+                    continue
+            return [columns.to_arrow(*tp) for tp, columns in taken]
+
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[ConsumerRecord]:
         """confluent-kafka style: up to ``num_messages`` records within ``timeout``."""
         saved = self.max_poll_records

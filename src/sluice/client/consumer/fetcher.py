@@ -20,13 +20,21 @@ import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
-from sluice.client.consumer.fetcher_records import ConsumerRecord, decode_records
+from sluice.client.consumer.fetcher_records import (
+    ConsumerRecord,
+    decode_columns,
+    decode_records,
+    next_fetch_offset,
+)
 from sluice.client.errors import KafkaException, exception_for
 from sluice.client.net.consumer_network_client import ConsumerNetworkClient
 from sluice.protocol import ApiKey, ErrorCode
+
+if TYPE_CHECKING:
+    from sluice.protocol.records.columnar import RecordColumns
 
 __all__ = [
     "EARLIEST",
@@ -58,9 +66,43 @@ _METADATA_ERRORS = {
 
 @dataclass
 class CompletedFetch:
-    records: deque[ConsumerRecord]
+    """A partition's fetched data, decoded when the application first takes from it:
+    into records by ``poll``, into columns by ``poll_arrow``. Taking the other way
+    after part of it was taken decodes the rest again from the data."""
+
+    tp: TopicPartition
+    data: bytes
+    fetch_offset: int
+    aborted: list[tuple[int, int]]
     next_offset: int
     size: int
+    read_committed: bool
+    check_crcs: bool
+    records: deque[ConsumerRecord] | None = None
+    columns: RecordColumns | None = None
+
+    def _start(self, position: int | None) -> int:
+        return self.fetch_offset if position is None else max(self.fetch_offset, position)
+
+    def take_records(self, position: int | None) -> deque[ConsumerRecord]:
+        """The records not taken yet (``position``: the partition's next offset)."""
+        if self.records is None:
+            records, _ = decode_records(
+                self.tp.topic, self.tp.partition, self.data, self._start(position),
+                self.aborted, self.read_committed, self.check_crcs,
+            )  # fmt: skip
+            self.records, self.columns = deque(records), None
+        return self.records
+
+    def take_columns(self, position: int | None) -> RecordColumns:
+        """The columns of the records not taken yet."""
+        if self.columns is None:
+            self.columns, _ = decode_columns(
+                self.tp.topic, self.tp.partition, self.data, self._start(position),
+                self.aborted, self.read_committed, self.check_crcs,
+            )  # fmt: skip
+            self.records = None
+        return self.columns
 
 
 @dataclass
@@ -140,11 +182,12 @@ class SubscriptionState:
                 continue
             while state.buffered and len(out) < max_records:
                 completed = state.buffered[0]
-                while completed.records and len(out) < max_records:
-                    record = completed.records.popleft()
+                records = completed.take_records(state.position)
+                while records and len(out) < max_records:
+                    record = records.popleft()
                     out.append(record)
                     state.position = record.offset + 1
-                if completed.records:
+                if records:
                     break
                 state.buffered.popleft()
                 state.buffered_bytes -= completed.size
@@ -152,11 +195,42 @@ class SubscriptionState:
             if len(out) >= max_records:
                 break
         if out:
-            # rotate so the next poll starts with other partitions (fairness)
-            first = next(iter(self.partitions))
-            self.partitions[first] = self.partitions.pop(first)
-            self.changed.notify_all()
+            self._rotate()
         return out
+
+    def drain_columns(self, max_records: int) -> list[tuple[TopicPartition, RecordColumns]]:
+        """:meth:`drain` as columns: up to ``max_records`` buffered records, one
+        :class:`RecordColumns` per partition and fetch (caller holds the lock)."""
+        out: list[tuple[TopicPartition, RecordColumns]] = []
+        taken = 0
+        for tp, state in self.partitions.items():
+            if state.paused:
+                continue
+            while state.buffered and taken < max_records:
+                completed = state.buffered[0]
+                columns = completed.take_columns(state.position)
+                n = min(len(columns), max_records - taken)
+                if n:
+                    out.append((tp, columns.slice(0, n)))
+                    taken += n
+                    state.position = int(columns.offsets[n - 1]) + 1
+                    columns = completed.columns = columns.slice(n)
+                if len(columns):
+                    break
+                state.buffered.popleft()
+                state.buffered_bytes -= completed.size
+                state.position = max(state.position or 0, completed.next_offset)
+            if taken >= max_records:
+                break
+        if out:
+            self._rotate()
+        return out
+
+    def _rotate(self) -> None:
+        """Move the first partition last, so the next poll starts with others (fairness)."""
+        first = next(iter(self.partitions))
+        self.partitions[first] = self.partitions.pop(first)
+        self.changed.notify_all()
 
 
 class FetchSession:
@@ -406,9 +480,7 @@ class Fetcher(threading.Thread):
         aborted = [
             (int(a.producer_id), int(a.first_offset)) for a in (p.aborted_transactions or ())
         ]
-        records, next_offset = decode_records(
-            tp.topic, tp.partition, data, offset, aborted, self.read_committed, self.check_crcs
-        )
+        next_offset = next_fetch_offset(data, offset)
         with self.subs.lock:
             state = self.subs.partitions.get(tp)
             if state is None or state.epoch != epoch or state.fetch_position != offset:
@@ -416,7 +488,7 @@ class Fetcher(threading.Thread):
             state.high_watermark = int(p.high_watermark)
             state.last_stable_offset = int(p.last_stable_offset)
             state.log_start_offset = int(p.log_start_offset)
-            if len(data) and next_offset == offset and not records:
+            if next_offset == offset:
                 if len(data) >= self.partition_max_bytes:
                     self.subs.errors.append(
                         KafkaException(
@@ -425,10 +497,19 @@ class Fetcher(threading.Thread):
                         )
                     )
                 return
-            if next_offset == offset:
-                return
             state.fetch_position = next_offset
-            state.buffered.append(CompletedFetch(deque(records), next_offset, len(data)))
+            state.buffered.append(
+                CompletedFetch(
+                    tp,
+                    bytes(data),
+                    offset,
+                    aborted,
+                    next_offset,
+                    len(data),
+                    self.read_committed,
+                    self.check_crcs,
+                )
+            )
             state.buffered_bytes += len(data)
             self.subs.changed.notify_all()
 

@@ -38,6 +38,7 @@ from .varint import read_varint
 
 __all__ = [
     "ARROW_HEADERS",
+    "ARROW_SCHEMA",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "RecordColumns",
@@ -50,6 +51,20 @@ TIMESTAMP_LOG_APPEND_TIME: Final = 2
 """Timestamp types as the consumer reports them (``ConsumerRecord.timestamp_type``)."""
 
 ARROW_HEADERS: Final = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+ARROW_SCHEMA: Final = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("ms", tz="UTC")),
+        ("timestamp_type", pa.int8()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", ARROW_HEADERS),
+        ("leader_epoch", pa.int32()),
+    ]
+)
+"""The columns of :meth:`RecordColumns.to_arrow`: ``ConsumerRecord``'s fields."""
 _PAD: Final = 16  # zero bytes after the buffer: a varint read at its end stays inside
 _I64 = npt.NDArray[np.int64]
 
@@ -117,6 +132,27 @@ class RecordColumns:
             self.timestamp_types[start:stop], self.leader_epochs[start:stop],
             self.keys.slice(start, n), self.values.slice(start, n), self.headers.slice(start, n),
         )  # fmt: skip
+
+    def to_arrow(self, topic: str, partition: int) -> Any:
+        """A ``pyarrow.RecordBatch`` of :data:`ARROW_SCHEMA` (the numeric columns are
+        not copied)."""
+        n = len(self)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.repeat(pa.scalar(topic, pa.string()), n),
+                pa.repeat(pa.scalar(partition, pa.int32()), n),
+                pa.array(self.offsets),
+                pa.Array.from_buffers(
+                    ARROW_SCHEMA.field("timestamp").type, n, [None, pa.py_buffer(self.timestamps)]
+                ),
+                pa.array(self.timestamp_types),
+                self.keys,
+                self.values,
+                self.headers,
+                pa.array(self.leader_epochs),
+            ],
+            schema=ARROW_SCHEMA,
+        )
 
     def from_offset(self, offset: int) -> RecordColumns:
         """The rows at or after ``offset``."""
