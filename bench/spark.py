@@ -1,25 +1,34 @@
-"""Throughput of the ``sluice`` Spark source and sink, beside Sluice's consumer alone.
+"""Throughput of the ``sluice`` Spark source and sink, beside confluent-kafka's consumer.
 
 One Sluice broker (``python -m sluice broker`` on a loopback port, fresh log directory)
-holds N records of 100 B values (keys ``k<i>``) in a 2-partition topic, written once
-with Sluice's producer (untimed). Then, on one local[2] Spark session:
+holds N records of 100 B values (keys ``k<i>``) in a 2-partition topic per codec
+(``--codecs``, default none, lz4 and zstd), written once with Sluice's producer
+(untimed). For each codec, each step runs ``--repeat`` times, and the table gives the
+median rows/s, its ratio to the confluent-kafka consumer's median on the same topic in
+the same run, and the broker's median CPU seconds (user + system) during the step:
 
-* consumer alone: Sluice's consumer reads all N records in this process (assign mode,
-  no group), from ``assign`` to the N-th record in hand;
-* batch read: ``spark.read.format("sluice")`` with ``sum(length(value))`` over all
-  rows (so every value crosses from the Python workers into Spark);
-* streaming: ``readStream.format("sluice")`` from earliest with
-  ``trigger(availableNow=True)`` into the ``noop`` sink: one big micro-batch;
+* confluent-kafka consumer: one ``confluent_kafka.Consumer`` (librdkafka) reads all N
+  records of both partitions (assign, no group), from ``assign`` to the N-th record;
+* Sluice consumer, ``poll``: the same with Sluice's consumer, one ``ConsumerRecord``
+  per record;
+* Sluice consumer, ``poll_arrow``: the same with the batch API (Arrow record batches);
+* Spark batch read: ``spark.read.format("sluice")`` with ``sum(length(value))`` over all
+  rows (so every value crosses from the Python workers into Spark), local[2];
+* Spark streaming: ``readStream.format("sluice")`` from earliest with
+  ``trigger(availableNow=True)`` into the ``noop`` sink: one big micro-batch.
+
+Then, once:
+
 * micro-batch overhead: a stream over a small topic with ``maxOffsetsPerTrigger=1``,
-  so every micro-batch reads one record; the median ``triggerExecution`` time;
+  so every micro-batch reads one record; the median ``triggerExecution`` time and the
+  medians of its parts (Spark's ``durationMs``);
 * sink: a DataFrame of W rows (100 B values, keys) written with
-  ``df.write.format("sluice")`` (tasks stage the rows, the driver publishes them with
-  the idempotent producer on commit), timed to the end of the commit.
+  ``df.write.format("sluice")``, timed to the end of the commit.
 
-Each timed Spark step runs ``--repeat`` times (the first also warms up the Python
-workers) and the median and best are printed. Figures only: nothing asserts a time.
+The first Spark step also starts the Python workers; it is one of the repeats. Figures
+only: nothing asserts a time.
 
-    python bench/spark.py [--records 1000000] [--write-records 300000] [--repeat 2]
+    python bench/spark.py [--records 1000000] [--codecs none,lz4,zstd] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -30,56 +39,105 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+CONFLUENT = "confluent-kafka consumer"
 
 
-def produce(bootstrap: str, topic: str, records: int, partitions: int) -> None:
+def produce(bootstrap: str, topic: str, records: int, partitions: int, codec: str = "none") -> None:
     from sluice.client import Admin, NewTopic, Producer
 
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, partitions, 1)])
     value = b"x" * 100
-    config = {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 262144}
+    config = {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 262144,
+              "compression.type": codec}  # fmt: skip
     with Producer(config) as producer:
         for i in range(records):
             producer.send(topic, value, key=b"k%d" % i, partition=i % partitions)
         producer.flush(600)
 
 
-def consumer_alone(bootstrap: str, topic: str, records: int, partitions: int) -> float:
+def confluent_consumer(bootstrap: str, topic: str, records: int, partitions: int) -> None:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
+        seen = 0
+        while seen < records:
+            for message in consumer.consume(10_000, 1.0):
+                if message.error() is None:
+                    seen += 1
+    finally:
+        consumer.close()
+
+
+def sluice_consumer(bootstrap: str, topic: str, records: int, partitions: int, arrow: bool) -> None:
     from sluice.client import Consumer, TopicPartition
 
     config = {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
-              "enable.auto.commit": False, "max.poll.records": 16384}  # fmt: skip
-    began = time.perf_counter()
+              "enable.auto.commit": False, "max.poll.records": 65536}  # fmt: skip
     seen = 0
     with Consumer(config) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         while seen < records:
-            seen += len(consumer.poll(1.0))
-        took = time.perf_counter() - began
-    return records / took
+            if arrow:
+                seen += sum(batch.num_rows for batch in consumer.poll_arrow(1.0))
+            else:
+                seen += len(consumer.poll(1.0))
 
 
-def timed(label: str, repeats: int, step: Any, rows: int) -> list[float]:
-    rates = []
-    for i in range(repeats):
-        began = time.perf_counter()
-        step()
-        took = time.perf_counter() - began
-        rates.append(rows / took)
-        print(f"  {label} run {i + 1}: {took:6.2f} s  {rows / took:12,.0f} rows/s", flush=True)
-    return rates
+class Results:
+    """rows/s and broker CPU seconds per (step, codec), each run printed as it ends."""
+
+    def __init__(self, proc: Any, repeat: int) -> None:
+        self.proc = proc
+        self.repeat = repeat
+        self.rates: dict[tuple[str, str], list[float]] = {}
+        self.cpu: dict[tuple[str, str], list[float]] = {}
+
+    def time(self, label: str, codec: str, rows: int, step: Callable[[], None]) -> None:
+        from brokers import Meter
+
+        for i in range(self.repeat):
+            with Meter(self.proc) as meter:
+                began = time.perf_counter()
+                step()
+                took = time.perf_counter() - began
+            self.rates.setdefault((label, codec), []).append(rows / took)
+            self.cpu.setdefault((label, codec), []).append(meter.cpu_s)
+            print(f"  {codec:5} {label} run {i + 1}: {took:6.2f} s {rows / took:12,.0f} rows/s, "
+                  f"broker {meter.cpu_s:5.2f} CPU s", flush=True)  # fmt: skip
+
+    def table(self) -> None:
+        print("\n| codec | path | median rows/s | vs confluent-kafka | broker CPU s |")
+        print("| --- | --- | ---: | ---: | ---: |")
+        for (label, codec), rates in self.rates.items():
+            base = self.rates.get((CONFLUENT, codec))
+            ratio = statistics.median(rates) / statistics.median(base) if base else float("nan")
+            cpu = statistics.median(self.cpu[(label, codec)])
+            print(f"| {codec} | {label} | {statistics.median(rates):,.0f} | {ratio:.2f}x | "
+                  f"{cpu:.2f} |")  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--write-records", type=int, default=300_000)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--codecs", default="none,lz4,zstd")
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batches", type=int, default=15, help="micro-batches for the overhead")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
@@ -90,17 +148,21 @@ def main() -> None:
     print(f"# sluice Spark source and sink, {args.records:,} records of 100 B; "
           f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
           f"on {os.cpu_count()} CPUs")  # fmt: skip
-    with sluice() as (bootstrap, _proc):
-        topic = f"bench-{uuid.uuid4().hex[:8]}"
-        began = time.perf_counter()
-        produce(bootstrap, topic, args.records, 2)
-        print(f"  produced {args.records:,} records in {time.perf_counter() - began:.1f} s "
-              "(untimed setup)", flush=True)  # fmt: skip
-        results: dict[str, list[float]] = {}
-        results["consumer alone"] = [
-            consumer_alone(bootstrap, topic, args.records, 2) for _ in range(args.repeat)
-        ]
-        print(f"  consumer alone: {[f'{r:,.0f}' for r in results['consumer alone']]} rows/s")
+    n = args.records
+    with sluice() as (bootstrap, proc):
+        results = Results(proc, args.repeat)
+        topics = {}
+        for codec in args.codecs.split(","):
+            topics[codec] = f"bench-{codec}-{uuid.uuid4().hex[:8]}"
+            began = time.perf_counter()
+            produce(bootstrap, topics[codec], n, 2, codec)
+            print(f"  produced {n:,} records ({codec}) in {time.perf_counter() - began:.1f} s "
+                  "(untimed setup)", flush=True)  # fmt: skip
+        for codec, topic in topics.items():
+            results.time(CONFLUENT, codec, n, partial(confluent_consumer, bootstrap, topic, n, 2))
+            for label, arrow in (("poll", False), ("poll_arrow", True)):
+                step = partial(sluice_consumer, bootstrap, topic, n, 2, arrow)
+                results.time(f"Sluice consumer, {label}", codec, n, step)
 
         from sluice.spark import local_session
 
@@ -108,28 +170,25 @@ def main() -> None:
         spark = local_session("sluice-bench")
         print(f"  Spark session started in {time.perf_counter() - began:.1f} s", flush=True)
         try:
-            results.update(spark_steps(spark, bootstrap, topic, args))
+            for codec, topic in topics.items():
+                spark_reads(spark, bootstrap, topic, codec, results, n)
+            overhead(spark, bootstrap, topics[next(iter(topics))], args.batches)
+            sink(spark, bootstrap, topics[next(iter(topics))], results, args.write_records)
         finally:
             spark.stop()
-    print("\n| measurement | median rows/s | best rows/s |\n| --- | ---: | ---: |")
-    for label, rates in results.items():
-        print(f"| {label} | {statistics.median(rates):,.0f} | {max(rates):,.0f} |")
+    results.table()
 
 
-def spark_steps(
-    spark: Any, bootstrap: str, topic: str, args: argparse.Namespace
-) -> dict[str, list[float]]:
-    results: dict[str, list[float]] = {}
-
-    def source() -> Any:
-        return (spark.read.format("sluice").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic).load())  # fmt: skip
-
+def spark_reads(spark: Any, bootstrap: str, topic: str, codec: str, results: Results,
+                records: int) -> None:  # fmt: skip
     def batch_read() -> None:
-        (total,) = source().selectExpr("sum(length(value))").first()
-        assert total == 100 * args.records, total
+        (total,) = (
+            spark.read.format("sluice").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).load().selectExpr("sum(length(value))").first()
+        )  # fmt: skip
+        assert total == 100 * records, total
 
-    results["Spark batch read"] = timed("batch read", args.repeat, batch_read, args.records)
+    results.time("Spark batch read", codec, records, batch_read)
 
     def stream_read() -> None:
         query = (
@@ -139,14 +198,14 @@ def spark_steps(
         )  # fmt: skip
         query.awaitTermination()
         rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
-        assert rows == args.records, rows
+        assert rows == records, rows
 
-    results["Spark streaming, one micro-batch"] = timed(
-        "streaming", args.repeat, stream_read, args.records
-    )
+    results.time("Spark streaming, one micro-batch", codec, records, stream_read)
 
+
+def overhead(spark: Any, bootstrap: str, topic: str, batches: int) -> None:
     small = f"{topic}-small"
-    produce(bootstrap, small, args.batches, 1)
+    produce(bootstrap, small, batches, 1)
     query = (
         spark.readStream.format("sluice").option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", small).option("startingOffsets", "earliest")
@@ -154,19 +213,27 @@ def spark_steps(
         .writeStream.format("noop").trigger(availableNow=True).start()
     )  # fmt: skip
     query.awaitTermination()
-    per_batch = [int(p["durationMs"]["triggerExecution"]) for p in query.recentProgress]
+    progress = [p for p in query.recentProgress if int(p["numInputRows"]) > 0]
+    per_batch = [int(p["durationMs"]["triggerExecution"]) for p in progress]
     print(
         f"  micro-batch overhead over {len(per_batch)} one-record batches: median "
         f"{statistics.median(per_batch)} ms, min {min(per_batch)} ms, max {max(per_batch)} ms"
     )
+    parts = sorted({k for p in progress for k in p["durationMs"]} - {"triggerExecution"})
+    medians = {
+        k: statistics.median(int(p["durationMs"].get(k, 0)) for p in progress) for k in parts
+    }
+    print("  of which (medians, ms): " + ", ".join(f"{k} {v:g}" for k, v in medians.items()))
 
+
+def sink(spark: Any, bootstrap: str, topic: str, results: Results, rows: int) -> None:
     out = f"{topic}-out"
     from sluice.client import Admin, NewTopic
 
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(out, 2, 1)])
     df = (
-        spark.range(args.write_records)
+        spark.range(rows)
         .selectExpr(
             "CAST(CONCAT('k', id) AS BINARY) AS key", "CAST(REPEAT('y', 100) AS BINARY) AS value"
         )
@@ -180,8 +247,7 @@ def spark_steps(
             "topic", out
         ).mode("append").save()
 
-    results["Spark sink write"] = timed("sink write", args.repeat, write, args.write_records)
-    return results
+    results.time("Spark sink write", "none", rows, write)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 Planning runs on the driver (:class:`SluiceBatchReader.partitions`,
 :class:`SluiceStreamReader.latestOffset`); each Spark input partition is one
 topic-partition offset range that :func:`read_range` fetches in a Python worker
-with Sluice's consumer and hands to Spark as Arrow record batches.
+with Sluice's consumer (kept between tasks in the worker's
+:mod:`~sluice.spark.consumer_pool`) and its batch API (``poll_arrow``: records
+decoded into Arrow columns in bulk), handing them to Spark as Arrow record batches.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from sluice.client.consumer.consumer import Consumer, TopicPartition
 from sluice.client.errors import KafkaException
 from sluice.protocol.records.columnar import ARROW_HEADERS
 
+from .consumer_pool import pool
 from .offsets import (
     OffsetReader,
     Range,
@@ -141,10 +144,11 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
         return
     # "earliest": an offset that vanished mid-read is seen as a jump past it, checked below
     config = {
-        # a range is read to its end and the consumer closed: large fetches, and short
-        # long-polls so closing does not wait out a pending fetch (both can be overridden)
+        # a range is read to its end and the consumer given back to the pool: large
+        # fetches, and short long-polls (the range's records are there already) so the
+        # next range need not wait out a pending fetch of the last (both can be overridden)
         "max.partition.fetch.bytes": str(8 * 1024 * 1024),
-        "fetch.max.wait.ms": "100",
+        "fetch.max.wait.ms": "10",
         **options.consumer_config,
         "enable.auto.commit": "false",
         "auto.offset.reset": "earliest",
@@ -153,7 +157,7 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
     tp = TopicPartition(part.topic, part.partition)
     where = f"{part.topic}-{part.partition}"
     schema = _arrow_schema(options.include_headers)
-    with Consumer(config) as consumer:
+    with pool.consumer(config) as consumer:
         position = _skip_lost(consumer, tp, part.start, part.end, options, where)
         consumer.assign([tp])
         consumer.seek(tp, position)
