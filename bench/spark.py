@@ -7,8 +7,9 @@ holds N records of 100 B values (keys ``k<i>``) in a 2-partition topic per codec
 median rows/s, its ratio to the confluent-kafka consumer's median on the same topic in
 the same run, and the broker's median CPU seconds (user + system) during the step:
 
-* confluent-kafka consumer: one ``confluent_kafka.Consumer`` (librdkafka) reads all N
-  records of both partitions (assign, no group), from ``assign`` to the N-th record;
+* confluent-kafka consumer: one ``confluent_kafka.Consumer`` (librdkafka, with
+  ``fetch.queue.backoff.ms=10``) reads all N records of both partitions (assign, no
+  group), from ``assign`` to the N-th record;
 * Sluice consumer, ``poll``: the same with Sluice's consumer, one ``ConsumerRecord``
   per record;
 * Sluice consumer, ``poll_arrow``: the same with the batch API (Arrow record batches);
@@ -71,6 +72,9 @@ def confluent_consumer(bootstrap: str, topic: str, records: int, partitions: int
             "group.id": f"bench-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
+            # librdkafka stops fetching for 1 s when its queue is full; 10 ms as in
+            # produce_consume.py's consume rows, so that it is not held back
+            "fetch.queue.backoff.ms": 10,
         }
     )
     try:

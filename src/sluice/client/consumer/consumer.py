@@ -195,6 +195,10 @@ class Consumer:
             self._maybe_auto_commit()
             self._init_positions()
             with self._subs.lock:
+                undecoded = self._subs.undecoded(columns=False)
+            for completed, position in undecoded:  # decoded while the fetcher goes on
+                completed.take_records(position)
+            with self._subs.lock:
                 self._raise_errors()
                 if self._subs.has_ready_data():
                     return self._subs.drain(self.max_poll_records)
@@ -219,6 +223,10 @@ class Consumer:
             self._maintain_group(deadline)
             self._maybe_auto_commit()
             self._init_positions()
+            with self._subs.lock:
+                undecoded = self._subs.undecoded(columns=True)
+            for completed, position in undecoded:  # decoded while the fetcher goes on
+                completed.take_columns(position)
             with self._subs.lock:
                 self._raise_errors()
                 taken = self._subs.drain_columns(limit) if self._subs.has_ready_data() else []

@@ -86,6 +86,9 @@ class CompletedFetch:
 
     def take_records(self, position: int | None) -> deque[ConsumerRecord]:
         """The records not taken yet (``position``: the partition's next offset)."""
+        if self.records is not None and position is not None:
+            while self.records and self.records[0].offset < position:
+                self.records.popleft()
         if self.records is None:
             records, _ = decode_records(
                 self.tp.topic, self.tp.partition, self.data, self._start(position),
@@ -96,6 +99,8 @@ class CompletedFetch:
 
     def take_columns(self, position: int | None) -> RecordColumns:
         """The columns of the records not taken yet."""
+        if self.columns is not None and position is not None:
+            self.columns = self.columns.from_offset(position)
         if self.columns is None:
             self.columns, _ = decode_columns(
                 self.tp.topic, self.tp.partition, self.data, self._start(position),
@@ -224,6 +229,19 @@ class SubscriptionState:
                 break
         if out:
             self._rotate()
+        return out
+
+    def undecoded(self, columns: bool) -> list[tuple[CompletedFetch, int | None]]:
+        """The fetches :meth:`drain` (or, with ``columns``, :meth:`drain_columns`) would
+        decode first, with their partitions' positions, so that the caller can decode
+        them without holding the lock while the fetcher goes on (caller holds the lock;
+        the fetcher only ever appends to a partition's buffer)."""
+        out = []
+        for state in self.partitions.values():
+            if state.buffered and not state.paused:
+                first = state.buffered[0]
+                if (first.columns if columns else first.records) is None:
+                    out.append((first, state.position))
         return out
 
     def _rotate(self) -> None:

@@ -332,7 +332,7 @@ def read_columns(
         return RecordColumns.empty()
     view = memoryview(buf)
     sections = [_section(view, h, check_crc) for h in batches]
-    joined = b"".join(sections) + bytes(_PAD)
+    joined = b"".join([*sections, bytes(_PAD)])
     heads: list[int] = []
     bounds = np.empty(len(batches), np.int64)
     pos = 0
