@@ -16,7 +16,12 @@ the same run, and the broker's median CPU seconds (user + system) during the ste
 * Spark batch read: ``spark.read.format("sluice")`` with ``sum(length(value))`` over all
   rows (so every value crosses from the Python workers into Spark), local[2];
 * Spark streaming: ``readStream.format("sluice")`` from earliest with
-  ``trigger(availableNow=True)`` into the ``noop`` sink: one big micro-batch.
+  ``trigger(availableNow=True)`` into the ``noop`` sink: one big micro-batch, timed
+  from ``start()`` to the query's end (so with the query's start); the micro-batch's
+  own ``triggerExecution`` time is printed beside it.
+
+Each run also prints the CPU seconds of the broker, of this process, of Spark's JVM
+and of Spark's Python workers (psutil), to show where a step's time goes.
 
 Then, once:
 
@@ -103,8 +108,31 @@ def sluice_consumer(bootstrap: str, topic: str, records: int, partitions: int, a
                 seen += len(consumer.poll(1.0))
 
 
+def local_cpu() -> dict[str, float]:
+    """CPU seconds (user + system, with reaped children) of this process, of the JVMs
+    it started (Spark's driver and executor) and of Spark's Python workers."""
+    import psutil
+
+    out = {"bench": 0.0, "jvm": 0.0, "python workers": 0.0}
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            cmdline = " ".join(proc.cmdline())
+        except psutil.Error:
+            continue
+        used = times.user + times.system + times.children_user + times.children_system
+        if proc.pid == me.pid:
+            out["bench"] += times.user + times.system
+        elif "java" in cmdline:
+            out["jvm"] += used
+        elif "pyspark" in cmdline:
+            out["python workers"] += times.user + times.system
+    return out
+
+
 class Results:
-    """rows/s and broker CPU seconds per (step, codec), each run printed as it ends."""
+    """rows/s and CPU seconds per (step, codec), each run printed as it ends."""
 
     def __init__(self, proc: Any, repeat: int) -> None:
         self.proc = proc
@@ -116,14 +144,17 @@ class Results:
         from brokers import Meter
 
         for i in range(self.repeat):
+            before = local_cpu()
             with Meter(self.proc) as meter:
                 began = time.perf_counter()
                 step()
                 took = time.perf_counter() - began
+            after = local_cpu()
             self.rates.setdefault((label, codec), []).append(rows / took)
             self.cpu.setdefault((label, codec), []).append(meter.cpu_s)
+            spent = ", ".join(f"{k} {after[k] - before[k]:.2f}" for k in after)
             print(f"  {codec:5} {label} run {i + 1}: {took:6.2f} s {rows / took:12,.0f} rows/s, "
-                  f"broker {meter.cpu_s:5.2f} CPU s", flush=True)  # fmt: skip
+                  f"CPU s: broker {meter.cpu_s:.2f}, {spent}", flush=True)  # fmt: skip
 
     def table(self) -> None:
         print("\n| codec | path | median rows/s | vs confluent-kafka | broker CPU s |")
@@ -203,6 +234,10 @@ def spark_reads(spark: Any, bootstrap: str, topic: str, codec: str, results: Res
         query.awaitTermination()
         rows = sum(int(p["numInputRows"]) for p in query.recentProgress)
         assert rows == records, rows
+        batch = max(query.recentProgress, key=lambda p: int(p["numInputRows"]))
+        took = int(batch["durationMs"]["triggerExecution"]) / 1000
+        print(f"        the micro-batch alone: {took:.2f} s, {rows / took:,.0f} rows/s "
+              f"(durationMs {batch['durationMs']})")  # fmt: skip
 
     results.time("Spark streaming, one micro-batch", codec, records, stream_read)
 

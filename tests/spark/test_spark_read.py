@@ -185,3 +185,39 @@ def test_fail_on_data_loss_after_delete_records(
         _stream(spark, broker, topic, out, checkpoint, failOnDataLoss="false")
         offsets = sorted(r.offset for r in spark.read.parquet(str(out)).collect())
         assert offsets == [0, 1, 2, 3, 4, *range(12, 20)]
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_batch_read_of_compressed_transactions(
+    spark: Any, broker: sluice.EmbeddedBroker, topic: str, codec: str
+) -> None:
+    """confluent-kafka writes compressed batches in a committed and an aborted
+    transaction; read_committed gets the committed ones only, read_uncommitted both."""
+    import confluent_kafka
+
+    _create(broker, topic, 1)
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "compression.type": codec,
+            "transactional.id": f"tx-{topic}",
+            "linger.ms": 5,
+        }
+    )
+    producer.init_transactions(30)
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        for i in range(50):
+            producer.produce(topic, b"%s-%d" % (b"c" if commit else b"a", i), b"k%d" % i,
+                             headers=[("i", b"%d" % i)])  # fmt: skip
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    committed = _reader(spark, broker, topic, **{"kafka.isolation.level": "read_committed"})
+    values = [r.value for r in committed.orderBy("offset").collect()]
+    assert values == [b"c-%d" % i for i in range(50)] * 2
+    everything = _reader(spark, broker, topic, includeHeaders="true").orderBy("offset").collect()
+    assert [r.value[:1] for r in everything] == [b"c"] * 50 + [b"a"] * 50 + [b"c"] * 50
+    assert [(h.key, h.value) for h in everything[7].headers] == [("i", b"7")]
