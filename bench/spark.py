@@ -27,7 +27,9 @@ Then, once:
 
 * micro-batch overhead: a stream over a small topic with ``maxOffsetsPerTrigger=1``,
   so every micro-batch reads one record; the median ``triggerExecution`` time and the
-  medians of its parts (Spark's ``durationMs``);
+  medians of its parts (Spark's ``durationMs``), beside the same for a Python streaming
+  source that hands out one row per micro-batch and reads nothing (Spark's own cost
+  per micro-batch of a Python source), each after a short warm-up query;
 * sink: a DataFrame of W rows (100 B values, keys) written with
   ``df.write.format("sluice")``, timed to the end of the commit.
 
@@ -35,6 +37,7 @@ The first Spark step also starts the Python workers; it is one of the repeats. F
 only: nothing asserts a time.
 
     python bench/spark.py [--records 1000000] [--codecs none,lz4,zstd] [--repeat 3]
+                          [--steps consumers,spark,overhead,sink] [--batches 15]
 """
 
 from __future__ import annotations
@@ -174,6 +177,8 @@ def main() -> None:
     parser.add_argument("--codecs", default="none,lz4,zstd")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batches", type=int, default=15, help="micro-batches for the overhead")
+    parser.add_argument("--steps", default="consumers,spark,overhead,sink",
+                        help="which of consumers,spark,overhead,sink to run")  # fmt: skip
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from brokers import sluice
@@ -193,7 +198,10 @@ def main() -> None:
             produce(bootstrap, topics[codec], n, 2, codec)
             print(f"  produced {n:,} records ({codec}) in {time.perf_counter() - began:.1f} s "
                   "(untimed setup)", flush=True)  # fmt: skip
+        steps = set(args.steps.split(","))
         for codec, topic in topics.items():
+            if "consumers" not in steps:
+                break
             results.time(CONFLUENT, codec, n, partial(confluent_consumer, bootstrap, topic, n, 2))
             for label, arrow in (("poll", False), ("poll_arrow", True)):
                 step = partial(sluice_consumer, bootstrap, topic, n, 2, arrow)
@@ -206,9 +214,12 @@ def main() -> None:
         print(f"  Spark session started in {time.perf_counter() - began:.1f} s", flush=True)
         try:
             for codec, topic in topics.items():
-                spark_reads(spark, bootstrap, topic, codec, results, n)
-            overhead(spark, bootstrap, topics[next(iter(topics))], args.batches)
-            sink(spark, bootstrap, topics[next(iter(topics))], results, args.write_records)
+                if "spark" in steps:
+                    spark_reads(spark, bootstrap, topic, codec, results, n)
+            if "overhead" in steps:
+                overhead(spark, bootstrap, topics[next(iter(topics))], args.batches)
+            if "sink" in steps:
+                sink(spark, bootstrap, topics[next(iter(topics))], results, args.write_records)
         finally:
             spark.stop()
     results.table()
@@ -243,26 +254,93 @@ def spark_reads(spark: Any, bootstrap: str, topic: str, codec: str, results: Res
 
 
 def overhead(spark: Any, bootstrap: str, topic: str, batches: int) -> None:
+    """One-record micro-batches of the ``sluice`` source beside those of a Python source
+    that reads nothing (Spark's own cost per micro-batch of a Python streaming source),
+    on the same session; each after a short warm-up query."""
+    spark.dataSource.register(NullSource)
     small = f"{topic}-small"
     produce(bootstrap, small, batches, 1)
-    query = (
-        spark.readStream.format("sluice").option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", small).option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "1").load()
-        .writeStream.format("noop").trigger(availableNow=True).start()
-    )  # fmt: skip
-    query.awaitTermination()
-    progress = [p for p in query.recentProgress if int(p["numInputRows"]) > 0]
-    per_batch = [int(p["durationMs"]["triggerExecution"]) for p in progress]
-    print(
-        f"  micro-batch overhead over {len(per_batch)} one-record batches: median "
-        f"{statistics.median(per_batch)} ms, min {min(per_batch)} ms, max {max(per_batch)} ms"
+
+    def sluice_stream(name: str) -> Any:
+        return (
+            spark.readStream.format("sluice").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", name).option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "1").load()
+        )  # fmt: skip
+
+    def null_stream(count: int) -> Any:
+        return spark.readStream.format("bench_null").option("batches", str(count)).load()
+
+    warm_topic = f"{topic}-warm"
+    produce(bootstrap, warm_topic, 3, 1)
+    for label, reader, warm in (
+        ("sluice source", lambda: sluice_stream(small), lambda: sluice_stream(warm_topic)),
+        ("a Python source that reads nothing", lambda: null_stream(batches),
+         lambda: null_stream(3)),
+    ):  # fmt: skip
+        warm().writeStream.format("noop").trigger(availableNow=True).start().awaitTermination()
+        query = reader().writeStream.format("noop").trigger(availableNow=True).start()
+        query.awaitTermination()
+        progress = [p for p in query.recentProgress if int(p["numInputRows"]) > 0]
+        per_batch = [int(p["durationMs"]["triggerExecution"]) for p in progress]
+        print(
+            f"  micro-batch overhead, {label}, {len(per_batch)} one-record batches: median "
+            f"{statistics.median(per_batch)} ms, min {min(per_batch)} ms, max {max(per_batch)} ms"
+        )
+        parts = sorted({k for p in progress for k in p["durationMs"]} - {"triggerExecution"})
+        medians = {
+            k: statistics.median(int(p["durationMs"].get(k, 0)) for p in progress) for k in parts
+        }
+        print("    of which (medians, ms): " + ", ".join(f"{k} {v:g}" for k, v in medians.items()))
+
+
+def _null_source() -> type:
+    """A Python streaming source of one int row per micro-batch that reads nothing."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import (
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
     )
-    parts = sorted({k for p in progress for k in p["durationMs"]} - {"triggerExecution"})
-    medians = {
-        k: statistics.median(int(p["durationMs"].get(k, 0)) for p in progress) for k in parts
-    }
-    print("  of which (medians, ms): " + ", ".join(f"{k} {v:g}" for k, v in medians.items()))
+
+    class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+        def __init__(self, batches: int) -> None:
+            self.batches = batches
+
+        def initialOffset(self) -> dict[str, int]:
+            return {"n": 0}
+
+        def getDefaultReadLimit(self) -> ReadLimit:
+            return ReadMaxRows(1)
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            pass
+
+        def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+            return {"n": min(start["n"] + 1, self.batches)}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Any]:
+            return [InputPartition((start["n"], end["n"]))]
+
+        def read(self, partition: Any) -> Any:
+            first, stop = partition.value
+            return iter([(i,) for i in range(first, stop)])
+
+    class Source(DataSource):  # type: ignore[misc]
+        @classmethod
+        def name(cls) -> str:
+            return "bench_null"
+
+        def schema(self) -> str:
+            return "value int"
+
+        def streamReader(self, schema: Any) -> Any:
+            return Reader(int(self.options.get("batches", "10")))
+
+    return Source
+
+
+NullSource = _null_source() if __name__ == "__main__" else None
 
 
 def sink(spark: Any, bootstrap: str, topic: str, results: Results, rows: int) -> None:
