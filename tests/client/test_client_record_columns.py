@@ -227,3 +227,14 @@ def test_empty_and_slices() -> None:
     assert part.offsets.tolist() == [3, 4, 5]
     assert part.values.to_pylist() == [b"3", b"4", b"5"]
     assert columns.from_offset(8).offsets.tolist() == [8, 9]
+
+
+def test_impossible_lengths_and_counts_fail_fast() -> None:
+    """A negative record length or a record count above the section's size is corrupt
+    (the CRC not checked): an error, not a loop over the count."""
+    record = encode_record(0, 0, b"k", b"v")
+    negative = b"\x01" + record[1:]  # zig-zag 1: length -1
+    for records, count in ((negative, 1), (record, 2**31 - 1)):
+        data = assemble_batch(0, 0, 0, 0, 1, 1, -1, 0, 0, count, records)
+        with pytest.raises(CorruptRecordException):
+            decode_columns("t", 0, data, 0, check_crcs=False)

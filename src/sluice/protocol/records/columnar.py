@@ -208,6 +208,8 @@ def _record_heads(data: bytes, pos: int, count: int, heads: list[int]) -> None:
     for _ in range(count):
         append(pos)
         b = data[pos]
+        if b & 1:  # zig-zag: an odd first byte is a negative length
+            raise ValueError(f"negative record length at {pos}")
         if b < 0x80:
             pos += 1 + ((b >> 1) ^ -(b & 1))
             continue
@@ -338,6 +340,8 @@ def read_columns(
     pos = 0
     try:
         for i, (header, section) in enumerate(zip(batches, sections, strict=True)):
+            if header.records_count > len(section):  # a record takes a byte at least
+                raise ValueError(f"{header.records_count} records in {len(section)} bytes")
             _record_heads(joined, pos, header.records_count, heads)
             pos += len(section)
             bounds[i] = pos
