@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import pytest
 
@@ -235,15 +236,23 @@ def test_racing_checks_and_expiry_complete_each_operation_once(clock: ManualCloc
         ops.append(op)
         purgatory.try_complete_else_watch(op, rng.sample(keys, rng.randint(1, 3)))
     stop = threading.Event()
+    # The checkers make only the first half completable: the second half can only expire,
+    # so both ends are reached however the threads are scheduled.
+    completable = ops[: len(ops) // 2]
 
     def checker(seed: int) -> None:
         r = random.Random(seed)
         while not stop.is_set():
-            victim = ops[r.randrange(len(ops))]
+            victim = completable[r.randrange(len(completable))]
             victim.completable = True
             purgatory.check_and_complete(r.choice(keys))
 
     def reaper() -> None:
+        # The clock moves once the checkers are under way (on a loaded machine they may
+        # not have run yet), and then races them.
+        deadline = time.monotonic() + 30
+        while not any(op.completed_by_try for op in completable) and time.monotonic() < deadline:
+            time.sleep(0.001)
         for _ in range(80):
             clock.advance(1)
             purgatory.advance_clock(0)
