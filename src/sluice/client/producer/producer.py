@@ -57,6 +57,7 @@ from sluice.client.producer.transaction_manager import (
     TransactionManager,
 )
 from sluice.client.producer.transactions import (
+    PreparedTxnState,
     ProducerTransactions,
     TransactionCoordinatorClient,
 )
@@ -362,6 +363,32 @@ class Producer:
             offsets, group_id, generation_id, member_id, group_instance_id
         )
 
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTxnState:
+        """Flush and stop the transaction taking records, without ending it: the first
+        phase of a two-phase commit (KIP-939's name). The returned state lets this
+        producer, or another process's (see :meth:`resume_transaction`), commit or
+        abort it later; until then read_committed consumers of its partitions wait.
+
+        :raises KafkaException: a record of the transaction failed (abort instead).
+        """
+        txn = self._transactions()
+        txn.check_send()
+        self.flush(timeout)
+        return txn.prepare()
+
+    def resume_transaction(self, prepared: PreparedTxnState) -> None:
+        """Adopt a transaction another producer with the same ``transactional.id``
+        prepared, so that :meth:`commit_transaction` or :meth:`abort_transaction` ends it
+        (Flink's ``resumeTransaction``: EndTxn with the recorded producer id and epoch;
+        Kafka's coordinator does not tie a transaction to a connection). Call it instead
+        of :meth:`init_transactions`, which would abort the transaction. After the end,
+        sending again needs :meth:`init_transactions`.
+
+        :raises ProducerFencedException: on commit or abort, when a newer producer with
+            the id was initialized or the transaction timed out (it was aborted then).
+        """
+        self._transactions().resume(prepared)
+
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush, then commit: every record and offset of the transaction becomes visible
         to read_committed consumers, atomically.
@@ -369,16 +396,18 @@ class Producer:
         :raises KafkaException: a record of the transaction failed (abort instead).
         """
         txn = self._transactions()
-        txn.check_send()
-        self.flush(timeout)
+        if txn.state != "PREPARED":
+            txn.check_send()
+            self.flush(timeout)
         txn.end(commit=True)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Flush what is queued, then abort: read_committed consumers never see the
         transaction's records, and its offsets are not committed."""
         txn = self._transactions()
-        txn.check_send()
-        self.flush(timeout)
+        if txn.state != "PREPARED":
+            txn.check_send()
+            self.flush(timeout)
         txn.end(commit=False)
 
     # -- flush, close, metadata ----------------------------------------------------------
