@@ -152,8 +152,12 @@ def committed_values_kafka_python(bootstrap: str, topic: str, partitions: int) -
         from kafka import KafkaConsumer
         from kafka import TopicPartition as TP
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="earliest", isolation_level="read_committed")  # fmt: skip
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+    )
     tps = [TP(topic, p) for p in range(partitions)]
     consumer.assign(tps)
     consumer.seek_to_beginning()
