@@ -136,3 +136,35 @@ def test_prepared_transaction_resumed_by_another_producer(broker: sluice.Embedde
     assert sorted(committed_values_confluent(bootstrap, topic, 2)) == expected
     assert sorted(committed_values_kafka_python(bootstrap, topic, 2)) == expected
     assert len(_read(bootstrap, topic, "read_uncommitted", 9)) == 9
+
+
+def test_a_failed_record_makes_the_transaction_uncommittable(
+    broker: sluice.EmbeddedBroker,
+) -> None:
+    """The broker rejects the transaction's batch (too large for the topic), or send()
+    refuses a record (larger than max.request.size): commit and prepare refuse, abort
+    works. (After a rejected batch the producer is renewed: its partition's sequence has
+    a gap only a new epoch clears.)"""
+    from sluice.client import Admin, NewTopic
+
+    bootstrap, topic = broker.bootstrap_servers, f"t-{uuid.uuid4().hex[:8]}"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1, {"max.message.bytes": "2000"})])
+    txn_id = f"tx-{uuid.uuid4().hex[:8]}"
+    for finish, size in (("commit", 5000), ("prepare", 5000), ("commit", 2_000_000)):
+        producer = _producer(bootstrap, txn_id)
+        producer.begin_transaction()
+        producer.send(topic, b"x" * size)
+        with pytest.raises(KafkaException, match="Cannot (commit|prepare)"):
+            if finish == "commit":
+                producer.commit_transaction(20)
+            else:
+                producer.prepare_transaction(20)
+        producer.abort_transaction(20)
+        producer.close()
+    producer = _producer(bootstrap, txn_id)
+    producer.begin_transaction()
+    producer.send(topic, b"after")
+    producer.commit_transaction(20)
+    producer.close()
+    assert _read(bootstrap, topic, "read_committed", 1) == [b"after"]

@@ -241,14 +241,15 @@ class Producer:
             if txn is not None:
                 if partition == UNKNOWN_PARTITION:  # sticky for the whole transaction
                     partition = txn.sticky.setdefault(topic, random.randrange(count))
-                txn.maybe_add_partition(TopicPartition(topic, partition))
-                callback = _recording(txn, callback)
+                txn.maybe_add_partition(topic, partition)
             result = self._append(
                 topic, partition, timestamp, key, value, header_bytes, callback,
                 self._max_block_ms - waited, now, cluster,
             )  # fmt: skip
         except ApiException as exc:
             log.debug("Exception occurred during message send: %s", exc)
+            if txn is not None:
+                txn.record_failure(exc)
             return self._failed(topic, partition, exc, callback)
         if result.batch_is_full or result.new_batch_created:
             self._wakeup()
@@ -352,6 +353,17 @@ class Producer:
     def begin_transaction(self) -> None:
         """Start a transaction: the records sent until commit or abort belong to it."""
         self._transactions().begin()
+        assert self._transaction_manager is not None
+        self._transaction_manager.failed_batch_error = None
+
+    def _check_batches(self, txn: ProducerTransactions) -> None:
+        """A batch of the transaction that failed makes it uncommittable."""
+        tm = self._transaction_manager
+        if tm is not None and tm.failed_batch_error is not None:
+            error = tm.failed_batch_error
+            txn.record_failure(
+                error if isinstance(error, KafkaException) else KafkaException(str(error))
+            )
 
     def send_offsets_to_transaction(
         self, offsets: Mapping[TopicPartition, int], group_id: str, generation_id: int = -1,
@@ -374,6 +386,7 @@ class Producer:
         txn = self._transactions()
         txn.check_send()
         self.flush(timeout)
+        self._check_batches(txn)
         return txn.prepare()
 
     def resume_transaction(self, prepared: PreparedTxnState) -> None:
@@ -399,6 +412,7 @@ class Producer:
         if txn.state != "PREPARED":
             txn.check_send()
             self.flush(timeout)
+            self._check_batches(txn)
         txn.end(commit=True)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
@@ -488,18 +502,6 @@ class Producer:
     @property
     def transaction_manager(self) -> TransactionManager | None:
         return self._transaction_manager
-
-
-def _recording(txn: ProducerTransactions, callback: Callback | None) -> Callback:
-    """Wrap a send callback so a failed record marks the transaction uncommittable."""
-
-    def on_completion(metadata: Any, exception: Any) -> None:
-        if exception is not None:
-            txn.record_failure(exception)
-        if callback is not None:
-            callback(metadata, exception)
-
-    return on_completion
 
 
 def _as_bytes(data: Any, what: str) -> bytes:

@@ -202,7 +202,7 @@ class ProducerTransactions:
         self.state = "UNINITIALIZED"
         self.partitions: set[TopicPartition] = set()
         self.sticky: dict[str, int] = {}
-        self.failed: KafkaException | None = None
+        self.failed: Exception | None = None
         self.added_offsets = False
         self.resumed = False
         self.producer_id, self.epoch = -1, -1
@@ -266,8 +266,11 @@ class ProducerTransactions:
     def check_send(self) -> None:
         self._require("IN_TRANSACTION", what="send a record outside a transaction")
 
-    def maybe_add_partition(self, tp: TopicPartition) -> None:
-        """AddPartitionsToTxn before the first record of ``tp`` in this transaction."""
+    def maybe_add_partition(self, topic: str, partition: int) -> None:
+        """AddPartitionsToTxn before the first record of a partition in this transaction."""
+        if (topic, partition) in self.partitions:  # TopicPartition is a named tuple
+            return
+        tp = TopicPartition(topic, partition)
         with self._lock:
             if tp in self.partitions:
                 return
@@ -277,7 +280,7 @@ class ProducerTransactions:
                 raise self._fatal(exc) from None
             self.partitions.add(tp)
 
-    def record_failure(self, exc: KafkaException) -> None:
+    def record_failure(self, exc: Exception) -> None:
         if self.failed is None:
             self.failed = exc
 
