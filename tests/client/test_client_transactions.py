@@ -155,7 +155,7 @@ def test_a_failed_record_makes_the_transaction_uncommittable(
         producer = _producer(bootstrap, txn_id)
         producer.begin_transaction()
         producer.send(topic, b"x" * size)
-        with pytest.raises(KafkaException, match="Cannot (commit|prepare)"):
+        with pytest.raises(KafkaException, match=r"Cannot (commit|prepare)"):
             if finish == "commit":
                 producer.commit_transaction(20)
             else:
