@@ -506,6 +506,7 @@ class _CommitLog:
         self, query_id: str, transactional_id: str, run_id: str, partition: int, attempt: int
     ) -> None:
         value = {"run": run_id, "partition": partition, "attempt": attempt}
+        self._ensure_topic()  # a task of a new query may come first: create it compacted
         self._send([(f"{query_id}/txn/{transactional_id}", value)])
 
     def forget_ids(self, query_id: str, transactional_ids: Iterable[str]) -> None:
@@ -566,7 +567,7 @@ class SluiceStreamWriter(DataSourceStreamArrowWriter):
             log.info("sluice sink: batch %d of query %s was published already; the "
                      "replay's %d row(s) are aborted", batchId, query_id, rows)  # fmt: skip
             _abort_all(self.options, prepared)
-        else:
+        elif prepared:  # a batch without rows has nothing to record or commit
             commit_log.record_batch(query_id, batchId, "prepared", prepared, rows)
             _commit_all(self.options, prepared)
             commit_log.record_batch(query_id, batchId, "committed", [], rows)
