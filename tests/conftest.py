@@ -70,6 +70,7 @@ INTEGRATION_MODULES = frozenset(
         "server/test_broker_retention.py",
         "server/test_broker_stop.py",
         "server/test_connection_limits.py",
+        "server/test_dynamic_broker_configs.py",
         "server/test_fuzz_requests.py",
         "server/test_gc_policy.py",
         "server/test_group_flush_clients.py",
@@ -79,6 +80,7 @@ INTEGRATION_MODULES = frozenset(
         "server/test_startup_gate.py",
         "test_bench_soak.py",
         "test_cli_tools.py",
+        "test_cli_transactions_hanging.py",
     }
 )
 

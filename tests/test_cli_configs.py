@@ -108,8 +108,8 @@ def test_a_user_s_quotas_and_scram_credentials_together(
          "--entity-name or --entity-default must be specified with --alter of users"),
         (["--describe", "--topic", "t", "--user", "u"], "only users and clients"),
         (["--describe"], "an entity is required"),
-        (["--alter", "--broker", "0", "--add-config", "log.retention.ms=1"],
-         "dynamic broker configs are not supported"),
+        (["--alter", "--broker", "0", "--add-config", "broker.id=1"],
+         "Cannot update these configs dynamically: Set(broker.id)"),
     ],
 )  # fmt: skip
 def test_errors(
@@ -148,7 +148,8 @@ def test_topic_and_broker_configs(
     assert out.startswith("All configs for broker 0 are:\n")
     assert "  num.partitions=1 sensitive=false" in out
     assert configs(capsys, bs, "--describe", "--entity-type", "brokers") == (
-        0, "Dynamic configs for broker 0 are:\n", "")  # fmt: skip
+        0, "Dynamic configs for broker 0 are:\n"
+        "Default configs for brokers in the cluster are:\n", "")  # fmt: skip
     assert configs(capsys, bs, "--describe", "--broker-defaults") == (
         0, "Default configs for brokers in the cluster are:\n", "")  # fmt: skip
 

@@ -142,16 +142,13 @@ def test_aiokafka_transaction_listed(broker: sluice.EmbeddedBroker, run: Run) ->
     assert [row[3] for row in table(r.out) if row[0] == txn_id] == ["CompleteAbort"]
 
 
-def test_unknown_id_and_unserved_commands(run: Run) -> None:
+def test_unknown_id_and_unknown_partition(run: Run) -> None:
     r = run("describe", "--transactional-id", f"nope-{uuid.uuid4().hex[:8]}")
     assert r.code == 1 and "Failed to describe transaction state of transactional-id" in r.err
-    r = run("find-hanging", "--broker-id", "0")
-    assert r.code == 1 and "DescribeProducers" in r.err
-    r = run("abort", "--topic", "t", "--partition", "0", "--start-offset", "3")
-    assert r.code == 1 and "DescribeProducers" in r.err
-    r = run("abort", "--topic", "t", "--partition", "0", "--producer-id", "3",
-            "--producer-epoch", "0", "--coordinator-epoch", "0")  # fmt: skip
-    assert r.code == 1 and "not implemented" in r.err
+    r = run("abort", "--topic", "no-such-topic", "--partition", "0", "--start-offset", "3")
+    assert (
+        r.code == 1 and "Failed to validate producer state for partition no-such-topic-0" in r.err
+    )
     r = run()
     assert r.code == 2 and "a command is required" in r.err
 

@@ -54,7 +54,6 @@ REMOVED_BROKER_KEYS = [
     "log.write.thread",
     "log.segment.drop.read.pages",
     "log.segment.allocate.ahead.bytes",
-    "metrics.port",  # comes back with metrics
 ]
 REMOVED_TOPIC_KEYS = ["segment.drop.read.pages", "segment.allocate.ahead.bytes"]
 

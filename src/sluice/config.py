@@ -200,6 +200,29 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("default.replication.factor", "int", 1, "Replication of auto-created topics.", min=1),
     ConfigDef("auto.create.topics.enable", "bool", True, "Create topics on first use."),
     ConfigDef("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    ConfigDef(
+        "console.port",
+        "int",
+        -1,
+        "Sluice: the port of the broker's web console (docs/console.md); -1: no console, "
+        "0: a free port.",
+        min=-1,
+        max=65535,
+    ),
+    ConfigDef(
+        "console.host",
+        "string",
+        "127.0.0.1",
+        "Sluice: the address the web console binds; empty: every interface.",
+    ),
+    ConfigDef(
+        "console.listener.name",
+        "string",
+        "",
+        "Sluice: the listener the web console's Kafka clients connect to, whose security "
+        "and ACLs apply to it; empty: the first SASL listener, else the first PLAINTEXT "
+        "or SSL one.",
+    ),
     ConfigDef("log.segment.bytes", "int", 1 << 30, "Segment size before a roll.", min=14),
     ConfigDef("log.roll.ms", "long", None, "Segment age before a roll (ms)."),
     ConfigDef("log.roll.hours", "int", 168, "Segment age before a roll (hours).", min=1),
@@ -311,6 +334,23 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "the system's.",
     ),
     ConfigDef("connections.max.idle.ms", "long", 600_000, "Close idle connections after."),
+    ConfigDef(
+        "metrics.port",
+        "int",
+        -1,
+        "Sluice: the port of the broker's Prometheus endpoint (GET /metrics, Kafka's JMX "
+        "metrics by the names the Prometheus JMX exporter gives them; docs/metrics.md), on "
+        "metrics.host; -1: no endpoint; 0: any free port (logged at start).",
+        min=-1,
+        max=65535,
+    ),
+    ConfigDef(
+        "metrics.host",
+        "string",
+        None,
+        "Sluice: the address the metrics endpoint binds (0.0.0.0: every interface); unset: "
+        "the host of the first entry of listeners.",
+    ),
     ConfigDef(
         "socket.request.read.timeout.ms",
         "long",
@@ -632,6 +672,8 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._explicit: dict[str, Any] = {}
+        # Dynamic broker configs over the static ones (sluice.server.dynamic_broker_config)
+        self._dynamic: dict[str, Any] = {}
         # listener.name.<listener>.<config>: listener name (upper case) -> config -> value
         self._listener_overrides: dict[str, dict[str, Any]] = {}
         self._ignored: list[str] = []  # Kafka keys with no effect here (config_compat)
@@ -665,6 +707,8 @@ class BrokerConfig:
         return cls(values)
 
     def __getitem__(self, key: str) -> Any:
+        if key in self._dynamic:
+            return self._dynamic[key]
         if key in self._explicit:
             return self._explicit[key]
         definition = BROKER_CONFIGS.get(key)
@@ -680,6 +724,11 @@ class BrokerConfig:
 
     def is_set(self, key: str) -> bool:
         return key in self._explicit
+
+    def set_dynamic(self, values: Mapping[str, Any]) -> None:
+        """Replace the dynamic broker configs (parsed values, the per-broker ones over the
+        cluster default), which take precedence over the static ones when read."""
+        self._dynamic = dict(values)
 
     def explicit(self) -> dict[str, Any]:
         return dict(self._explicit)

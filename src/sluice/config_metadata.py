@@ -8,15 +8,11 @@
   (``listener.name.<listener>.<key>``) has its base key's type.
 - ``is_sensitive``: the PASSWORD keys; their value and their synonyms' values are
   reported as null, as Kafka does.
-- ``read_only``: a topic config never is; a broker config is unless Kafka can change it
-  while the broker runs (``DynamicBrokerConfig.AllDynamicConfigs``:
-  :data:`DYNAMIC_BROKER_CONFIGS`, with Kafka's update mode, per-broker or cluster-wide).
-  Sluice's own broker keys (those Kafka does not have) are read-only.
-
-Sluice itself does not change broker configs while it runs yet: AlterConfigs and
-IncrementalAlterConfigs on a BROKER resource are refused (INVALID_REQUEST), so a key
-reported ``read_only=false`` tells a client what Kafka allows, not what this broker
-does now.
+- which broker keys Kafka changes while the broker runs
+  (``DynamicBrokerConfig.AllDynamicConfigs``: :data:`DYNAMIC_BROKER_CONFIGS`, with
+  Kafka's update mode, per-broker or cluster-wide; :func:`broker_read_only`). Sluice
+  changes a subset of them (:mod:`sluice.server.dynamic_broker_config`), and
+  DescribeConfigs reports ``read_only`` by that subset.
 """
 
 from __future__ import annotations

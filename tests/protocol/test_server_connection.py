@@ -199,6 +199,18 @@ def test_an_answer_given_at_once_is_handed_out_at_once() -> None:
     assert conn.idle and conn.data_to_send() is None
 
 
+def test_the_request_size_is_its_frames() -> None:
+    """What the request log reports as requestBytes: the frame without its prefix."""
+    frames = [encode_request(cid, METADATA, client_id=client) for cid, client in
+              ((1, "a"), (2, "a-longer-client-id"))]  # fmt: skip
+    conn: ServerConnection[str] = ServerConnection(VERSIONS, 1 << 20)
+    receive(conn, b"".join(frames), [5])
+    for frame in frames:
+        assert conn.next_request() is not None
+        assert conn.request_size == len(frame) - 4
+        conn.respond(metadata_response())
+
+
 def test_a_request_must_be_answered_before_the_next_is_handed_out() -> None:
     conn = connection_with((1, METADATA), (2, METADATA))
     assert conn.next_request() is not None

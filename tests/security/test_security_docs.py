@@ -1,10 +1,10 @@
-"""docs/security.md's, docs/acls.md's and docs/quotas.md's examples, run as written (tests/support/doc_examples.py): the
-development CA made with ``sluice certs``, brokers started with the documented
-properties (ports rewritten to free ones, ``/path/to/pki`` to the CA's directory), the
-documented client settings used with Sluice's clients, confluent-kafka, kafka-python
-and aiokafka, and the documented ``sluice configs`` (SCRAM users, also through
-ZooKeeper, and quotas) and ``sluice acls`` commands, each printing what the document
-says it prints. An example the document changes or drops fails here."""
+"""docs/security.md's, docs/acls.md's and docs/quotas.md's examples, run as written
+(tests/support/doc_examples.py): the development CA made with ``sluice certs``, brokers
+started with the documented properties (ports rewritten to free ones, ``/path/to/pki``
+to the CA's directory), the documented client settings used with Sluice's clients,
+confluent-kafka, kafka-python and aiokafka, and the documented ``sluice configs`` (SCRAM
+users, also through ZooKeeper, and quotas) and ``sluice acls`` commands, each printing
+what the document says it prints. An example the document changes or drops fails here."""
 
 from __future__ import annotations
 

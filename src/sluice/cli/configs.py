@@ -156,7 +156,7 @@ class ResourceConfigs:
         if entity.name == ALL:
             if self.resource_type == RESOURCE_TOPIC:
                 return sorted(admin.list_topics())
-            return [str(b) for b in admin.broker_ids()]
+            return [*(str(b) for b in admin.broker_ids()), ""]  # and the cluster default
         return ["" if entity.name is None else entity.name]
 
     def describe(self, admin: Admin, entities: Sequence[Entity], show_all: bool) -> None:

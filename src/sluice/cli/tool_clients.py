@@ -41,7 +41,7 @@ from sluice.cli.tool_types import (
 from sluice.security.acl import AclBinding, AclBindingFilter
 
 if TYPE_CHECKING:
-    from sluice.client.admin import TransactionDescription, TransactionListing
+    from sluice.client.admin import ProducerState, TransactionDescription, TransactionListing
 
 __all__ = [
     "EARLIEST",
@@ -307,7 +307,7 @@ class Admin:
         from sluice.protocol import ApiKey
 
         body = self._call(
-            self._admin._client.send, None, ApiKey.DESCRIBE_CONFIGS,
+            self._admin._client.send, _config_node(resource_type, name), ApiKey.DESCRIBE_CONFIGS,
             resources=[{"resource_type": resource_type, "resource_name": name,
                         "configuration_keys": None}],
             include_synonyms=True, include_documentation=False,
@@ -338,7 +338,8 @@ class Admin:
         configs = [{"name": k, "config_operation": 0, "value": v} for k, v in set_.items()]
         configs += [{"name": k, "config_operation": 1, "value": None} for k in delete]
         body = self._call(
-            self._admin._client.send, None, ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            self._admin._client.send, _config_node(resource_type, name),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
             resources=[{"resource_type": resource_type, "resource_name": name,
                         "configs": configs}],
             validate_only=False,
@@ -483,6 +484,20 @@ class Admin:
         )
         return found
 
+    def describe_producers(
+        self, partitions: Sequence[tuple[str, int]], broker_id: int | None = None
+    ) -> dict[tuple[str, int], list[ProducerState]]:
+        """The producers each partition's leader (or ``broker_id``) knows."""
+        found = self._call(self._admin.describe_producers, partitions, broker_id)
+        return {(tp.topic, tp.partition): states for tp, states in found.items()}
+
+    def abort_transaction(
+        self, partition: tuple[str, int], producer_id: int, producer_epoch: int,
+        coordinator_epoch: int,
+    ) -> None:  # fmt: skip
+        self._call(self._admin.abort_transaction, partition, producer_id, producer_epoch,
+                   coordinator_epoch)  # fmt: skip
+
     def close(self) -> None:
         self._admin.close()
 
@@ -506,6 +521,12 @@ _CONFIG_SOURCES = {
 def _config_source(code: int) -> str:
     """Kafka's ConfigSource name of a DescribeConfigs source code."""
     return _CONFIG_SOURCES.get(code, "UNKNOWN")
+
+
+def _config_node(resource_type: int, name: str) -> int | None:
+    """Where a config request goes: a broker's own configs to that broker (as Kafka's
+    admin client sends them), anything else to any broker."""
+    return int(name) if resource_type == 4 and name.isdigit() else None
 
 
 def _code_name(code: int) -> str:

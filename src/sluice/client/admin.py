@@ -57,6 +57,7 @@ __all__ = [
     "MemberDescription",
     "NewTopic",
     "PartitionDescription",
+    "ProducerState",
     "ReplicaInfo",
     "TopicDescription",
     "TopicPartitionReplica",
@@ -109,6 +110,7 @@ class PartitionDescription:
     partition: int
     leader: int
     replicas: tuple[int, ...]
+    isr: tuple[int, ...] = ()
 
 
 @dataclass
@@ -174,6 +176,18 @@ class TransactionDescription:
 
 
 @dataclass(frozen=True)
+class ProducerState:
+    """A producer a partition leader knows (Kafka's ``ProducerState``)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int | None  # None: no marker written for it yet
+    current_transaction_start_offset: int | None  # None: no open transaction
+
+
+@dataclass(frozen=True)
 class BrokerInfo:
     node_id: int
     host: str
@@ -234,6 +248,19 @@ class LogDirDescription:
 
 def _has_leaders(partitions: list[PartitionInfo]) -> bool:
     return bool(partitions) and all(p.leader is not None for p in partitions)
+
+
+def _producer_state(s: Any) -> ProducerState:
+    """A DescribeProducers answer's producer (-1: no coordinator epoch, no transaction)."""
+    coordinator_epoch, start = int(s.coordinator_epoch), int(s.current_txn_start_offset)
+    return ProducerState(
+        int(s.producer_id),
+        int(s.producer_epoch),
+        int(s.last_sequence),
+        int(s.last_timestamp),
+        None if coordinator_epoch < 0 else coordinator_epoch,
+        None if start < 0 else start,
+    )
 
 
 def _check(code: int, message: str | None, what: str) -> None:
@@ -341,6 +368,7 @@ class Admin:
                         int(p.partition_index),
                         int(p.leader_id),
                         tuple(int(r) for r in p.replica_nodes),
+                        tuple(int(r) for r in p.isr_nodes),
                     )
                     for p in t.partitions
                 ),
@@ -858,6 +886,63 @@ class Admin:
             t.transaction_state, timeout_ms, None if start <= 0 else start,
             [TopicPartition(x.topic, int(p)) for x in t.topics for p in x.partitions],
         )  # fmt: skip
+
+    def describe_producers(
+        self, partitions: Iterable[TopicPartition | tuple[str, int]], broker_id: int | None = None
+    ) -> dict[TopicPartition, list[ProducerState]]:
+        """The producers each partition's leader (or ``broker_id``) knows, with their open
+        transactions (DescribeProducers, Kafka's ``describeProducers``); raises the first
+        partition's error."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        by_node: dict[int, dict[str, list[int]]] = {}
+        if broker_id is None:
+            self._client.refresh_metadata(sorted({tp.topic for tp in tps}))
+        for tp in tps:
+            node = broker_id if broker_id is not None else self._client.leader_for(*tp)
+            if node < 0:
+                raise exception_for(ErrorCode.leader_not_available, f"no leader for {tp}")
+            by_node.setdefault(node, {}).setdefault(tp.topic, []).append(tp.partition)
+        out: dict[TopicPartition, list[ProducerState]] = {}
+        for node, topics in by_node.items():
+            body = self._client.send(
+                node, ApiKey.DESCRIBE_PRODUCERS,
+                topics=[{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+            )  # fmt: skip
+            for topic in body.topics:
+                for p in topic.partitions:
+                    tp = TopicPartition(topic.name, int(p.partition_index))
+                    _check(p.error_code, p.error_message, f"DescribeProducers {tp}")
+                    out[tp] = [_producer_state(s) for s in p.active_producers]
+        return out
+
+    def abort_transaction(
+        self,
+        partition: TopicPartition | tuple[str, int],
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+    ) -> None:
+        """Abort a producer's open transaction on one partition: an ABORT marker written by
+        its leader (WriteTxnMarkers, as Kafka's ``abortTransaction``; it needs
+        CLUSTER_ACTION on the cluster). For a hanging transaction, which no coordinator
+        will end."""
+        tp = TopicPartition(*partition)
+        self._client.refresh_metadata([tp.topic])
+        node = self._client.leader_for(*tp)
+        if node < 0:
+            raise exception_for(ErrorCode.leader_not_available, f"no leader for {tp}")
+        body = self._client.send(
+            node, ApiKey.WRITE_TXN_MARKERS,
+            markers=[{
+                "producer_id": producer_id, "producer_epoch": producer_epoch,
+                "transaction_result": False, "coordinator_epoch": coordinator_epoch,
+                "topics": [{"name": tp.topic, "partition_indexes": [tp.partition]}],
+            }],
+        )  # fmt: skip
+        for marker in body.markers:
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    _check(p.error_code, None, f"WriteTxnMarkers {tp}")
 
     def group_lag(self, group_id: str) -> dict[TopicPartition, int]:
         """Per partition: the high watermark minus the group's committed offset."""

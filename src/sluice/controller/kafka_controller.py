@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from sluice.base import TopicPartition
 from sluice.base.clock import Clock
+from sluice.base.log_summary import summarize
 from sluice.metastore import EventType, WatchedEvent
 
 from ..protocol.errors import ErrorCode, KafkaError
@@ -333,11 +334,13 @@ class KafkaController:
         self.context.epoch, self.context.epoch_zk_version = epoch, zk_version
         self.active_controller_id = self.controller_id
         log.info(
-            "broker %d elected as the controller with epoch %d (epoch zk version %d)",
+            "[Controller id=%d] Elected as the controller with epoch %d (epoch zk version %d)",
             self.controller_id,
             epoch,
             zk_version,
-        )
+            extra={"event": "controller_elected", "controller_id": self.controller_id,
+                   "broker_id": self.controller_id, "controller_epoch": epoch},
+        )  # fmt: skip
         try:
             self.on_controller_failover()
         except ControllerMovedError:
@@ -414,7 +417,11 @@ class KafkaController:
         for broker_id in list(self.context.live_brokers):
             self.channel.remove_broker(broker_id)
         self.context.reset_context()
-        log.info("broker %d resigned as the controller", self.controller_id)
+        log.info(
+            "[Controller id=%d] Resigned as the controller", self.controller_id,
+            extra={"event": "controller_resigned", "controller_id": self.controller_id,
+                   "broker_id": self.controller_id},
+        )  # fmt: skip
 
     def _schedule_auto_leader_rebalance(self, delay_ms: int) -> None:
         if self.config.auto_leader_rebalance_enable:
@@ -619,17 +626,21 @@ class KafkaController:
         if self.topic_deletion_manager.is_topic_queued_up_for_deletion(topic):
             if to_add:
                 log.warning(
-                    "not adding partitions %s: topic %s is being deleted", sorted(to_add), topic
-                )
+                    "not adding partitions %s: topic %s is being deleted",
+                    summarize(sorted(to_add)), topic,
+                )  # fmt: skip
             return
         if to_add:
-            log.info("new partitions to be added: %s", sorted(to_add))
+            log.info("new partitions to be added: %s", summarize(sorted(to_add)))
             for tp, replicas in to_add.items():
                 self.context.update_partition_full_replica_assignment(tp, replicas)
             self.on_new_partition_creation(set(to_add))
 
     def on_new_partition_creation(self, partitions: set[TopicPartition]) -> None:
-        log.info("new partition creation callback for %s", sorted(partitions))
+        log.info(
+            "new partition creation callback for %d partitions: %s", len(partitions),
+            summarize(sorted(partitions)),
+        )  # fmt: skip
         psm, rsm = self.partition_state_machine, self.replica_state_machine
         psm.handle_state_changes(partitions, _P.NEW_PARTITION)
         rsm.handle_state_changes(self.context.replicas_for_partition(partitions), _R.NEW_REPLICA)

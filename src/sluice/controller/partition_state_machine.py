@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from sluice.base import TopicPartition
+from sluice.base.log_summary import summarize
 
 from .context import ControllerContext
 from .errors import ControllerMovedError, IllegalStateError, StateChangeFailedError
@@ -55,6 +56,10 @@ class PartitionStateMachine:
         self.zk_client = zk_client
         self.batch = batch
         self.unclean_leader_election_enabled = unclean_leader_election_enabled
+        # Leaders this state machine elected, and those of them out of the ISR (Kafka's
+        # LeaderElectionRateAndTimeMs and UncleanLeaderElectionsPerSec counts).
+        self.leader_elections = 0
+        self.unclean_leader_elections = 0
 
     def startup(self) -> None:
         self._initialize_partition_state()
@@ -132,16 +137,21 @@ class PartitionStateMachine:
                 log.error("invalid partition state transition: %s", results[tp])
         if target is _P.ONLINE_PARTITION:
             new = [tp for tp in valid if self.context.partition_state(tp) is _P.NEW_PARTITION]
-            existing = [tp for tp in valid if tp not in set(new)]
+            new_set = set(new)
+            existing = [tp for tp in valid if tp not in new_set]
             results.update(self._initialize_leader_and_isr_for_partitions(new))
             if existing:
                 elections = self._elect_leader_for_partitions(
                     existing, strategy or OfflinePartitionLeaderElectionStrategy(False)
                 )
                 results.update(elections)
+            elected: dict[PartitionState, list[tuple[TopicPartition, LeaderAndIsr]]] = {}
             for tp, outcome in results.items():
                 if isinstance(outcome, LeaderAndIsr):
+                    elected.setdefault(self.context.partition_state(tp), []).append((tp, outcome))
                     self._change_state(tp, _P.ONLINE_PARTITION, outcome)
+            for previous, changes in elected.items():
+                self._log_elected(previous, changes)
         else:
             for tp in valid:
                 self._change_state(tp, target)
@@ -156,7 +166,7 @@ class PartitionStateMachine:
         else:
             self.context.partition_states[tp] = target
         if lai is not None:
-            log.info(
+            log.debug(
                 "changed partition %s from %s to %s with leader %d, leader epoch %d, isr %s",
                 tp,
                 current,
@@ -167,6 +177,28 @@ class PartitionStateMachine:
             )
         else:
             log.debug("changed partition %s from %s to %s", tp, current, target)
+
+    def _log_elected(
+        self, previous: PartitionState, changes: list[tuple[TopicPartition, LeaderAndIsr]]
+    ) -> None:
+        """One line for the partitions one state change brought online from ``previous``
+        (a topic's creation, a failover), each also at DEBUG above."""
+        controller_id = self.batch.controller_id
+        epoch = self.context.epoch
+        fields: dict[str, object] = {
+            "event": "leaders_elected", "controller_id": controller_id, "controller_epoch": epoch,
+            "from_state": str(previous), "partition_count": len(changes),
+        }  # fmt: skip
+        if len(changes) == 1:
+            tp, lai = changes[0]
+            fields.update(topic=tp.topic, partition=tp.partition, leader_id=lai.leader,
+                          leader_epoch=lai.leader_epoch, isr=list(lai.isr))  # fmt: skip
+        log.info(
+            "[Controller id=%d epoch=%d] Elected leaders of %d partitions (%s to %s): %s",
+            controller_id, epoch, len(changes), previous, _P.ONLINE_PARTITION,
+            summarize(changes, _describe_election),
+            extra=fields,
+        )  # fmt: skip
 
     def _initialize_leader_and_isr_for_partitions(
         self, partitions: list[TopicPartition]
@@ -255,6 +287,9 @@ class PartitionStateMachine:
             if isinstance(outcome, Exception):
                 results[tp] = outcome
                 continue
+            self.leader_elections += 1
+            if outcome.leader not in valid[tp].isr:
+                self.unclean_leader_elections += 1
             info = LeaderIsrAndControllerEpoch(outcome, self.context.epoch)
             self.context.partition_leadership_info[tp] = info
             self.batch.add_leader_and_isr_request_for_brokers(
@@ -288,6 +323,11 @@ class PartitionStateMachine:
 
 
 _SAMPLE = 5
+
+
+def _describe_election(change: tuple[TopicPartition, LeaderAndIsr]) -> str:
+    tp, lai = change
+    return f"{tp} (leader {lai.leader}, leader epoch {lai.leader_epoch}, ISR {list(lai.isr)})"
 
 
 def _log_unelected(what: str, partitions: list[TopicPartition]) -> None:

@@ -1,4 +1,5 @@
-"""``sluice demo``: the end-to-end pipeline on an embedded broker (or a given cluster).
+"""``sluice demo``: the end-to-end pipeline on an embedded broker (or a given cluster, or
+with ``--cluster`` three broker processes and a Spark standalone cluster: :mod:`.cluster`).
 
 A producer thread sends an online shop's clickstream (:mod:`.events`) through
 Sluice's producer at a steady rate while Spark (:mod:`.pipeline`) turns it into
@@ -10,7 +11,9 @@ Python, summarised and drawn (:mod:`.report`).
 from __future__ import annotations
 
 import datetime
+import logging
 import shutil
+import signal
 import threading
 import time
 import uuid
@@ -24,7 +27,11 @@ from sluice.client import Admin, NewTopic, Producer
 from .events import Event, generate_events, reference_aggregates
 from .report import Metric, by_key, render_chart, summary_lines
 
-__all__ = ["DemoConfig", "DemoResult", "run_demo"]
+__all__ = ["SPARK_CONF", "DemoConfig", "DemoResult", "run_demo"]
+
+SPARK_CONF = {"spark.python.daemon.module": "sluice.demo.spark_daemon"}
+"""The demo's own Spark settings: its Python workers stay out of the terminal's process
+group, so that Ctrl-C stops the demo without a traceback from each (:mod:`.spark_daemon`)."""
 
 
 @dataclass
@@ -41,6 +48,7 @@ class DemoConfig:
     bootstrap_server: str | None = None
     seed: int = 7
     trigger_s: float = 3.0
+    cluster: bool = False  # 3 broker processes and a Spark standalone cluster (.cluster)
 
 
 @dataclass
@@ -142,11 +150,51 @@ def _follow(
                 return
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """The demo's SIGINT handler: a KeyboardInterrupt, once. Further interrupts are
+    ignored while the demo stops its queries, Spark and the broker (PySpark's own
+    handler would cancel every Spark job first, and each would log its failure).
+    The process's logging is switched off for good: the interrupt lands in the middle
+    of a call to Spark's JVM, whose client (py4j) would log it with a traceback, and
+    the process is about to exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.disable(logging.CRITICAL)
+    raise KeyboardInterrupt
+
+
+def _handle_interrupts() -> Callable[[], None]:
+    """Install :func:`_interrupted` (in the main thread; elsewhere nothing changes);
+    returns what puts the previous handler back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, _interrupted)
+
+    def restore() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return restore
+
+
+def _quiet(spark: Any) -> None:
+    """Interrupted: Spark's log says nothing more (its queries and jobs are stopped
+    mid-way, which it would report at ERROR with a Java stack trace each)."""
+    if spark is None:
+        return
+    for _ in range(2):  # the first call may meet py4j's connection the interrupt broke
+        try:
+            spark.sparkContext.setLogLevel("OFF")
+            return
+        except Exception:  # the JVM may be gone: then it logs nothing anyway
+            continue
+
+
 def run_demo(
     config: DemoConfig, spark: Any = None, log: Callable[[str], None] = print
 ) -> DemoResult:
     """Run the whole pipeline; ``spark`` reuses a session (else a local one is made
-    and stopped at the end)."""
+    and stopped at the end). A KeyboardInterrupt (Ctrl-C) stops it cleanly and is
+    raised again once everything is stopped."""
     import sluice
 
     out = config.output_dir
@@ -159,14 +207,28 @@ def run_demo(
         log(f"[{time.monotonic() - began:6.1f}s] {message}")
 
     broker = None
+    demo_cluster = None
     own_spark = spark is None
     producer: _ProducerThread | None = None
+    restore_handler = _handle_interrupts()
     try:
         bootstrap = config.bootstrap_server
-        if bootstrap is None:
-            broker = sluice.EmbeddedBroker().start()
+        if config.cluster:
+            from .cluster import DemoCluster
+
+            demo_cluster = DemoCluster(out, say)
+            bootstrap, spark = demo_cluster.start()
+        elif bootstrap is None:
+            # The console and the metrics on free ports: watch the pipeline while it runs.
+            broker = sluice.EmbeddedBroker({"console.port": 0, "metrics.port": 0}).start()
             bootstrap = broker.bootstrap_servers
             say(f"embedded Sluice broker on {bootstrap}")
+            served = broker.broker
+            if served is not None and served.console is not None:
+                say(f"web console: http://127.0.0.1:{served.console.port}/ (live charts under "
+                    f"Metrics, while the demo runs)")  # fmt: skip
+            if served is not None and served.metrics_endpoint is not None:
+                say(f"Prometheus metrics: {served.metrics_endpoint.url}")
         run_id = uuid.uuid4().hex[:8]
         clicks, metrics_topic = f"shop-clicks-{run_id}", f"shop-metrics-{run_id}"
         with Admin({"bootstrap.servers": bootstrap}) as admin:
@@ -184,12 +246,13 @@ def run_demo(
             say("starting Spark (local[2])")
             from sluice.spark import local_session
 
-            spark = local_session("sluice-demo")
+            spark = local_session("sluice-demo", 2, **SPARK_CONF)
             say(f"Spark {spark.version} ready")
         else:
             from sluice.spark import register
 
             register(spark)
+        _handle_interrupts()  # again: a SparkContext installs its own when it starts
         from .pipeline import ShopPipeline
 
         pipeline = ShopPipeline(
@@ -201,6 +264,9 @@ def run_demo(
         query = pipeline.start_aggregation(config.trigger_s)
         try:
             _follow(query, producer, len(events), final_watermark_ms, say)
+        except KeyboardInterrupt:
+            _quiet(spark)
+            raise
         finally:
             if query.isActive:
                 query.stop()
@@ -213,6 +279,9 @@ def run_demo(
         say(f"read {len(rows)} window rows back from {metrics_topic}; {parquet_rows} in Parquet")
         for line in summary_lines(metrics):
             log(line)
+        if demo_cluster is not None:
+            for line in demo_cluster.read_summary(clicks):
+                say(line)
         expected = _expected(events, config.window_s)
         chart = render_chart(
             metrics, out / "shop_metrics.png",
@@ -227,11 +296,17 @@ def run_demo(
             say(f"check FAILED: missing {missing}, differing {wrong}")
         say(f"Parquet: {pipeline.parquet_dir}")
         return result
+    except KeyboardInterrupt:
+        _quiet(spark)
+        raise
     finally:
         if producer is not None:
             producer.stopping.set()
             producer.join(30)
         if own_spark and spark is not None:
             spark.stop()
+        if demo_cluster is not None:
+            demo_cluster.stop()
         if broker is not None:
             broker.stop()
+        restore_handler()

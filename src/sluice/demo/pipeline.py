@@ -3,7 +3,8 @@
 1. ``clicks`` topic -> parse JSON -> watermark on event time -> per product per
    window: views, purchases, revenue, conversion -> ``metrics`` topic (the
    ``sluice`` sink; key = product, value = JSON).
-2. ``metrics`` topic -> Parquet files.
+2. ``metrics`` topic -> Parquet files, with the window bounds as timestamps again
+   (the topic's JSON carries them as ISO 8601 strings in UTC).
 
 Each stage is a streaming query with its own checkpoint. Stage 1 runs while the
 events arrive (a micro-batch every few seconds; Spark also runs a batch without
@@ -29,6 +30,12 @@ METRIC_SCHEMA = (
     "window_start STRING, window_end STRING, product_id STRING, views BIGINT, "
     "purchases BIGINT, revenue_cents BIGINT, conversion DOUBLE"
 )
+
+_WINDOW_BOUND_FORMAT = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+"""How the topic's JSON writes a window bound: ISO 8601 in UTC (the session's time zone,
+``spark.sql.session.timeZone``)."""
+_WINDOW_BOUND_PARSE = "yyyy-MM-dd'T'HH:mm:ssX"
+"""The same read back: the ``Z`` read as the offset, whatever the session's time zone."""
 
 
 class ShopPipeline:
@@ -82,8 +89,8 @@ class ShopPipeline:
                 ),
             )
             .select(
-                F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
-                F.date_format("window.end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
+                F.date_format("window.start", _WINDOW_BOUND_FORMAT).alias("window_start"),
+                F.date_format("window.end", _WINDOW_BOUND_FORMAT).alias("window_end"),
                 "product_id",
                 "views",
                 "purchases",
@@ -113,11 +120,18 @@ class ShopPipeline:
         )
 
     def copy_to_parquet(self, timeout_s: float = 600.0) -> int:
-        """Run stage 2 over everything in the metrics topic; returns the rows copied."""
+        """Run stage 2 over everything in the metrics topic; returns the rows copied.
+        The window bounds are written as TIMESTAMPs (instants, UTC), the rest as read."""
         query = (
             self._source(self.metrics)
             .select(F.from_json(F.col("value").cast("string"), METRIC_SCHEMA).alias("m"))
             .select("m.*")
+            .withColumns(
+                {
+                    bound: F.to_timestamp(bound, _WINDOW_BOUND_PARSE)
+                    for bound in ("window_start", "window_end")
+                }
+            )
             .writeStream.format("parquet")
             .queryName("shop_metrics_to_parquet")
             .option("path", str(self.parquet_dir))

@@ -9,7 +9,7 @@ from typing import Any
 
 from .events import PRODUCTS
 
-__all__ = ["Metric", "by_key", "render_chart", "summary_lines"]
+__all__ = ["Metric", "by_key", "chart_figure", "render_chart", "summary_lines"]
 
 # (window_start, product_id) -> (views, purchases, revenue_cents)
 Metric = tuple[int, int, int]
@@ -64,8 +64,21 @@ def render_chart(
     metrics: Mapping[tuple[str, str], Metric], path: Path, title: str,
     log: Callable[[str], None] = print,
 ) -> Path:  # fmt: skip
+    """:func:`chart_figure`, written as a PNG to ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig = chart_figure(metrics, title)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")  # the legend outside the axes included
+    plt.close(fig)
+    log(f"chart: {path}")
+    return path
+
+
+def chart_figure(metrics: Mapping[tuple[str, str], Metric], title: str) -> Any:
     """Revenue per window (stacked, top five products and the rest) above the
-    conversion rate per window; written as a PNG to ``path``."""
+    conversion rate per window, as a matplotlib figure (two axes). The legend sits to
+    the right of the bars, never over them, and the conversion axis starts at 0."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,19 +105,17 @@ def render_chart(
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax_rev.set_ylabel("revenue ($)")
     ax_rev.set_title(title)
-    ax_rev.legend(fontsize=8, loc="upper left", ncol=2)
+    # outside the plot, to its right: inside, it would hide the tallest bars
+    ax_rev.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     conversion = []
     for w in windows:
         views = sum(m[0] for (ww, _), m in metrics.items() if ww == w)
         bought = sum(m[1] for (ww, _), m in metrics.items() if ww == w)
         conversion.append(100 * bought / views if views else 0.0)
     ax_conv.plot(labels, conversion, marker="o")
+    ax_conv.set_ylim(0, max(conversion, default=0.0) * 1.15 or 1.0)  # from 0, not the lowest
     ax_conv.set_ylabel("conversion (%)")
     ax_conv.set_xlabel("event-time window start (UTC)")
     ax_conv.tick_params(axis="x", rotation=45)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    log(f"chart: {path}")
-    return path
+    return fig

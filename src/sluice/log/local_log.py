@@ -394,7 +394,9 @@ class LocalLog:
             new_offset,
             (self._clock.nanoseconds() - started_ns) / 1e6,
             files,
-        )
+            extra={"event": "segment_roll", "log": self.dir.name, "base_offset": new_offset,
+                   "log_dir": str(self.dir.parent)},
+        )  # fmt: skip
         self._bases.append(new_offset)
         self._next_at = self._next_threshold()
         self.flush_in_background(new_offset)

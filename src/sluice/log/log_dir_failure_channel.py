@@ -67,8 +67,9 @@ class LogDirFailureChannel:
             logger.debug("%s failed in offline log dir %s: %s", what, log_dir, error)
             return False
         logger.error(
-            "log dir %s is offline: %s failed: %s", log_dir, what, describe_os_error(error)
-        )
+            "log dir %s is offline: %s failed: %s", log_dir, what, describe_os_error(error),
+            extra={"event": "log_dir_offline", "log_dir": str(log_dir), "errno": error.errno},
+        )  # fmt: skip
         listener = self.on_offline
         if listener is not None:
             listener(log_dir)

@@ -152,9 +152,10 @@ class ServerConnection(Generic[H]):
     """The receive framing, request order and answer order of one client connection."""
 
     __slots__ = ("_backlogged", "_closed", "_decoder", "_has_file", "_held", "_in_hand",
-                 "_in_hand_charge", "_in_hand_id", "_in_hand_pipelined", "_max_pipelined",
-                 "_max_queued", "_output", "_partial_count", "_partial_since", "_pending",
-                 "_pool", "_raw_api_keys", "_sending", "_throttles", "_versions",
+                 "_in_hand_charge", "_in_hand_id", "_in_hand_pipelined", "_in_hand_size",
+                 "_max_pipelined", "_max_queued", "_output", "_partial_count", "_partial_since",
+                 "_pending", "_pool", "_raw_api_keys", "_sending", "_taken", "_throttles",
+                 "_versions",
                  "sasl_tokens")  # fmt: skip
 
     def __init__(
@@ -184,6 +185,7 @@ class ServerConnection(Generic[H]):
         self._in_hand_id = 0  # its correlation id
         self._in_hand_pipelined = False
         self._in_hand_charge = 0
+        self._in_hand_size = 0  # its frame's size
         self._output: list[BytesLike] | None = None  # answers ready to be written
         self._has_file = False  # _output holds a file region
         self._sending = False  # the shell is sending a file region handed out
@@ -193,6 +195,7 @@ class ServerConnection(Generic[H]):
         # The read timeout: when a frame was first seen partly received, and which one.
         self._partial_since: float | None = None
         self._partial_count = 0
+        self._taken = 0  # frames taken from the decoder (handed out or answered here)
         self.sasl_tokens = False
         """The next frames are raw SASL tokens (after a SaslHandshake v0), handed out as
         :class:`RawRequest` with the key :data:`SASL_TOKEN` and answered with
@@ -222,6 +225,17 @@ class ServerConnection(Generic[H]):
     def has_frames(self) -> bool:
         """Complete frames are waiting (for :meth:`next_request`, perhaps for their turn)."""
         return self._decoder.first_frame() is not None
+
+    @property
+    def frames_received(self) -> int:
+        """Frames completed since the connection began (taken or not)."""
+        return self._decoder.frames_received
+
+    @property
+    def frames_taken(self) -> int:
+        """Frames taken in arrival order: the request handed out last was frame number
+        ``frames_taken`` (counting from 1) of :attr:`frames_received`."""
+        return self._taken
 
     @property
     def max_frame_size(self) -> int:
@@ -280,6 +294,11 @@ class ServerConnection(Generic[H]):
         """Bytes of the memory pool this connection holds: the requests handed out and not
         answered, the frames queued and the room of the frame being received."""
         return self._held + self._decoder.charged
+
+    @property
+    def request_size(self) -> int:
+        """The frame size (without its size prefix) of the request handed out last."""
+        return self._in_hand_size
 
     # -- bytes in ----------------------------------------------------------------------
     def get_buffer(self, sizehint: int = -1) -> memoryview:
@@ -356,9 +375,11 @@ class ServerConnection(Generic[H]):
             ):
                 return None
             decoder.next_frame()
+            self._taken += 1
             if self._backlogged and decoder.queued_bytes <= self._max_queued // 2:
                 self._backlogged = False
-            charge = len(frame) if self._pool is not None else 0
+            self._in_hand_size = size = len(frame)
+            charge = size if self._pool is not None else 0
             if self.sasl_tokens:
                 self._in_hand, self._in_hand_pipelined, self._in_hand_id = True, False, 0
                 self._in_hand_charge = charge

@@ -159,6 +159,9 @@ class ReplicaManager:
         # False once the broker stops serving: fetches are answered without waiting.
         self._fetches_wait = True
         self.read_errors = ReadErrorLog(clock)
+        # Called with (topic, records, bytes) after each client append to a leader log
+        # (Kafka's BrokerTopicStats messages and bytes in); None: not counted.
+        self.on_client_append: Callable[[str, int, int], None] | None = None
 
     # -- partitions ------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -313,6 +316,9 @@ class ReplicaManager:
         except KafkaError as exc:  # the log's and the record format's errors
             log.debug("append to %s rejected: %s", tp, exc)
             return ProducePartitionStatus(-1, -1, error=exc.code, error_message=str(exc))
+        counted = self.on_client_append
+        if counted is not None and origin is AppendOrigin.CLIENT:
+            counted(tp.topic, info.record_count, info.valid_bytes)
         hw_moved = partition.maybe_increment_high_watermark()
         self._wake(tp, hw_moved)
         required = info.last_offset + 1

@@ -20,6 +20,7 @@ import dataclasses
 import ipaddress
 import logging
 import resource
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -47,6 +48,7 @@ from sluice.replication.replica_manager import ReplicaManager
 from sluice.security.sasl.credential_store import FileScramCredentialStore, ScramCredentialStore
 from sluice.server import gc_policy
 from sluice.server.apis import registry
+from sluice.server.broker_metrics import BrokerMetrics, BrokerState, MetricsEndpoint
 from sluice.server.client_quotas import (
     ClientQuotas,
     EntityConfigStore,
@@ -55,6 +57,12 @@ from sluice.server.client_quotas import (
 )
 from sluice.server.congestion import checked_algorithm
 from sluice.server.connection_quotas import ConnectionQuotas
+from sluice.server.dynamic_broker_config import (
+    CONNECTION_CONFIGS,
+    LOG_DEFAULT_CONFIGS,
+    DynamicBrokerConfig,
+    DynamicConfigManager,
+)
 from sluice.server.event_loop_timer import EventLoopTimer
 from sluice.server.listener_security import listener_security
 from sluice.server.network import Handler, KafkaServer
@@ -73,6 +81,9 @@ from sluice.server.topic_admin import (
 from sluice.server.topics import TopicRegistry
 
 if TYPE_CHECKING:  # imported in start(), after the listeners are open
+    from prometheus_client import CollectorRegistry
+
+    from sluice.console import Console
     from sluice.coordinator import GroupCoordinator
     from sluice.coordinator.transaction import TransactionCoordinator
     from sluice.log.cleaner.log_cleaner import CompactionConfig, LogCleaner
@@ -121,22 +132,25 @@ class EventLoopPurgatories:
     broker's clock whose expirations, found on each purgatory's reaper thread, run on the
     event loop."""
 
-    __slots__ = ("_broker_id", "_clock", "_loop")
+    __slots__ = ("_broker_id", "_clock", "_loop", "made")
 
     def __init__(self, broker_id: int, clock: Clock, loop: asyncio.AbstractEventLoop) -> None:
         self._broker_id = broker_id
         self._clock = clock
         self._loop = loop
+        self.made: list[DelayedOperationPurgatory[Any]] = []  # for the metrics
 
     def _on_loop(self, fn: Callable[[], None]) -> None:
         if not self._loop.is_closed():
             self._loop.call_soon_threadsafe(fn)
 
     def __call__(self, name: str, purge_interval: int) -> DelayedOperationPurgatory[T]:
-        return DelayedOperationPurgatory(
+        purgatory: DelayedOperationPurgatory[T] = DelayedOperationPurgatory(
             name, broker_id=self._broker_id, purge_interval=purge_interval,
             clock=self._clock, executor=self._on_loop,
         )  # fmt: skip
+        self.made.append(purgatory)
+        return purgatory
 
 
 class Broker:
@@ -204,7 +218,17 @@ class Broker:
         # gate opens keys in it; sluice.testing's request controls wrap entries).
         self.handlers: dict[int, Handler[RequestContext]] = {}
         self.client_quotas: ClientQuotas  # with the request context
+        # Dynamic broker configs over the static ones (sluice.server.dynamic_broker_config)
+        self.dynamic_config = DynamicBrokerConfig(config)
+        self.dynamic_configs: DynamicConfigManager | None = None
+        self._local_entity_configs: LocalEntityConfigStore  # a single node's
+        self.connection_quotas: ConnectionQuotas | None = None  # the listeners' counts
         self.throttled_channels: ThrottledChannels | None = None
+        # Metrics (metrics.port or console.port set; sluice.server.broker_metrics): the
+        # broker's own Prometheus registry, which the endpoint and the console read.
+        self.metrics: BrokerMetrics | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        self.console: Console | None = None  # console.port set: the web console
 
     @property
     def cluster_id(self) -> str:
@@ -219,12 +243,14 @@ class Broker:
         """Start the file thread, load the logs, open the listeners, start the
         coordinators. ``on_listening`` is called as soon as clients can connect (in
         single-node mode before the broker is ready: requests wait for it meanwhile), at
-        the latest when start() returns. A start that fails stops the file thread."""
+        the latest when start() returns. A start that fails stops the file thread and
+        the metrics endpoint."""
         self._file_thread.start()
         try:
             await self._start(on_listening)
         except BaseException:
             self._stop_file_thread()
+            await self._stop_metrics_endpoint()
             raise
 
     async def _start(self, on_listening: Callable[[], None] | None) -> None:
@@ -233,6 +259,12 @@ class Broker:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._load_meta_properties()
         self.registry = TopicRegistry(self.log_dir, self.log_dir_failure_channel)
+        if not self._cluster_mode:  # the logs open with the stored dynamic log defaults
+            self._local_entity_configs = LocalEntityConfigStore(self.log_dir)
+            self.dynamic_configs = DynamicConfigManager(
+                self.dynamic_config, self.broker_id, self._local_entity_configs
+            )
+            self.dynamic_configs.load(self.dynamic_configs.fetch())
         self.log_dir_failure_channel.on_offline = self._on_log_dir_offline
         with gc_policy.paused():  # many objects made to last: no pass over them meanwhile
             self.log_manager = LogManager(
@@ -254,20 +286,27 @@ class Broker:
                 self._loop.call_soon, self._run_flush, self.replica_manager.flushed
             )
         self.replica_manager.load_high_watermarks(self.log_manager.live_log_dirs)
+        self._build_metrics()
+        await self._start_metrics_endpoint()  # a port in use stops the start here
         self.alter_log_dirs = ReplicaAlterLogDirsManager(
             self.log_manager, self.replica_manager, before_swap=self._stop_cleaning
         )
         self.producer_id_manager = ProducerIdManager(
             self.log_dir, self.broker_id, failure_channel=self.log_dir_failure_channel
         )
-        if self.config["zookeeper.connect"] or self._store_factory is not None:
+        if self._cluster_mode:
             await self._start_cluster_member()
         else:
             await self._start_single_node(on_listening)
             on_listening = None  # called once the listeners were open
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        if self.metrics is not None:  # what the state collector reads, now built
+            self.metrics.broker_state.quotas = self.client_quotas.managers
+            self.metrics.broker_state.cluster = self.cluster
         self._start_log_cleaner()
         self.alter_log_dirs.start()  # moves between log dirs a stop interrupted
+        if self.config["console.port"] >= 0:
+            await self._start_console()
         if on_listening is not None:
             on_listening()
         bound = ", ".join(
@@ -295,7 +334,8 @@ class Broker:
             from sluice.security.acl_store import ACL_FILE, FileAclStore
 
             self.authorizer = self._authorizer(FileAclStore(self.log_dir / ACL_FILE))
-        store = LocalEntityConfigStore(self.log_dir)
+        self._watch_dynamic_configs()
+        store = self._local_entity_configs
         self._start_client_quotas(store, store.fetch_all_entity_configs())
         self.scram_credentials = FileScramCredentialStore(self.log_dir)
         self.request_context = self._request_context(
@@ -338,6 +378,11 @@ class Broker:
         if self.config["authorizer.class.name"] and cluster.store is not None:
             await self._loop.run_in_executor(None, self._zk_authorizer, cluster.store)
         zk_store = ZkEntityConfigStore(cluster.admin)
+        self.dynamic_configs = DynamicConfigManager(self.dynamic_config, self.broker_id, zk_store)
+        self._watch_dynamic_configs()
+        layers = await self._loop.run_in_executor(None, self.dynamic_configs.fetch)
+        self.dynamic_configs.load(layers)
+        cluster.entity_config_listeners.append(self.dynamic_configs.reload)
         stored = await self._loop.run_in_executor(None, zk_store.fetch_all_entity_configs)
         quotas = self._start_client_quotas(zk_store, stored)
         cluster.entity_config_listeners.append(quotas.reload)
@@ -348,6 +393,26 @@ class Broker:
         )
         await self._open_listeners(handlers, registry().raw_handlers(cluster), alive=False)
         await cluster.start()
+
+    @property
+    def _cluster_mode(self) -> bool:
+        return bool(self.config["zookeeper.connect"]) or self._store_factory is not None
+
+    def _watch_dynamic_configs(self) -> None:
+        """Have the parts that hold a dynamic config's value take its changes (the topic
+        admin is chosen: the logs' configs are the topics')."""
+        self.dynamic_config.add_reconfigurable(self._reconfigure)
+
+    def _reconfigure(self, changed: frozenset[str]) -> None:
+        """Dynamic broker configs changed: the logs of topics without their own override
+        take the new defaults, the listeners the new connection limits. The others
+        (log.cleaner.backoff.ms, producer.id.expiration.ms) are read when used."""
+        if changed & LOG_DEFAULT_CONFIGS:
+            self.log_manager.default_config = topic_log_config(self.config, {})
+            for topic in list(self.registry.topics):
+                self.log_manager.update_config(topic, self.topic_admin.log_config_for(topic))
+        if changed & CONNECTION_CONFIGS and self.connection_quotas is not None:
+            self.connection_quotas.reconfigure(ConnectionQuotas.from_config(self.config))
 
     def _file_cache(self) -> FileCache:
         """The cache of the logs' segment descriptors (``log.open.files.max``), made once
@@ -420,8 +485,9 @@ class Broker:
             producer_ids=self.producer_id_manager, topic_admin=self.topic_admin,
             controller=controller, coordinators=self.coordinators, authorizer=self.authorizer,
             log_manager=self.log_manager, alter_log_dirs=self.alter_log_dirs,
-            quotas=self.client_quotas,
+            quotas=self.client_quotas, dynamic_configs=self.dynamic_configs,
             scram_credentials=self.scram_credentials,
+            topic_stats=self.metrics.topic_stats if self.metrics is not None else None,
         )  # fmt: skip
 
     async def _serve_before_coordinators(self, gate: RequestGate[RequestContext]) -> None:
@@ -509,6 +575,7 @@ class Broker:
         # Kafka's SocketServer has.
         pool = MemoryPool(self.config["queued.max.request.bytes"])
         quotas = ConnectionQuotas.from_config(self.config)
+        self.connection_quotas = quotas
         for endpoint, security in self.listener_security:
             authentication = None
             if security.sasl is not None:
@@ -530,6 +597,7 @@ class Broker:
                     self.config["socket.send.buffer.bytes"],
                     self.config["socket.receive.buffer.bytes"],
                 ),
+                request_metrics=self.metrics.requests if self.metrics is not None else None,
             )  # fmt: skip
             await server.start()
             self.servers.append(server)
@@ -542,6 +610,37 @@ class Broker:
         self.metadata_cache.register_local_broker(
             BrokerInfo(self.broker_id, tuple(self.advertised)), alive=alive
         )
+
+    async def _start_console(self) -> None:
+        """The web console (sluice.console), a Kafka client of this broker's listener
+        ``console.listener.name``, on ``console.host:console.port``."""
+        from sluice import __version__
+        from sluice.console import Console, ListenerInfo, console_listener
+
+        advertised = {ep.listener_name: ep for ep in self.advertised}
+        listeners = []
+        for server in self.servers:
+            security = server.security
+            endpoint = advertised.get(server.listener_name)
+            context = security.ssl_context
+            listeners.append(ListenerInfo(
+                server.listener_name, security.security_protocol,
+                endpoint.host if endpoint is not None else server.host,
+                endpoint.port if endpoint is not None else server.port,
+                context is not None and context.verify_mode == ssl.CERT_REQUIRED,
+                tuple(security.sasl.enabled_mechanisms) if security.sasl is not None else (),
+            ))  # fmt: skip
+        console = Console(
+            console_listener(self.config, listeners), broker_id=self.broker_id,
+            version=__version__, metrics_registry=lambda: getattr(self, "metrics_registry", None),
+        )  # fmt: skip
+        await console.start(self.config["console.host"], self.config["console.port"])
+        self.console = console
+
+    async def _stop_console(self) -> None:
+        if self.console is not None:
+            await self.console.stop()
+            self.console = None
 
     def _authentication_timer(self) -> EventLoopTimer:
         """The timer of the SASL listeners' failed-authentication delays (made once)."""
@@ -556,6 +655,7 @@ class Broker:
         """Stop accepting, answer requests in flight, flush and close the logs cleanly.
         In a cluster, controlled shutdown comes first: the controller moves this broker's
         leaders away while it still serves."""
+        await self._stop_console()
         if self.cluster is not None:
             await self.cluster.controlled_shutdown()
         for server in self.servers:
@@ -582,6 +682,7 @@ class Broker:
         self._close_flush_thread()
         if self._auth_timer is not None:
             self._auth_timer.shutdown()
+        await self._stop_metrics_endpoint()
         log.info("Sluice broker %d stopped cleanly", self.broker_id)
         self._stopped.set()
 
@@ -589,6 +690,7 @@ class Broker:
         """Stop as kill -9 would: connections dropped, nothing answered or flushed, no
         controlled shutdown, no clean-shutdown marker, the coordination session left to
         expire. For in-process fault tests (EmbeddedCluster.kill_broker)."""
+        await self._stop_console()
         for server in self.servers:
             server.abort()
         for task in self._tasks:
@@ -605,8 +707,48 @@ class Broker:
         self._close_flush_thread()
         if self._auth_timer is not None:
             self._auth_timer.shutdown()
+        await self._stop_metrics_endpoint()
         log.info("Sluice broker %d crashed on purpose", self.broker_id)
         self._stopped.set()
+
+    # -- metrics ----------------------------------------------------------------------------
+    @property
+    def metrics_registry(self) -> CollectorRegistry | None:
+        """The broker's Prometheus registry (None: metrics off): what the metrics
+        endpoint renders and the web console charts."""
+        return self.metrics.registry if self.metrics is not None else None
+
+    def _build_metrics(self) -> None:
+        """The metrics, when metrics.port or console.port asks for them: the hot-path
+        counts hooked into the replica manager; the state read at scrape time."""
+        if self.config["metrics.port"] < 0 and self.config["console.port"] < 0:
+            return
+        self.metrics = BrokerMetrics(BrokerState(
+            self.broker_id, self.metadata_cache, replica_manager=self.replica_manager,
+            log_manager=self.log_manager, purgatories=self.purgatories.made,
+            group_coordinator=lambda: self.coordinators.group if self.coordinators.built
+            else None,
+            listeners=self.servers,
+        ))  # fmt: skip
+        self.replica_manager.on_client_append = self.metrics.topic_stats.record_append
+
+    async def _start_metrics_endpoint(self) -> None:
+        """The endpoint on metrics.host:metrics.port (what it reports fills in as the
+        broker's collaborators are built)."""
+        metrics = self.metrics
+        port = self.config["metrics.port"]
+        if metrics is None or port < 0:
+            return
+        host = self.config["metrics.host"] or self.config.listener_endpoints[0].host
+        endpoint = MetricsEndpoint(metrics, f"metrics-{self.broker_id}")
+        await endpoint.start(host, port)
+        self.metrics_endpoint = endpoint
+        log.info("metrics endpoint %s", endpoint.url)
+
+    async def _stop_metrics_endpoint(self) -> None:
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
+            self.metrics_endpoint = None
 
     def _on_log_dir_offline(self, log_dir: Path) -> None:
         """The failure channel took ``log_dir`` offline (on any thread): handle it on the
@@ -706,6 +848,7 @@ class Broker:
                     next_retention = time.monotonic() + interval_s
                     self.run_retention()
                 if time.monotonic() >= next_expiry:
+                    expiry_s = min(600_000, self.config["producer.id.expiration.ms"]) / 1000
                     next_expiry = time.monotonic() + expiry_s
                     self.remove_expired_producers()
             except Exception:
@@ -727,14 +870,13 @@ class Broker:
         """Compaction on the event loop thread (the log classes are not thread-safe): one
         bounded slice per loop iteration while there is work, log.cleaner.backoff.ms of
         sleep when there is none. Progress: ``log_cleaner.passes_completed``."""
-        backoff_s = self.config["log.cleaner.backoff.ms"] / 1000
         while True:
             try:
                 busy = self.log_cleaner.step()
             except Exception:
                 log.exception("log cleaner failed")
                 busy = False
-            await asyncio.sleep(0 if busy else backoff_s)
+            await asyncio.sleep(0 if busy else self.config["log.cleaner.backoff.ms"] / 1000)
 
     def _stop_cleaning(self, log_: Log) -> None:
         """Abort a compaction pass on ``log_``, which is about to be closed and deleted (a

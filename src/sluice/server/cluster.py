@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sluice.base import TopicPartition
+from sluice.base.log_summary import summarize
 from sluice.controller import (
     AdminZkClient,
     ControllerConfig,
@@ -34,6 +35,7 @@ from sluice.controller.events import ControlledShutdownResult
 from sluice.controller.model import Broker as BrokerInfo
 from sluice.controller.model import EndPoint
 from sluice.controller.requests import (
+    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     StopReplicaRequest,
@@ -41,6 +43,7 @@ from sluice.controller.requests import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from sluice.controller.states import PartitionState
 from sluice.coordinator.group import GROUP_METADATA_TOPIC_NAME
 from sluice.coordinator.transaction import TRANSACTION_STATE_TOPIC_NAME
 from sluice.log import KafkaStorageException
@@ -95,6 +98,8 @@ class ClusterManager:
         self.config = config
         self.broker_id = config.broker_id
         self.log_dir = log_dir
+        # ISR changes written since the event loop last turned, logged together then
+        self._isr_changes: list[_IsrChange] = []
         self._advertised = advertised
         self.inter_broker = inter_broker_listener(config)  # how it reaches other brokers
         self.replica_manager = replica_manager
@@ -107,8 +112,9 @@ class ClusterManager:
         self.store: CoordinationStore | None = None
         self.zk: KafkaZkClient
         self.admin: AdminZkClient
-        # Called on the loop with a user or client entity path ("users/alice",
-        # "users/alice/clients/app", "clients/<default>") whose config changed.
+        # Called on the loop with a user, client or broker entity path ("users/alice",
+        # "users/alice/clients/app", "clients/<default>", "brokers/<default>") whose
+        # config changed.
         self.entity_config_listeners: list[Callable[[str], None]] = []
         self.topic_admin: ZkTopicAdmin
         self.scram_credentials: ZkScramCredentialStore  # users' SCRAM credentials
@@ -116,6 +122,9 @@ class ClusterManager:
         self.channel: NetworkControllerChannel | None = None
         self.checker = ControllerEpochChecker()
         self.broker_epoch = -1
+        # ISR changes this broker wrote as a leader (IsrShrinksPerSec, IsrExpandsPerSec).
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         # Fed with the controller's UpdateMetadata requests; the controller id is this
         # broker's view of /controller.
         self.metadata_cache = metadata_cache
@@ -304,6 +313,28 @@ class ClusterManager:
         controller = self.controller
         return controller if controller is not None and controller.is_active else None
 
+    def controller_stats(self) -> tuple[bool, int, int, int] | None:
+        """(active, offline partitions, leader elections, unclean leader elections) of this
+        broker's controller, read from another thread than the controller's (counts may be
+        a moment old); None before the controller exists."""
+        controller = self.controller
+        if controller is None:
+            return None
+        machine = controller.partition_state_machine
+        offline = 0
+        if controller.is_active:
+            for _ in range(3):  # the controller thread may change the dict meanwhile
+                try:
+                    offline = sum(
+                        1 for state in list(controller.context.partition_states.values())
+                        if state is PartitionState.OFFLINE_PARTITION
+                    )  # fmt: skip
+                    break
+                except RuntimeError:
+                    continue
+        return (controller.is_active, offline, machine.leader_elections,
+                machine.unclean_leader_elections)  # fmt: skip
+
     @property
     def active_controller_id(self) -> int:
         return self.controller.active_controller_id if self.controller is not None else -1
@@ -351,6 +382,9 @@ class ClusterManager:
             kind, _, name = entity.partition("/")
             if kind == "topics" and name:
                 self.apply_topic_config(name)
+            elif kind == "brokers" and name:  # brokers/<id>, brokers/<default>
+                for listener in self.entity_config_listeners:
+                    listener(entity)
             elif kind in ("users", "clients") and name:
                 if kind == "users" and "/" not in name:  # users/<user>: SCRAM credentials too
                     self.scram_credentials.reload_user(desanitize(name))
@@ -393,6 +427,8 @@ class ClusterManager:
         errors: dict[TopicPartition, ErrorCode] = {}
         leaders = {b.id: self.inter_broker.named(b) for b in request.live_leaders}
         now = self.clock.milliseconds()
+        became_leader: list[LeaderAndIsrPartitionState] = []
+        became_follower: list[LeaderAndIsrPartitionState] = []
         for s in request.partition_states:
             tp = s.topic_partition
             partition = rm.get_partition(tp)
@@ -423,10 +459,11 @@ class ClusterManager:
                         s.controller_epoch, now,
                     )  # fmt: skip
                     rm.wake(tp, hw_moved)
-                    log.info(
+                    log.debug(
                         "%s: leader at epoch %d, ISR %s, LEO %d, HW %d", tp, s.leader_epoch,
                         list(s.isr), partition.log.log_end_offset, partition.high_watermark,
                     )  # fmt: skip
+                    became_leader.append(s)
                     self._coordinator_elect(tp)
                 else:
                     self._remove_from_fetchers(tp)
@@ -436,10 +473,11 @@ class ClusterManager:
                         s.partition_epoch, s.controller_epoch,
                     )  # fmt: skip
                     rm.wake(tp, True)  # waiting produce/fetch: NOT_LEADER now
-                    log.info(
+                    log.debug(
                         "%s: follower of %d at epoch %d, LEO %d, HW %d", tp, s.leader,
                         s.leader_epoch, partition.log.log_end_offset, partition.high_watermark,
                     )  # fmt: skip
+                    became_follower.append(s)
                     leader = leaders.get(s.leader) or self.metadata_cache.alive_broker(s.leader)
                     if s.leader >= 0 and leader is not None:
                         self._add_to_fetcher(leader, partition)
@@ -450,7 +488,38 @@ class ClusterManager:
             except Exception:
                 log.exception("LeaderAndIsr for %s failed", tp)
                 errors[tp] = ErrorCode.kafka_storage_error
+        self._log_leadership(request, became_leader, became_follower)
         return LeaderAndIsrResponse(ErrorCode.none, errors)
+
+    def _log_leadership(
+        self,
+        request: LeaderAndIsrRequest,
+        leader: list[LeaderAndIsrPartitionState],
+        follower: list[LeaderAndIsrPartitionState],
+    ) -> None:
+        """One line per LeaderAndIsr request that changed what this broker leads or
+        follows, however many partitions it holds (each is at DEBUG above)."""
+        fields: dict[str, object] = {
+            "broker_id": self.broker_id, "controller_id": request.controller_id,
+            "controller_epoch": request.controller_epoch,
+        }  # fmt: skip
+        for kind, states, describe in (
+            ("leader", leader, _describe_leader), ("follower", follower, _describe_follower)
+        ):  # fmt: skip
+            if not states:
+                continue
+            one: dict[str, object] = {}
+            if len(states) == 1:
+                s = states[0]
+                one = {"topic": s.topic_partition.topic, "partition": s.topic_partition.partition,
+                       "leader_id": s.leader, "leader_epoch": s.leader_epoch}  # fmt: skip
+            log.info(
+                "[Broker id=%d] Became %s of %d partitions at the request of controller %d "
+                "(controller epoch %d): %s",
+                self.broker_id, kind, len(states), request.controller_id,
+                request.controller_epoch, summarize(states, describe),
+                extra={**fields, "event": f"become_{kind}", "partition_count": len(states), **one},
+            )  # fmt: skip
 
     def _log_dir_failed(self, log_dir: Path, partitions: list[TopicPartition]) -> None:
         """A log dir of this broker went offline (ReplicaManager.handle_log_dir_failure):
@@ -587,6 +656,7 @@ class ClusterManager:
     # -- ISR changes (leader) --------------------------------------------------------------
     def _write_isr(self, partition: Partition, new_isr: set[int]) -> bool:
         tp = partition.tp
+        old_isr = sorted(partition.isr)
         lai = LeaderAndIsr(
             self.broker_id, tuple(sorted(new_isr)), partition.leader_epoch,
             partition.partition_epoch,
@@ -597,15 +667,56 @@ class ClusterManager:
             log.exception("ISR update of %s failed", tp)
             return False
         done = result.finished.get(tp)
-        if not isinstance(done, LeaderAndIsr):
-            log.info("ISR update of %s to %s not applied (stale partition epoch)", tp, new_isr)
+        if not isinstance(done, LeaderAndIsr):  # the controller changed it meanwhile
+            log.debug("ISR update of %s to %s not applied (stale partition epoch)", tp, new_isr)
             return False
+        if len(new_isr) < len(partition.isr):
+            self.isr_shrinks += 1
+        elif len(new_isr) > len(partition.isr):
+            self.isr_expands += 1
         partition.isr = set(new_isr)
         partition.partition_epoch = done.zk_version
         with contextlib.suppress(Exception):
             self.zk.propagate_isr_changes([tp])
-        log.info("ISR of %s is now %s", tp, sorted(new_isr))
+        change = _IsrChange(
+            tp, old_isr, sorted(new_isr), partition.leader_epoch, partition.partition_epoch,
+            partition.high_watermark, partition.log.log_end_offset,
+        )  # fmt: skip
+        log.debug("[Partition %s broker=%d] %s", tp, self.broker_id, change)
+        if not self._isr_changes:
+            try:
+                asyncio.get_running_loop().call_soon(self._log_isr_changes)
+            except RuntimeError:  # no event loop: at once
+                self._isr_changes.append(change)
+                self._log_isr_changes()
+                return True
+        self._isr_changes.append(change)
         return True
+
+    def _log_isr_changes(self) -> None:
+        """One line for the shrinks and one for the expansions written in one turn of the
+        event loop (an ISR expiration round, a follower's fetch): the change itself when
+        there is one, a summary when many partitions changed at once (a broker gone)."""
+        changes, self._isr_changes = self._isr_changes, []
+        for event, verb in (("isr_shrink", "Shrinking"), ("isr_expand", "Expanding")):
+            chosen = [c for c in changes if c.expanding is (event == "isr_expand")]
+            if len(chosen) == 1:
+                c = chosen[0]
+                log.info(
+                    "[Partition %s broker=%d] %s", c.tp, self.broker_id, c,
+                    extra={
+                        "event": event, "topic": c.tp.topic, "partition": c.tp.partition,
+                        "broker_id": self.broker_id, "old_isr": c.old_isr, "isr": c.new_isr,
+                        "leader_epoch": c.leader_epoch, "partition_epoch": c.partition_epoch,
+                    },
+                )  # fmt: skip
+            elif chosen:
+                log.info(
+                    "[Broker id=%d] %s ISR of %d partitions: %s", self.broker_id, verb,
+                    len(chosen), summarize(chosen, _IsrChange.brief),
+                    extra={"event": event, "broker_id": self.broker_id,
+                           "partition_count": len(chosen)},
+                )  # fmt: skip
 
     def _expand_isr(self, partition: Partition, replica_id: int) -> None:
         self._write_isr(partition, partition.isr | {replica_id})
@@ -625,3 +736,39 @@ class ClusterManager:
                         self.replica_manager.wake(partition.tp, hw_moved)
             except Exception:
                 log.exception("ISR expiration failed")
+
+
+def _describe_leader(state: LeaderAndIsrPartitionState) -> str:
+    return f"{state.topic_partition} (leader epoch {state.leader_epoch}, ISR {list(state.isr)})"
+
+
+def _describe_follower(state: LeaderAndIsrPartitionState) -> str:
+    return f"{state.topic_partition} (leader {state.leader}, leader epoch {state.leader_epoch})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _IsrChange:
+    """An ISR change this broker wrote as a partition's leader, for its log line."""
+
+    tp: TopicPartition
+    old_isr: list[int]
+    new_isr: list[int]
+    leader_epoch: int
+    partition_epoch: int
+    high_watermark: int
+    log_end_offset: int
+
+    @property
+    def expanding(self) -> bool:
+        return len(self.new_isr) > len(self.old_isr)
+
+    def __str__(self) -> str:
+        return (
+            f"{'Expanding' if self.expanding else 'Shrinking'} ISR from {self.old_isr} to "
+            f"{self.new_isr} (leader epoch {self.leader_epoch}, partition epoch "
+            f"{self.partition_epoch}, high watermark {self.high_watermark}, log end offset "
+            f"{self.log_end_offset})"
+        )
+
+    def brief(self) -> str:
+        return f"{self.tp} from {self.old_isr} to {self.new_isr}"

@@ -84,6 +84,17 @@ class ConnectionQuotas:
                 overrides[address] = count
         return cls(config["max.connections"], config["max.connections.per.ip"], overrides)
 
+    def reconfigure(self, limits: ConnectionQuotas) -> None:
+        """Take the limits of ``limits`` (dynamic broker configs changed) and keep the
+        counts: connections over a lowered limit stay open, as in Kafka; if the broker
+        is no longer at ``max.connections``, the listeners accept again."""
+        was_full = self.full
+        self._max, self._max_per_ip = limits._max, limits._max_per_ip
+        self._overrides = dict(limits._overrides)
+        if was_full and not self.full:
+            for callback in list(self._on_slot_free):
+                callback()
+
     @property
     def total(self) -> int:
         """Connections held now."""

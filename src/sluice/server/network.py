@@ -48,12 +48,17 @@ import inspect
 import logging
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from logging import DEBUG
 from typing import Any, Generic, Protocol, Self, TypeAlias, TypeVar
 
 from sluice.base.rate_limited_log import RateLimitedLog
 from sluice.protocol import FrameSizeError, ProtocolError, Request, VersionTable
+from sluice.protocol.apis import request_header_version
+from sluice.protocol.errors import MalformedRequestError
+from sluice.protocol.headers import read_request_header
 from sluice.protocol.memory_pool import MemoryPool
 from sluice.protocol.server_connection import (
     SASL_TOKEN,
@@ -67,11 +72,13 @@ from sluice.security.sasl.authenticator import SaslServerAuthenticator, Step, St
 from sluice.server.acceptor import BACKLOG, Acceptor, bind_listener
 from sluice.server.answer import Answer
 from sluice.server.auth_helper import AclOperation, authorize_cluster
+from sluice.server.broker_metrics import RequestMetrics
 from sluice.server.congestion import set_on_loopback
 from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.listener_security import PLAINTEXT_SECURITY, ListenerSecurity
 from sluice.server.low_water import ReceiveLowWater
 from sluice.server.request_context import RequestContext
+from sluice.server.request_log import REQUEST_LOGGER, RequestLogEntry
 from sluice.server.sasl_authentication import ServerAuthentication
 from sluice.server.sendfile import write_segments
 
@@ -167,6 +174,7 @@ class KafkaServer(Generic[Ctx]):
         security: ListenerSecurity = PLAINTEXT_SECURITY,
         authentication: ServerAuthentication | None = None,
         socket_buffers: tuple[int, int] = (-1, -1),
+        request_metrics: RequestMetrics | None = None,
     ) -> None:
         """``quotas`` and ``pool``: the broker's, shared by its listeners (None: no
         connection limits, no memory bound); ``read_timeout_ms`` 0 or less: a request
@@ -174,8 +182,10 @@ class KafkaServer(Generic[Ctx]):
         ``security``: the listener's name and security protocol
         (:mod:`sluice.server.listener_security`); ``authentication``: a SASL listener's;
         ``socket_buffers``: SO_SNDBUF and SO_RCVBUF of accepted connections (-1: the
-        system's)."""
+        system's); ``request_metrics``: where each answered request's count and latencies
+        go (None: not measured)."""
         self._socket_buffers = socket_buffers
+        self.request_metrics = request_metrics
         self.host = host
         self.port = port
         self.security = security
@@ -380,8 +390,9 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
     :func:`~sluice.server.sendfile.write_segments` sends through (``transport``,
     ``writelines``, ``drain``)."""
 
-    __slots__ = ("_auth_failed", "_busy", "_closed", "_dispatch_soon", "_drain_waiters",
-                 "_reading_paused", "_waiting_memory", "_write_paused", "authenticator", "conn",
+    __slots__ = ("_arrivals", "_auth_failed", "_busy", "_closed", "_dispatch_soon",
+                 "_drain_waiters", "_reading_paused", "_sent_timing", "_waiting_memory",
+                 "_write_paused", "authenticator", "conn",
                  "context", "host", "last_active", "low_water", "peer", "quota_key", "received",
                  "server", "session", "transport")  # fmt: skip
 
@@ -409,6 +420,10 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         self._busy = False  # as last reported to the server
         self._dispatch_soon = False  # a _dispatch is scheduled on the loop
         self._drain_waiters: list[asyncio.Future[None]] = []
+        # Request metrics: (frames received by then, perf_counter_ns) per read that
+        # completed frames, and the timing of the answer being sent with sendfile.
+        self._arrivals: deque[tuple[int, int]] = deque()
+        self._sent_timing: _Timing | None = None
         authentication = server.authentication
         # SASL: the connection's authenticator until it is authenticated (and on, for
         # re-authentication and the session's expiry); None on other listeners.
@@ -475,6 +490,14 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self.close()
             return
         self.low_water.expect(conn.receive_rest)
+        if self.server.request_metrics is not None:
+            received = conn.frames_received
+            arrivals = self._arrivals
+            if received and (not arrivals or arrivals[-1][0] != received):
+                taken = conn.frames_taken  # frames handed out need their time no more
+                while arrivals and arrivals[0][0] <= taken:
+                    arrivals.popleft()
+                arrivals.append((received, time.perf_counter_ns()))
         if conn.reading_paused:
             self._apply_reading()
         if conn.has_frames:
@@ -606,9 +629,14 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
         conn = self.conn
         throttling = server.throttling
         quotas = throttling is not None and throttling.active
+        metrics = server.request_metrics
+        logged = self._request_log_entry(request) if REQUEST_LOGGER.isEnabledFor(DEBUG) else None
         try:
-            started = time.perf_counter_ns() if quotas else 0
+            started = time.perf_counter_ns() if quotas or metrics is not None else 0
             response = handler(context, request)
+            timing = None
+            if metrics is not None:
+                timing = _Timing(request.header.api_key, self._arrived(started), started)
             extra = 0  # the request quota's throttle
             if quotas:
                 assert throttling is not None
@@ -617,25 +645,38 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             if type(response) is Answer:
                 if response.done():  # answered already: a Produce at acks=1, a Fetch with data
                     result = response.result()
-                    conn.respond(self._throttled(result, extra) if quotas else result)
+                    conn.respond(result := self._throttled(result, extra) if quotas else result)
+                    if logged is not None:
+                        logged.answered(result)
                 else:
                     pending = conn.defer(response)
-                    response.when_done(functools.partial(self._answer_done, pending, extra))
+                    response.when_done(functools.partial(self._answer_done, pending, extra,
+                                                         timing, logged))  # fmt: skip
+                    timing = None
             elif response is None or not inspect.isawaitable(response):
-                conn.respond(self._throttled(response, extra) if quotas else response)
+                conn.respond(response := self._throttled(response, extra) if quotas else response)
+                if logged is not None:
+                    logged.answered(response)
             else:
                 future = asyncio.ensure_future(response)
                 pending = conn.defer(future)
                 future.add_done_callback(
-                    functools.partial(self._future_done, pending, False, extra=extra)
-                )
+                    functools.partial(self._future_done, pending, False, extra=extra,
+                                      timing=timing, logged=logged)
+                )  # fmt: skip
+                timing = None
         except (Exception, asyncio.CancelledError) as exc:  # or a response that cannot be encoded
             what = f"api key {request.api_key} v{request.api_version}: {exc!r}"
             client_log.event("error handling a request", self.peer, what, exc_info=exc,
                              level=logging.ERROR)  # fmt: skip
             self.close()
             return
-        self._flush()
+        if timing is None:
+            self._flush()
+        else:
+            timing.answered = time.perf_counter_ns()
+            self._flush()
+            self._sent(timing)
 
     # -- SASL ----------------------------------------------------------------------------
     def _authenticated_raw(self, request: RawRequest) -> bool:
@@ -716,14 +757,19 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             client_log.event("inter-broker request without CLUSTER_ACTION", self.peer, what)
             self.close()  # kio has no schema to answer CLUSTER_AUTHORIZATION_FAILED in
             return
+        logged = self._request_log_entry(request) if REQUEST_LOGGER.isEnabledFor(DEBUG) else None
         try:
             reply = self.server.raw_handlers[request.api_key](request.frame)
             if inspect.isawaitable(reply):
                 future = asyncio.ensure_future(reply)
                 pending = conn.defer(future)
-                future.add_done_callback(functools.partial(self._future_done, pending, True))
+                future.add_done_callback(
+                    functools.partial(self._future_done, pending, True, logged=logged)
+                )
             else:
                 conn.respond_framed(reply)
+                if logged is not None:
+                    logged.answered_framed(reply)
         except Exception as exc:
             client_log.event("error handling an inter-broker request", self.peer, repr(exc),
                              exc_info=exc, level=logging.ERROR)  # fmt: skip
@@ -738,36 +784,69 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             return True
         return authorize_cluster(context, AclOperation.CLUSTER_ACTION)
 
+    def _request_log_entry(self, request: Request | RawRequest) -> RequestLogEntry | None:
+        """The request log's record of the request in hand (only while it is at DEBUG)."""
+        if isinstance(request, RawRequest):  # an inter-broker request: header v1 (or v0)
+            frame = request.frame
+            try:
+                key, version = int.from_bytes(frame[0:2], "big"), int.from_bytes(frame[2:4], "big")
+                header = read_request_header(frame, request_header_version(key, version))[0]
+            except MalformedRequestError:  # its handler answers it as it can
+                return None
+        else:
+            header = request.header
+        server = self.server
+        return RequestLogEntry(
+            header.api_key, header.api_version, header.correlation_id, header.client_id,
+            self.conn.request_size, f"{server.host}:{server.port}-{self.peer}", self.host,
+            self.session,
+        )  # fmt: skip
+
     # -- answers -------------------------------------------------------------------------
-    def _answer_done(self, pending: _Pending, extra: int, answer: Answer) -> None:
+    def _answer_done(
+        self, pending: _Pending, extra: int, timing: _Timing | None,
+        logged: RequestLogEntry | None, answer: Answer,
+    ) -> None:  # fmt: skip
         """An :class:`Answer` was set, inside whatever set it: write what it releases; the
         next request waits for the loop."""
-        self._settle(pending, answer, False, extra)
+        self._settle(pending, answer, False, extra, timing, logged)
         if not self._dispatch_soon and self.conn.has_frames:
             self._dispatch_soon = True
             answer.get_loop().call_soon(self._dispatch)
 
     def _future_done(
-        self, pending: _Pending, framed: bool, future: asyncio.Future[Any], extra: int = 0
-    ) -> None:
-        self._settle(pending, future, framed, extra)
+        self, pending: _Pending, framed: bool, future: asyncio.Future[Any], extra: int = 0,
+        timing: _Timing | None = None, logged: RequestLogEntry | None = None,
+    ) -> None:  # fmt: skip
+        self._settle(pending, future, framed, extra, timing, logged)
         if self.conn.has_frames:
             self._dispatch()
 
     def _settle(
-        self, pending: _Pending, future: asyncio.Future[Any], framed: bool, extra: int = 0
-    ) -> None:
+        self, pending: _Pending, future: asyncio.Future[Any], framed: bool, extra: int = 0,
+        timing: _Timing | None = None, logged: RequestLogEntry | None = None,
+    ) -> None:  # fmt: skip
         conn = self.conn
         if conn.closed:
             return
+        if timing is not None:
+            timing.answered = time.perf_counter_ns()
         try:
             if framed:
-                conn.answer_framed(pending, future.result())
+                conn.answer_framed(pending, result := future.result())
+                if logged is not None:
+                    logged.answered_framed(result)
             elif extra or (self.server.throttling is not None and self.server.throttling.active):
-                conn.answer(pending, self._throttled(future.result(), extra))
+                conn.answer(pending, result := self._throttled(future.result(), extra))
+                if logged is not None:
+                    logged.answered(result)
             else:
-                conn.answer(pending, future.result())
+                conn.answer(pending, result := future.result())
+                if logged is not None:
+                    logged.answered(result)
             self._flush()
+            if timing is not None:
+                self._sent(timing)
         except asyncio.CancelledError:
             client_log.event("answer cancelled", self.peer, "closing the connection",
                              level=logging.INFO)  # fmt: skip
@@ -831,8 +910,36 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
             self.close()
             return
         self.conn.send_complete()
+        timing, self._sent_timing = self._sent_timing, None
+        if timing is not None:
+            self._record(timing, time.perf_counter_ns())
         self._flush()
         self._dispatch()
+
+    # -- request metrics -------------------------------------------------------------------
+    def _arrived(self, now: int) -> int:
+        """When the frame of the request handed out last was complete (perf_counter_ns):
+        the time of the read that completed it."""
+        taken = self.conn.frames_taken
+        arrivals = self._arrivals
+        while arrivals and arrivals[0][0] < taken:
+            arrivals.popleft()
+        return arrivals[0][1] if arrivals else now
+
+    def _sent(self, timing: _Timing) -> None:
+        """The answer of ``timing``'s request was given and flushed: recorded now, or
+        once its sendfile ends."""
+        if self.conn.sending and self._sent_timing is None:
+            self._sent_timing = timing
+        else:
+            self._record(timing, time.perf_counter_ns())
+
+    def _record(self, timing: _Timing, sent: int) -> None:
+        metrics = self.server.request_metrics
+        if metrics is not None:
+            metrics.record(timing.api_key, timing.started - timing.arrived,
+                           timing.handled - timing.started, timing.answered - timing.handled,
+                           sent - timing.answered)  # fmt: skip
 
     def _note_busy(self) -> None:
         busy = not self.conn.idle
@@ -849,3 +956,16 @@ class KafkaConnectionProtocol(asyncio.BufferedProtocol, Generic[Ctx]):
                 waiter.set_result(None)
             else:
                 waiter.set_exception(error)
+
+
+class _Timing:
+    """One request's times (perf_counter_ns) for :class:`RequestMetrics`: its frame
+    complete, its handler called and returned, its answer given."""
+
+    __slots__ = ("answered", "api_key", "arrived", "handled", "started")
+
+    def __init__(self, api_key: int, arrived: int, started: int) -> None:
+        self.api_key = api_key
+        self.arrived = arrived
+        self.started = started
+        self.handled = self.answered = time.perf_counter_ns()

@@ -48,7 +48,9 @@ if TYPE_CHECKING:
     from sluice.replication.replica_manager import ReplicaManager
     from sluice.security.authorizer import AclAuthorizer
     from sluice.security.sasl.credential_store import ScramCredentialStore
+    from sluice.server.broker_metrics import BrokerTopicStats
     from sluice.server.client_quotas import ClientQuotas
+    from sluice.server.dynamic_broker_config import DynamicConfigManager
     from sluice.server.replica_alter_log_dirs import ReplicaAlterLogDirsManager
     from sluice.server.replica_assignment import Assignments
     from sluice.server.topics import TopicInfo
@@ -236,6 +238,11 @@ class RequestContext:
     (:mod:`sluice.server.auth_helper`)."""
     quotas: ClientQuotas | None = None
     """The client quotas and their stored configs (the broker always sets them)."""
+    dynamic_configs: DynamicConfigManager | None = None
+    """The dynamic broker configs and their store (the broker always sets them)."""
+    topic_stats: BrokerTopicStats | None = None
+    """Per-topic message and byte counts for the metrics endpoint; None: metrics off
+    (:mod:`sluice.server.broker_metrics`)."""
 
     @property
     def group_coordinator(self) -> GroupCoordinator:

@@ -20,6 +20,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
+from sluice.base.log_summary import summarize
 from sluice.config import BrokerConfig, validate_topic_configs
 from sluice.controller import AdminZkClient, KafkaZkClient, assign_replicas_to_brokers
 from sluice.metastore import NodeExistsError
@@ -115,7 +116,12 @@ class ZkTopicAdmin(TopicAdminBase):
                 topic_id = self.admin.create_topic_with_assignment(name, assignment, configs)
             except NodeExistsError:  # created meanwhile
                 raise FileExistsError(f"Topic '{name}' already exists.") from None
-            log.info("created topic %s with assignment %s", name, assignment)
+            log.info(
+                "created topic %s with %d partitions: %s", name, len(assignment),
+                summarize(sorted(assignment.items()), _describe_assignment),
+                extra={"event": "topic_created", "topic": name,
+                       "partition_count": len(assignment)},
+            )  # fmt: skip
         return TopicInfo(name, topic_uuid(topic_id), assignment, dict(configs))
 
     async def create_partition_logs(
@@ -167,10 +173,18 @@ class ZkTopicAdmin(TopicAdminBase):
             new = {p if p >= current else p + current: r for p, r in new.items()}
         if not validate_only:
             self.admin.add_partitions(name, new)
-            log.info("added partitions %s to topic %s", new, name)
+            log.info(
+                "added %d partitions to topic %s: %s", len(new), name,
+                summarize(sorted(new.items()), _describe_assignment),
+            )  # fmt: skip
 
     def _update_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         """Write the overrides to ZooKeeper and announce them: every broker applies them
         when notified, this one at once."""
         self.admin.change_topic_config(name, configs)
         self.apply_topic_configs(name, configs)
+
+
+def _describe_assignment(item: tuple[int, list[int]]) -> str:
+    partition, replicas = item
+    return f"{partition}: {replicas}"

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from .offsets import DataLossError
+from .offsets import DataLossError, source_metrics
 from .options import ReaderOptions, SluiceOptionError, WriterOptions
 from .reader import SluiceBatchReader, SluiceStreamReader, source_schema
 from .writer import SluiceBatchWriter, SluiceStreamWriter, check_sink_schema
@@ -36,6 +36,7 @@ __all__ = [
     "SluiceOptionError",
     "local_session",
     "register",
+    "source_metrics",
     "source_schema",
 ]
 

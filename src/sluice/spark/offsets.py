@@ -1,23 +1,53 @@
-"""Offset planning for the ``sluice`` source: Spark's ``KafkaOffsetReader`` and the
-rate limit, kept apart from Spark so they are plain functions over dicts.
+"""Offset planning for the ``sluice`` source: Spark's ``KafkaOffsetReader``,
+``KafkaOffsetRangeCalculator`` and the micro-batch limits, kept apart from Spark so they
+are plain functions over dicts.
 
 :class:`OffsetReader` asks the brokers (through Sluice's consumer) which
-partitions a subscription covers and where their logs start and end;
-:func:`spread_limit` spreads ``maxOffsetsPerTrigger`` over partitions by lag;
-:func:`check_progress` finds offsets that went backwards or partitions that vanished.
+partitions a subscription covers, where their logs start and end, and which offsets
+timestamps fall on; :func:`resolve` turns a start or end option into offsets;
+:func:`split_ranges` cuts offset ranges for ``minPartitions`` and
+``maxRecordsPerPartition``; :func:`spread_limit` spreads ``maxOffsetsPerTrigger`` over
+partitions by lag; :class:`TriggerDelay` holds micro-batches back for
+``minOffsetsPerTrigger`` / ``maxTriggerDelay``; :func:`check_progress` finds offsets that
+went backwards or partitions that vanished; :func:`offsets_behind_latest` is Spark's
+lag metrics.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sluice.client.consumer.consumer import Consumer, TopicPartition
 
-from .options import EARLIEST, LATEST, OffsetMap, ReaderOptions, Subscription
+from .options import (
+    EARLIEST,
+    LATEST,
+    ByTimestamp,
+    OffsetMap,
+    OffsetSpec,
+    ReaderOptions,
+    Subscription,
+    offsets_from_json_dict,
+)
 
-__all__ = ["DataLossError", "OffsetReader", "check_progress", "resolve", "spread_limit"]
+__all__ = [
+    "DataLossError",
+    "OffsetReader",
+    "TriggerDelay",
+    "check_progress",
+    "offsets_behind_latest",
+    "resolve",
+    "source_metrics",
+    "split_ranges",
+    "spread_limit",
+]
+
+Range = tuple[str, int, int, int]
+"""``(topic, partition, start, end)``: the records ``[start, end)`` of one partition."""
 
 log = logging.getLogger("sluice.spark")
 
@@ -53,7 +83,7 @@ class OffsetReader:
     @property
     def consumer(self) -> Consumer:
         if self._consumer is None:
-            config = {**self.options.consumer_config, "enable.auto.commit": "false"}
+            config = {**self.options.driver_config(), "enable.auto.commit": "false"}
             self._consumer = Consumer(config)
         return self._consumer
 
@@ -89,6 +119,21 @@ class OffsetReader:
         """End offsets: the high watermark, or the last stable offset with read_committed."""
         return self._offsets(tps, latest=True)
 
+    def for_times(self, timestamps: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The earliest offset at or after each timestamp (ListOffsets); partitions with no
+        record that recent are left out."""
+        if not timestamps:
+            return {}
+        found = self.consumer.offsets_for_times(
+            {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
+        )
+        out: dict[tuple[str, int], int] = {}
+        for tp in timestamps:
+            offset = found.get(TopicPartition(*tp))
+            if offset is not None:
+                out[tp] = offset
+        return out
+
     def close(self) -> None:
         if self._consumer is not None:
             self._consumer.close(autocommit=False)
@@ -96,23 +141,165 @@ class OffsetReader:
 
 
 def resolve(
-    spec: str | OffsetMap, tps: list[tuple[str, int]], reader: OffsetReader, what: str
+    spec: OffsetSpec, tps: list[tuple[str, int]], reader: OffsetReader, what: str
 ) -> OffsetMap:
-    """Concrete offsets for ``spec`` ("earliest", "latest" or a JSON map with -2/-1)."""
+    """Concrete offsets for ``spec``: "earliest", "latest", a JSON map with -2/-1, or
+    timestamps (``what`` names the option; a start unless it begins with "ending")."""
     if isinstance(spec, str):
         return reader.earliest(tps) if spec == "earliest" else reader.latest(tps)
+    if isinstance(spec, ByTimestamp):
+        return _resolve_times(spec, tps, reader, what)
+    _check_named(spec, tps, reader, what)
+    # a partition left out (assign only) starts at earliest and ends at latest
+    unnamed = LATEST if what.startswith("ending") else EARLIEST
+    need_earliest = [tp for tp in tps if spec.get(tp, unnamed) == EARLIEST]
+    need_latest = [tp for tp in tps if spec.get(tp, unnamed) == LATEST]
+    out = {tp: spec[tp] for tp in tps if spec.get(tp, unnamed) >= 0}
+    out.update(reader.earliest(need_earliest))
+    out.update(reader.latest(need_latest))
+    return out
+
+
+def _check_named(
+    spec: Mapping[tuple[str, int], int], tps: list[tuple[str, int]], reader: OffsetReader, what: str
+) -> None:
     missing = sorted(set(tps) - set(spec))
     if missing and not reader.options.subscription.assigned:
         raise ValueError(f"{what} gives no offset for {missing}; give every partition one")
     unknown = sorted(set(spec) - set(tps))
     if unknown:
         raise ValueError(f"{what} names partitions that do not exist: {unknown}")
-    need_earliest = [tp for tp in tps if spec.get(tp, EARLIEST) == EARLIEST]
-    need_latest = [tp for tp in tps if spec.get(tp) == LATEST]
-    out = {tp: spec[tp] for tp in tps if spec.get(tp, EARLIEST) >= 0}
-    out.update(reader.earliest(need_earliest))
-    out.update(reader.latest(need_latest))
+
+
+def _resolve_times(
+    spec: ByTimestamp, tps: list[tuple[str, int]], reader: OffsetReader, what: str
+) -> OffsetMap:
+    """Spark's timestamp lookup: no record that recent is an error for a start (or the
+    latest offset with ``startingOffsetsByTimestampStrategy=latest``), the latest offset
+    for an end. A partition the JSON leaves out (``assign`` only) starts at earliest."""
+    if spec.everywhere is not None:
+        wanted = {tp: spec.everywhere for tp in tps}
+    else:
+        _check_named(spec.per_partition, tps, reader, what)
+        wanted = {tp: spec.per_partition[tp] for tp in tps if tp in spec.per_partition}
+    out = reader.for_times(wanted)
+    unmatched = sorted(set(wanted) - set(out))
+    ending = what.startswith("ending")
+    if unmatched and not ending and not spec.latest_when_unmatched:
+        tp = unmatched[0]
+        raise ValueError(
+            f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and timestamp "
+            f"{wanted[tp]}. (set startingOffsetsByTimestampStrategy=latest to start such "
+            "partitions at the latest offset instead)"
+        )
+    unnamed = [tp for tp in tps if tp not in wanted]
+    out.update(reader.latest(unmatched + unnamed if ending else unmatched))
+    if not ending:
+        out.update(reader.earliest(unnamed))
     return out
+
+
+def _round_half_up(x: float) -> int:
+    return int(x + 0.5)
+
+
+def _divide(r: Range, parts: int) -> list[Range]:
+    """``r`` in ``parts`` pieces of nearly equal size (the last ones take the remainder)."""
+    topic, partition, start, end = r
+    out: list[Range] = []
+    remaining = end - start
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        out.append((topic, partition, start, min(start + size, end)))
+        start = min(start + size, end)
+    return [piece for piece in out if piece[3] > piece[2]]
+
+
+def split_ranges(
+    ranges: Iterable[Range], min_partitions: int | None, max_records: int | None
+) -> list[Range]:
+    """Spark's ``KafkaOffsetRangeCalculator``: empty ranges dropped; with
+    ``maxRecordsPerPartition`` every range cut into pieces of at most that many offsets;
+    then, if there are still fewer than ``minPartitions``, the large ranges are cut in
+    proportion to their share of all offsets, so that there are about ``minPartitions``
+    (ranges that would get one piece are left alone and do not count in the share)."""
+    out = [r for r in ranges if r[3] > r[2]]
+    if max_records is not None:
+        out = [p for r in out for p in _divide(r, -(-(r[3] - r[2]) // max_records))]
+    if min_partitions is None or len(out) >= min_partitions:
+        return out
+    total = sum(r[3] - r[2] for r in out)
+
+    def parts_of(size: int, of: int, wanted: int) -> int:
+        return max(_round_half_up(size / of * wanted), 1)
+
+    whole = [parts_of(r[3] - r[2], total, min_partitions) == 1 for r in out]
+    whole_size = sum(r[3] - r[2] for r, keep in zip(out, whole, strict=True) if keep)
+    split_wanted = max(min_partitions - sum(whole), 1)
+    split_total = total - whole_size
+    return [
+        piece
+        for r, keep in zip(out, whole, strict=True)
+        for piece in ([r] if keep else _divide(r, parts_of(r[3] - r[2], split_total, split_wanted)))
+    ]
+
+
+class TriggerDelay:
+    """``minOffsetsPerTrigger`` with ``maxTriggerDelay`` (Spark's ``delayBatch``): a
+    micro-batch waits until at least ``min_offsets`` offsets are available, or until
+    ``max_delay_ms`` have passed since the last micro-batch was let through (the first
+    one always is). ``clock_ms`` is wall-clock milliseconds (tests pass their own)."""
+
+    def __init__(
+        self, min_offsets: int, max_delay_ms: int, clock_ms: Callable[[], float] | None = None
+    ) -> None:
+        self.min_offsets = min_offsets
+        self.max_delay_ms = max_delay_ms
+        self.clock_ms = clock_ms or (lambda: time.time() * 1000)
+        self.last_trigger_ms = 0.0
+
+    def delay(self, available: int) -> bool:
+        """Whether to hold the micro-batch back, given the offsets available to it."""
+        now = self.clock_ms()
+        if now - self.last_trigger_ms >= self.max_delay_ms:
+            self.last_trigger_ms = now
+            return False
+        if available < self.min_offsets:
+            return True
+        self.last_trigger_ms = now
+        return False
+
+
+def offsets_behind_latest(
+    consumed: Mapping[tuple[str, int], int], latest: Mapping[tuple[str, int], int]
+) -> dict[str, str]:
+    """Spark's Kafka source metrics: how many offsets each partition's latest offset is
+    ahead of the query's, as ``minOffsetsBehindLatest``, ``maxOffsetsBehindLatest`` and
+    ``avgOffsetsBehindLatest`` (strings, as in ``StreamingQueryProgress``); empty without
+    partitions."""
+    behind = [latest[tp] - consumed.get(tp, 0) for tp in latest]
+    if not behind:
+        return {}
+    return {
+        "minOffsetsBehindLatest": str(min(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "avgOffsetsBehindLatest": str(sum(behind) / len(behind)),
+    }
+
+
+def source_metrics(source: Mapping[str, Any]) -> dict[str, str]:
+    """:func:`offsets_behind_latest` for one entry of a streaming query's progress
+    (``query.lastProgress["sources"][i]``): its ``endOffset`` (what the micro-batch
+    read up to) against its ``latestOffset`` (what the source saw available)."""
+
+    def offsets(value: Any) -> OffsetMap:
+        if value is None or value == "null":
+            return {}
+        raw = json.loads(value) if isinstance(value, str) else value
+        return offsets_from_json_dict(raw) if isinstance(raw, dict) else {}
+
+    return offsets_behind_latest(offsets(source["endOffset"]), offsets(source["latestOffset"]))
 
 
 def spread_limit(start: Mapping[tuple[str, int], int], latest: OffsetMap, limit: int) -> OffsetMap:

@@ -24,6 +24,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -40,8 +41,24 @@ from pyspark.sql.types import (
 from sluice.client.consumer.consumer import Consumer, TopicPartition
 from sluice.client.errors import KafkaException
 
-from .offsets import OffsetReader, check_progress, data_loss, resolve, spread_limit
-from .options import OffsetMap, ReaderOptions, offsets_from_json_dict, offsets_to_json_dict
+from .offsets import (
+    OffsetReader,
+    Range,
+    TriggerDelay,
+    check_progress,
+    data_loss,
+    resolve,
+    split_ranges,
+    spread_limit,
+)
+from .options import (
+    ByTimestamp,
+    OffsetMap,
+    ReaderOptions,
+    offsets_from_json_dict,
+    offsets_to_json_dict,
+)
+from .task_log import fetch_counts, log_task_read
 
 __all__ = [
     "OffsetRange",
@@ -159,6 +176,7 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
         position = _skip_lost(consumer, tp, part.start, part.end, options, where)
         consumer.assign([tp])
         consumer.seek(tp, position)
+        fetched_before = fetch_counts(consumer, part.topic, part.partition)
         deadline = time.monotonic() + options.poll_timeout_s
         while position < part.end:
             records = consumer.poll(min(1.0, options.poll_timeout_s))
@@ -189,6 +207,7 @@ def read_range(options: ReaderOptions, part: OffsetRange) -> Iterator[pa.RecordB
                 )
         if cols.offsets:
             yield cols.batch(part.topic, part.partition)
+        log_task_read(part.topic, part.partition, part.start, part.end, consumer, fetched_before)
 
 
 def _skip_lost(
@@ -222,24 +241,34 @@ class SluiceBatchReader(DataSourceReader):
             latest = reader.latest(tps)
         finally:
             reader.close()
-        out: list[InputPartition] = []
+        # a start found by timestamp may lie past the end: nothing to read there
+        by_time = isinstance(self.options.starting, ByTimestamp) or isinstance(
+            self.options.ending, ByTimestamp
+        )
+        ranges: list[Range] = []
         for tp in tps:
             if end[tp] > latest[tp]:
                 raise ValueError(
                     f"endingOffsets {end[tp]} of {tp[0]}-{tp[1]} is beyond the log end {latest[tp]}"
                 )
-            if start[tp] > end[tp]:
+            if start[tp] > end[tp] and not by_time:
                 raise ValueError(
                     f"startingOffsets {start[tp]} of {tp[0]}-{tp[1]} is after its ending offset "
                     f"{end[tp]}"
                 )
-            if start[tp] < end[tp]:
-                out.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
-        return out
+            ranges.append((tp[0], tp[1], start[tp], end[tp]))
+        return _plan(ranges, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, OffsetRange):
             yield from read_range(self.options, partition)
+
+
+def _plan(ranges: list[Range], options: ReaderOptions) -> list[InputPartition]:
+    """The input partitions for ``ranges``, split for minPartitions and
+    maxRecordsPerPartition."""
+    pieces = split_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    return [OffsetRange(*piece) for piece in pieces]
 
 
 class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -251,6 +280,12 @@ class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._offsets = OffsetReader(options)
         self._initial: dict[str, dict[str, int]] | None = None
         self._target: OffsetMap | None = None
+        self._latest: OffsetMap = {}
+        self._delay: TriggerDelay | None = None
+        if options.min_offsets_per_trigger is not None:
+            self._delay = TriggerDelay(
+                options.min_offsets_per_trigger, options.max_trigger_delay_ms
+            )
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         # Spark may ask twice on a fresh query: resolve "latest" only once.
@@ -261,8 +296,18 @@ class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # Python sources have no composite limit: with both options the minimum goes to
+        # Spark and latestOffset applies maxOffsetsPerTrigger itself
+        if self.options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         limit = self.options.max_offsets_per_trigger
         return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        """The latest offsets seen by the last ``latestOffset`` (the progress's
+        ``latestOffset``), from which :func:`sluice.spark.source_metrics` computes the
+        offsets-behind-latest metrics."""
+        return offsets_to_json_dict(self._latest) if self._latest else None
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self._offsets.partitions()
@@ -281,18 +326,28 @@ class SluiceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             latest = {tp: min(off, self._target.get(tp, begin[tp])) for tp, off in latest.items()}
         latest = {tp: max(off, begin[tp]) for tp, off in latest.items()}
-        if isinstance(limit, ReadMaxRows):
-            latest = spread_limit(begin, latest, limit.max_rows)
+        self._latest = dict(latest)
+        if isinstance(limit, ReadAllAvailable):
+            return offsets_to_json_dict(latest)
+        # availableNow must reach its target, so it never waits for minOffsetsPerTrigger
+        if self._delay is not None and self._target is None:
+            available = sum(off - begin[tp] for tp, off in latest.items())
+            if self._delay.delay(available):
+                log.debug("%d offsets available, fewer than minOffsetsPerTrigger", available)
+                return dict(start)
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        cap = cap or self.options.max_offsets_per_trigger
+        if cap is not None:
+            latest = spread_limit(begin, latest, cap)
         return offsets_to_json_dict(latest)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin = offsets_from_json_dict(start)
-        out: list[InputPartition] = []
-        for tp, stop in sorted(offsets_from_json_dict(end).items()):
-            first = begin.get(tp, 0)
-            if stop > first:
-                out.append(OffsetRange(tp[0], tp[1], first, stop))
-        return out
+        ranges = [
+            (tp[0], tp[1], begin.get(tp, 0), stop)
+            for tp, stop in sorted(offsets_from_json_dict(end).items())
+        ]
+        return _plan(ranges, self.options)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # an empty plan reaches here as a single InputPartition(None)

@@ -219,6 +219,9 @@ class Fetcher(threading.Thread):
         self._stopping = threading.Event()
         self.fetch_count = 0
         self.incremental_fetch_count = 0
+        self.partition_fetches: dict[TopicPartition, dict[int, int]] = {}
+        """Per partition, the Fetch responses that covered it, by broker id: which
+        leaders this consumer read it from."""
 
     def stop(self) -> None:
         self._stopping.set()
@@ -347,6 +350,9 @@ class Fetcher(threading.Thread):
             rack_id="",
         )
         self.fetch_count += 1
+        for tp in wanted:
+            served = self.partition_fetches.setdefault(tp, {})
+            served[node] = served.get(node, 0) + 1
         if not session.is_full:
             self.incremental_fetch_count += 1
         top = ErrorCode(body.error_code)

@@ -444,6 +444,15 @@ class GroupCoordinator:
     def _partition_name(self, group_id: str) -> str:
         return f"{GROUP_METADATA_TOPIC_NAME}-{self.group_manager.partition_for(group_id)}"
 
+    def _group_fields(self, group: GroupMetadata, event: str) -> dict[str, object]:
+        """The ids of a group's log line, as structured fields (``--log-format json``)."""
+        return {
+            "event": event, "group_id": group.group_id, "generation_id": group.generation_id,
+            "member_count": group.size, "group_state": str(group.state),
+            "topic": GROUP_METADATA_TOPIC_NAME,
+            "partition": self.group_manager.partition_for(group.group_id),
+        }  # fmt: skip
+
     # -- rebalancing -----------------------------------------------------------------------
     def maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         with group.lock:
@@ -467,10 +476,11 @@ class GroupCoordinator:
             old_state = group.state
             group.transition_to(_S.PREPARING_REBALANCE)
             log.info(
-                "Preparing to rebalance group %s in state %s with old generation %d (%s) "
-                "(reason: %s)",
-                group.group_id, old_state, group.generation_id,
+                "Preparing to rebalance group %s in state %s with old generation %d and %d "
+                "members (%s) (reason: %s)",
+                group.group_id, old_state, group.generation_id, group.size,
                 self._partition_name(group.group_id), reason,
+                extra=self._group_fields(group, "rebalance_begin"),
             )  # fmt: skip
             self._watch(self.rebalance_purgatory, delayed, [join_key(group.group_id)])
 
@@ -516,6 +526,7 @@ class GroupCoordinator:
         log.info(
             "Stabilized group %s generation %d (%s) with %d members",
             group.group_id, group.generation_id, self._partition_name(group.group_id), group.size,
+            extra=self._group_fields(group, "rebalance_complete"),
         )  # fmt: skip
         for member in list(group.members.values()):
             is_leader = group.is_leader(member.member_id)

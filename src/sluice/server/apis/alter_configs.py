@@ -1,17 +1,20 @@
-"""AlterConfigs (33): replace ALL config overrides of a topic (the legacy, non-incremental API).
+"""AlterConfigs (33): replace ALL config overrides of a topic or dynamic configs of a
+broker (the legacy, non-incremental API).
 
 Configs not named in the request lose their override and fall back to the broker default,
-as in Kafka. Only TOPIC resources are supported: BROKER resources get INVALID_REQUEST since
-Sluice has no dynamic broker configs. Overrides under which an internal topic would lose
-records (a ``delete`` cleanup policy) get POLICY_VIOLATION, also with ``validate_only``.
-The shared machinery (duplicate resources, topic lookup, validation, validate_only) is
-used by IncrementalAlterConfigs too.
+as in Kafka. Overrides under which an internal topic would lose records (a ``delete``
+cleanup policy) get POLICY_VIOLATION, also with ``validate_only``. A BROKER resource
+names this broker's id (its per-broker dynamic configs) or is empty (the cluster
+default, :mod:`sluice.server.dynamic_broker_config`); another broker's id, a key that
+cannot change while the broker runs or a refused value get INVALID_REQUEST with Kafka's
+messages. The shared machinery (duplicate resources, topic lookup, validation,
+validate_only) is used by IncrementalAlterConfigs too.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import ConfigError, topic_config_defaults, validate_topic_configs
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 
 API: ApiSpec[Body] = ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, needs_coordinators=False)
 
-__all__ = ["AlterRejected", "alter_resources", "check_topic_configs", "handle"]
+__all__ = ["AlterRejected", "alter_resources", "broker_layer", "check_topic_configs", "handle"]
 
 TOPIC = 2
 BROKER = 4
@@ -73,13 +76,53 @@ def check_topic_configs(ctx: RequestContext, overrides: dict[str, str]) -> None:
 NewOverrides = Callable[[TopicInfo, Any], dict[str, str]]
 """(topic, request resource) -> the topic's complete new overrides; raises AlterRejected."""
 
+NewBrokerConfigs = Callable[[dict[str, str], Any], dict[str, str]]
+"""(the stored dynamic configs of a broker layer, request resource) -> its complete new
+dynamic configs; raises AlterRejected."""
+
+
+def broker_layer(ctx: RequestContext, name: str) -> bool:
+    """Whether BROKER resource ``name`` is this broker's own configs (True) or the cluster
+    default (False, the empty name); AlterRejected for another broker, as Kafka."""
+    if not name:
+        return False
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise AlterRejected(
+            ErrorCode.invalid_request, f"Broker id must be an integer, but it is: {name}"
+        ) from None
+    if broker_id != ctx.broker_id:
+        raise AlterRejected(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {ctx.broker_id}, but received {name}",
+        )
+    return True
+
+
+async def _alter_broker(
+    ctx: RequestContext, resource: Any, validate_only: bool, new_configs: NewBrokerConfigs
+) -> None:
+    name = resource.resource_name
+    per_broker = broker_layer(ctx, name)
+    manager = ctx.dynamic_configs
+    if manager is None:
+        raise AlterRejected(ErrorCode.invalid_request, "dynamic broker configs are not served")
+    try:
+        await manager.alter(per_broker, lambda current: new_configs(current, resource),
+                            validate_only)  # fmt: skip
+    except (ConfigError, LogError) as exc:
+        # Kafka answers INVALID_REQUEST for a broker config it cannot take (KAFKA-13609)
+        raise AlterRejected(
+            ErrorCode.invalid_request,
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {exc}",
+        ) from None
+
 
 def _alter_one(
     ctx: RequestContext, resource: Any, validate_only: bool, new_overrides: NewOverrides
 ) -> None:
     rtype, name = resource.resource_type, resource.resource_name
-    if rtype == BROKER:
-        raise AlterRejected(ErrorCode.invalid_request, "dynamic broker configs are not supported")
     if rtype != TOPIC:
         raise AlterRejected(ErrorCode.invalid_request, f"Unsupported resource type: {rtype}")
     info = ctx.topic_admin.topic_info(name)
@@ -103,10 +146,13 @@ def alter_resources(
     resources: Sequence[Any],
     validate_only: bool,
     new_overrides: NewOverrides,
+    new_broker_configs: NewBrokerConfigs,
 ) -> Any:
-    """The response to an AlterConfigs or IncrementalAlterConfigs request."""
+    """The response to an AlterConfigs or IncrementalAlterConfigs request: at once, or
+    once the BROKER resources' configs are stored."""
     seen = Counter((r.resource_type, r.resource_name) for r in resources)
     responses = []
+    pending: list[tuple[dict[str, Any], Awaitable[None]]] = []
     for resource in resources:
         entry: dict[str, Any] = {
             "error_code": ErrorCode.none,
@@ -120,10 +166,29 @@ def alter_resources(
                     ErrorCode.invalid_request, "Each resource must appear at most once."
                 )
             _check_authorized(ctx, resource)
-            _alter_one(ctx, resource, validate_only, new_overrides)
+            if resource.resource_type == BROKER:
+                alter = _alter_broker(ctx, resource, validate_only, new_broker_configs)
+                pending.append((entry, alter))
+            else:
+                _alter_one(ctx, resource, validate_only, new_overrides)
         except AlterRejected as exc:
             entry.update(error_code=exc.code, error_message=str(exc))
         responses.append(entry)
+    if not pending:
+        return build(request.response_type, throttle_time=0, responses=responses)
+    return _respond_when_stored(request, responses, pending)
+
+
+async def _respond_when_stored(
+    request: Request,
+    responses: list[dict[str, Any]],
+    pending: list[tuple[dict[str, Any], Awaitable[None]]],
+) -> Any:
+    for entry, alter in pending:
+        try:
+            await alter
+        except AlterRejected as exc:
+            entry.update(error_code=exc.code, error_message=str(exc))
     return build(request.response_type, throttle_time=0, responses=responses)
 
 
@@ -138,6 +203,16 @@ def _check_authorized(ctx: RequestContext, resource: Any) -> None:
         raise AlterRejected(ErrorCode.cluster_authorization_failed, "")
 
 
+def _replace_all_broker(_current: dict[str, str], resource: Any) -> dict[str, str]:
+    nulls = [c.name for c in resource.configs if c.value is None]
+    if nulls:
+        raise AlterRejected(
+            ErrorCode.invalid_request,
+            f"Null value not supported for broker configs: {','.join(nulls)}",
+        )
+    return {c.name: c.value for c in resource.configs}
+
+
 def _replace_all(info: TopicInfo, resource: Any) -> dict[str, str]:
     nulls = [c.name for c in resource.configs if c.value is None]
     if nulls:
@@ -150,4 +225,6 @@ def _replace_all(info: TopicInfo, resource: Any) -> dict[str, str]:
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
-    return alter_resources(ctx, request, body.resources, bool(body.validate_only), _replace_all)
+    return alter_resources(
+        ctx, request, body.resources, bool(body.validate_only), _replace_all, _replace_all_broker
+    )

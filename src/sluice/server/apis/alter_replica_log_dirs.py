@@ -12,7 +12,9 @@ directory, unless the log is there already (a move elsewhere under way is then d
 or a move there is under way; no future log is created while a directory is offline
 (KAFKA_STORAGE_ERROR), nor for a partition whose log is offline. The move itself runs in
 the background (``server/replica_alter_log_dirs.py``): the answer says it started, and
-DescribeLogDirs shows the future log and its lag until it is swapped in.
+DescribeLogDirs shows the future log and its lag until it is swapped in. As in Kafka,
+the request needs ALTER on the cluster: without it every partition answers
+CLUSTER_AUTHORIZATION_FAILED and nothing moves.
 
 Versions 1-2: v0 was removed in Kafka 4.0 and kio has no schema for it; v2 is the
 flexible version.
@@ -27,7 +29,9 @@ from sluice.base import TopicPartition
 from sluice.log.errors import KafkaStorageException
 from sluice.log.manager import LogDirNotFoundException
 from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.security.acl import AclOperation
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import authorize_cluster
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -56,9 +60,13 @@ def handle(ctx: RequestContext, request: Request) -> Any:
             for p in topic.partitions:
                 wanted[TopicPartition(topic.name, p)] = log_dir.path
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    allowed = authorize_cluster(ctx, AclOperation.ALTER)
     for tp, path in wanted.items():
-        code = alter_replica_log_dir(ctx, tp, path)
-        if code != ErrorCode.none:
+        if not allowed:
+            code = ErrorCode.cluster_authorization_failed
+        else:
+            code = alter_replica_log_dir(ctx, tp, path)
+        if allowed and code != ErrorCode.none:
             log.warning("Unable to alter log dirs for %s to %s: %s", tp, path, code.name)
         entry = {"partition_index": tp.partition, "error_code": code}
         by_topic.setdefault(tp.topic, []).append(entry)

@@ -2,13 +2,14 @@
 
 As Kafka's ``ConfigHelper``: a TOPIC resource lists every topic config with its effective
 value; its source is DYNAMIC_TOPIC_CONFIG for an override, else that of the first broker
-synonym that has a value (STATIC_BROKER_CONFIG when set in server.properties, else
-DEFAULT_CONFIG). A BROKER resource named by this broker's id lists the broker's own
-configs; the empty name asks for the cluster-wide dynamic defaults, of which there are
-none. Each entry's ``read_only``, ``is_sensitive`` (a secret's value null),
-``config_type`` and ``documentation`` are Kafka's (:mod:`sluice.config_metadata`): a
-broker key Kafka changes at run time is reported ``read_only=false``, although Sluice
-has no dynamic broker configs yet (AlterConfigs refuses BROKER resources).
+synonym that has a value, in Kafka's precedence (DYNAMIC_BROKER_CONFIG,
+DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG;
+:mod:`sluice.server.dynamic_broker_config`). A BROKER resource named by this broker's
+id lists the broker's own configs; the empty name lists the cluster-wide dynamic
+defaults that are set. Each entry's ``is_sensitive`` (a secret's value null),
+``config_type`` and ``documentation`` are Kafka's (:mod:`sluice.config_metadata`); a
+broker key is ``read_only`` unless this broker changes it while it runs
+(:data:`~sluice.server.dynamic_broker_config.DYNAMIC_CONFIGS`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.config import BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, format_config_value
-from sluice.config_metadata import ConfigType, broker_read_only, config_type, is_sensitive
+from sluice.config_metadata import ConfigType, config_type, is_sensitive
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.auth_helper import (
@@ -25,6 +26,7 @@ from sluice.server.auth_helper import (
     authorize,
     authorize_cluster,
 )
+from sluice.server.dynamic_broker_config import DYNAMIC_CONFIGS, DynamicBrokerConfig
 from sluice.server.messages import build, field
 from sluice.server.topics import InvalidTopicError, validate_topic_name
 
@@ -55,6 +57,8 @@ BROKER = 4
 
 # DescribeConfigsResponse.ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
@@ -73,9 +77,15 @@ def _broker_synonyms(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def _synonyms(config: BrokerConfig, name: str, sensitive: bool = False) -> list[dict[str, Any]]:
-    """The broker config ``name`` and its synonyms that have a value: those set explicitly,
-    then those with a default; as Kafka, entries before ``name``'s own are dropped (so
+def _synonyms(
+    config: BrokerConfig,
+    name: str,
+    sensitive: bool = False,
+    dynamic: DynamicBrokerConfig | None = None,
+) -> list[dict[str, Any]]:
+    """The broker config ``name`` and its synonyms that have a value: those set
+    dynamically for this broker, then for the cluster, then in server.properties, then
+    those with a default; as Kafka, entries before ``name``'s own are dropped (so
     ``log.retention.ms`` has none unless it has a value itself). A ``sensitive`` one's
     values are null."""
 
@@ -83,10 +93,23 @@ def _synonyms(config: BrokerConfig, name: str, sensitive: bool = False) -> list[
         return None if sensitive else format_config_value(value)
 
     names = _broker_synonyms(name)
-    out = [
-        {"name": n, "value": shown(config[n]), "source": STATIC_BROKER_CONFIG}
+    static = config.explicit()
+    out: list[dict[str, Any]] = []
+    if dynamic is not None:
+        layers = (
+            (dynamic.per_broker, DYNAMIC_BROKER_CONFIG),
+            (dynamic.cluster_default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+        )
+        for layer, source in layers:
+            out += [
+                {"name": n, "value": None if sensitive else layer[n], "source": source}
+                for n in names
+                if n in layer
+            ]
+    out += [
+        {"name": n, "value": shown(static[n]), "source": STATIC_BROKER_CONFIG}
         for n in names
-        if config.is_set(n)
+        if n in static
     ]
     out += [
         {"name": n, "value": shown(default), "source": DEFAULT_CONFIG}
@@ -145,7 +168,7 @@ def topic_configs(
             value = getattr(log_config, name.replace(".", "_"), None)
         kind = config_type(name, definition.type)
         sensitive = is_sensitive(kind)
-        synonyms = _synonyms(ctx.config, synonym, sensitive) if synonym else []
+        synonyms = _synonyms(ctx.config, synonym, sensitive, _dynamic(ctx)) if synonym else []
         if name in overrides:
             shown = None if sensitive else format_config_value(value)
             synonyms.insert(0, {"name": name, "value": shown, "source": DYNAMIC_TOPIC_CONFIG})
@@ -154,18 +177,51 @@ def topic_configs(
     return out
 
 
+def _dynamic(ctx: RequestContext) -> DynamicBrokerConfig | None:
+    return None if ctx.dynamic_configs is None else ctx.dynamic_configs.dynamic
+
+
 def broker_configs(
     ctx: RequestContext, keys: Any, include_synonyms: bool, include_docs: bool
 ) -> list[dict[str, Any]]:
     config = ctx.config
+    dynamic = _dynamic(ctx)
     out = []
     for name, definition in BROKER_CONFIGS.items():
         if not _wanted(keys, name):
             continue
         kind = config_type(name, definition.type)
-        synonyms = _synonyms(config, name, is_sensitive(kind))
+        synonyms = _synonyms(config, name, is_sensitive(kind), dynamic)
+        read_only = name not in DYNAMIC_CONFIGS
         out.append(
-            _entry(name, config[name], synonyms, broker_read_only(name), kind, definition.doc,
+            _entry(name, config[name], synonyms, read_only, kind, definition.doc,
+                   include_synonyms, include_docs)
+        )  # fmt: skip
+    return out
+
+
+def default_broker_configs(
+    ctx: RequestContext, keys: Any, include_synonyms: bool, include_docs: bool
+) -> list[dict[str, Any]]:
+    """The cluster-wide dynamic defaults that are set, each with its value there and only
+    its DYNAMIC_DEFAULT_BROKER_CONFIG synonyms (Kafka's ``perBrokerConfig = false``)."""
+    dynamic = _dynamic(ctx)
+    if dynamic is None:
+        return []
+    out = []
+    for name, raw in sorted(dynamic.cluster_default.items()):
+        definition = BROKER_CONFIGS.get(name)
+        if definition is None or not _wanted(keys, name):
+            continue
+        kind = config_type(name, definition.type)
+        synonyms = [
+            s
+            for s in _synonyms(ctx.config, name, is_sensitive(kind), dynamic)
+            if s["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG
+        ]
+        read_only = name not in DYNAMIC_CONFIGS
+        out.append(
+            _entry(name, definition.parse(raw), synonyms, read_only, kind, definition.doc,
                    include_synonyms, include_docs)
         )  # fmt: skip
     return out
@@ -205,7 +261,8 @@ def _describe(
         result["configs"] = topic_configs(ctx, name, keys, include_synonyms, include_docs)
     elif rtype == BROKER:
         if name == "":
-            return result  # no dynamic cluster-wide defaults in Sluice
+            result["configs"] = default_broker_configs(ctx, keys, include_synonyms, include_docs)
+            return result
         try:
             broker_id = int(name)
         except ValueError:

@@ -8,9 +8,10 @@ future log of a move between directories (AlterReplicaLogDirs) and its offset la
 the current log how far its end lies below the partition's high watermark (0 for a
 replica that holds what the leader committed), for a future log how far its end lies
 below the current log's. The request names partitions, or none (null) for every log
-here; a named partition this broker has no log of is left out. The volume's sizes come
-from ``statvfs``: total is its size, usable what an unprivileged writer may still use
-(Java's ``FileStore.getUsableSpace``).
+here; a named partition this broker has no log of is left out. It needs DESCRIBE on the
+cluster: without it the answer is CLUSTER_AUTHORIZATION_FAILED (v3+) and no directory.
+The volume's sizes come from ``statvfs``: total is its size, usable what an
+unprivileged writer may still use (Java's ``FileStore.getUsableSpace``).
 
 Versions 1-4: v0 was removed in Kafka 4.0 and kio has no schema for it; v4 adds the
 volume's total and usable bytes.
@@ -25,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from sluice.base import TopicPartition
 from sluice.protocol import ApiKey, ErrorCode, Request
+from sluice.security.acl import AclOperation
 from sluice.server.apis import ApiSpec
+from sluice.server.auth_helper import authorize_cluster
 from sluice.server.messages import build
 
 if TYPE_CHECKING:
@@ -56,6 +59,9 @@ _MAX_LONG = 2**63 - 1
 
 def handle(ctx: RequestContext, request: Request) -> Any:
     body = API.body(request)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return build(request.response_type, throttle_time=0, results=[],
+                     error_code=ErrorCode.cluster_authorization_failed)  # fmt: skip
     wanted: set[TopicPartition] | None = None
     if body.topics is not None:
         wanted = {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}

@@ -479,6 +479,11 @@ def handle(ctx: RequestContext, request: Request) -> Any:
             if throttle:
                 future.set_result(_throttled_response(request, context, throttle))
                 return
+        stats = ctx.topic_stats
+        if stats is not None and replica_id < 0:  # a follower's bytes are replication
+            for fetch, data in results:
+                if data.records is not None and data.records.size:
+                    stats.topic(fetch.tp.topic).bytes_out += data.records.size
         answered = denied + results if denied else results
         future.set_result(_response(request, context, answered, unresolved, cache))
 

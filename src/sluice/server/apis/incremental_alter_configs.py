@@ -1,17 +1,21 @@
-"""IncrementalAlterConfigs (44): SET, DELETE, APPEND or SUBTRACT single topic configs.
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND or SUBTRACT single topic or dynamic
+broker configs.
 
-Other overrides of the topic are kept. APPEND and SUBTRACT work on list configs
-(``cleanup.policy``) starting from the current effective value (the override, else the
-broker default), as KRaft's ConfigurationControlManager does: APPEND skips items already
-present, SUBTRACT removes every occurrence. As with AlterConfigs, only TOPIC resources.
+Other overrides of the topic (other dynamic configs of the broker layer) are kept. APPEND
+and SUBTRACT work on list configs (``cleanup.policy``, ``log.cleanup.policy``) starting
+from the current effective value (the override, else the broker's value), as KRaft's
+ConfigurationControlManager does: APPEND skips items already present, SUBTRACT removes
+every occurrence. BROKER resources are checked and stored as AlterConfigs' are
+(:mod:`sluice.server.apis.alter_configs`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sluice.config import TOPIC_CONFIGS, format_config_value
+from sluice.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, format_config_value
 from sluice.protocol import ApiKey, ErrorCode, Request
 from sluice.server.apis import ApiSpec
 from sluice.server.apis.alter_configs import AlterRejected, alter_resources
@@ -34,6 +38,34 @@ _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT
 
 
 def _apply(ctx: RequestContext, info: TopicInfo, resource: Any) -> dict[str, str]:
+    effective = ctx.topic_admin.topic_configs(info.name)
+
+    def definition(name: str) -> ConfigDef:
+        entry = TOPIC_CONFIGS.get(name)
+        if entry is None:
+            raise AlterRejected(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
+        return entry[1]
+
+    return _operations(resource, dict(info.configs), definition, effective.get)
+
+
+def _apply_broker(ctx: RequestContext, stored: dict[str, str], resource: Any) -> dict[str, str]:
+    def definition(name: str) -> ConfigDef | None:
+        return BROKER_CONFIGS.get(name)  # an unknown key is refused when validated
+
+    def current(name: str) -> Any:
+        return ctx.config[name] if name in BROKER_CONFIGS else None
+
+    return _operations(resource, stored, definition, current)
+
+
+def _operations(
+    resource: Any,
+    overrides: dict[str, str],
+    definition_of: Callable[[str], ConfigDef | None],
+    effective_of: Callable[[str], Any],
+) -> dict[str, str]:
+    """``overrides`` with the resource's operations applied, in order."""
     counts = Counter(c.name for c in resource.configs)
     duplicates = sorted(n for n, k in counts.items() if k > 1)
     if duplicates:
@@ -41,15 +73,11 @@ def _apply(ctx: RequestContext, info: TopicInfo, resource: Any) -> dict[str, str
             ErrorCode.invalid_request,
             f"Error due to duplicate config keys: {', '.join(duplicates)}",
         )
-    overrides = dict(info.configs)
-    effective = ctx.topic_admin.topic_configs(info.name)
     for config in resource.configs:
         name, op, value = config.name, config.config_operation, config.value
         if op not in _OP_NAMES:
             raise AlterRejected(ErrorCode.invalid_request, f"Unknown config operation {op}")
-        entry = TOPIC_CONFIGS.get(name)
-        if entry is None:
-            raise AlterRejected(ErrorCode.invalid_config, f"Unknown topic config name: {name}")
+        entry = definition_of(name)
         if op == DELETE:
             overrides.pop(name, None)
             continue
@@ -58,12 +86,12 @@ def _apply(ctx: RequestContext, info: TopicInfo, resource: Any) -> dict[str, str
         if op == SET:
             overrides[name] = value
             continue
-        if entry[1].type != "list":
+        if entry is None or entry.type != "list":
             raise AlterRejected(
                 ErrorCode.invalid_config,
                 f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.",
             )
-        current = overrides.get(name, format_config_value(effective.get(name)) or "")
+        current = overrides.get(name, format_config_value(effective_of(name)) or "")
         items = [v.strip() for v in current.split(",") if v.strip()]
         changes = [v.strip() for v in value.split(",") if v.strip()]
         if op == APPEND:
@@ -79,4 +107,5 @@ def handle(ctx: RequestContext, request: Request) -> Any:
     return alter_resources(
         ctx, request, body.resources, bool(body.validate_only),
         lambda info, res: _apply(ctx, info, res),
+        lambda stored, res: _apply_broker(ctx, stored, res),
     )  # fmt: skip
