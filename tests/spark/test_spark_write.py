@@ -243,7 +243,6 @@ def test_streaming_task_failure_then_restart_fencing_a_zombie(
         with pytest.raises(Exception, match="injected task failure"):
             query.awaitTermination(180)
         assert _exactly_once(broker, sink, 2) == []
-        assert _read_all(broker, sink, 2, committed=False) != []  # written, then aborted
 
         zombie_id = f"sluice-spark-{query.id}-an-earlier-run-0-0"
         options = WriterOptions.parse({"kafka.bootstrap.servers": servers, "topic": sink})
