@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -145,7 +147,8 @@ def spark_steps(
 
     results["Spark df.write"] = timed("df.write", args.repeat, write, n, warm=True)
 
-    parquet = f"/tmp/sluice-bench-{uuid.uuid4().hex}"
+    scratch = Path(tempfile.mkdtemp(prefix="sluice-sink-bench-"))
+    parquet = str(scratch / "rows.parquet")
     df.write.parquet(parquet)
     schema = spark.read.parquet(parquet).schema
 
@@ -158,7 +161,7 @@ def spark_steps(
                 query = (
                     reader.writeStream.format("sluice")
                     .option("kafka.bootstrap.servers", bootstrap).option("topic", out)
-                    .option("checkpointLocation", f"/tmp/sluice-bench-{uuid.uuid4().hex}")
+                    .option("checkpointLocation", str(scratch / uuid.uuid4().hex))
                     .trigger(availableNow=True).start()
                 )  # fmt: skip
             query.awaitTermination()
@@ -183,6 +186,7 @@ def spark_steps(
         print(f"  driver JVM during df.write of {rows:,} rows: {before / 1024:,.0f} MiB "
               f"before, peak {peak / 1024:,.0f} MiB (+{grew:,.0f} MiB)", flush=True)  # fmt: skip
         data.unpersist()
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def main() -> None:
