@@ -86,3 +86,85 @@ def test_send_offsets_and_fencing(broker: sluice.EmbeddedBroker) -> None:
     first.close()
     second.close()
     assert _read(bootstrap, topic, "read_committed", 1) == [b"x"]
+
+
+def test_prepared_transaction_resumed_by_another_producer(broker: sluice.EmbeddedBroker) -> None:
+    """Two-phase commit: producers prepare (flush, no EndTxn) and close; other producers
+    with the same transactional.id resume the prepared state and commit or abort it, as
+    a Spark driver does with its tasks' transactions. A resume after a newer producer
+    took the id over is fenced. Readers: confluent-kafka and kafka-python, read_committed."""
+    from support.clients import committed_values_confluent, committed_values_kafka_python
+
+    bootstrap, topic = broker.bootstrap_servers, f"t-{uuid.uuid4().hex[:8]}"
+    ids = [f"tx-{uuid.uuid4().hex[:8]}" for _ in range(3)]
+    prepared = []
+    for n, txn_id in enumerate(ids):
+        producer = _producer(bootstrap, txn_id)
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send(topic, f"p{n}-{i}".encode(), partition=i % 2)
+        state = producer.prepare_transaction(20)
+        assert (state.transactional_id, state.producer_id) == (txn_id, state.producer_id)
+        with pytest.raises(KafkaException, match="PREPARED"):
+            producer.send(topic, b"after prepare")
+        producer.close()  # leaves the transaction open
+        prepared.append(state)
+    assert _read(bootstrap, topic, "read_committed", 0) == []
+
+    committer = Producer({"bootstrap.servers": bootstrap, "transactional.id": ids[0]})
+    committer.resume_transaction(prepared[0])
+    committer.commit_transaction(20)
+    committer.resume_transaction(prepared[0])
+    committer.commit_transaction(20)  # committing again is a retry: no error
+    with pytest.raises(KafkaException, match="UNINITIALIZED"):
+        committer.begin_transaction()  # a borrowed epoch: init_transactions first
+    committer.close()
+    with Producer({"bootstrap.servers": bootstrap, "transactional.id": ids[1]}) as aborter:
+        aborter.resume_transaction(prepared[1])
+        aborter.abort_transaction(20)
+    _producer(bootstrap, ids[2]).close()  # a newer producer: aborts and fences the third
+    with Producer({"bootstrap.servers": bootstrap, "transactional.id": ids[2]}) as late:
+        late.resume_transaction(prepared[2])
+        with pytest.raises(ProducerFencedException):
+            late.commit_transaction(20)
+    other = Producer({"bootstrap.servers": bootstrap, "transactional.id": "other"})
+    with other, pytest.raises(KafkaException, match=r"transactional\.id"):
+        other.resume_transaction(prepared[0])
+
+    expected = [b"p0-0", b"p0-1", b"p0-2"]
+    assert _read(bootstrap, topic, "read_committed", 3) == expected
+    assert sorted(committed_values_confluent(bootstrap, topic, 2)) == expected
+    assert sorted(committed_values_kafka_python(bootstrap, topic, 2)) == expected
+    assert len(_read(bootstrap, topic, "read_uncommitted", 9)) == 9
+
+
+def test_a_failed_record_makes_the_transaction_uncommittable(
+    broker: sluice.EmbeddedBroker,
+) -> None:
+    """The broker rejects the transaction's batch (too large for the topic), or send()
+    refuses a record (larger than max.request.size): commit and prepare refuse, abort
+    works. (After a rejected batch the producer is renewed: its partition's sequence has
+    a gap only a new epoch clears.)"""
+    from sluice.client import Admin, NewTopic
+
+    bootstrap, topic = broker.bootstrap_servers, f"t-{uuid.uuid4().hex[:8]}"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1, {"max.message.bytes": "2000"})])
+    txn_id = f"tx-{uuid.uuid4().hex[:8]}"
+    for finish, size in (("commit", 5000), ("prepare", 5000), ("commit", 2_000_000)):
+        producer = _producer(bootstrap, txn_id)
+        producer.begin_transaction()
+        producer.send(topic, b"x" * size)
+        with pytest.raises(KafkaException, match=r"Cannot (commit|prepare)"):
+            if finish == "commit":
+                producer.commit_transaction(20)
+            else:
+                producer.prepare_transaction(20)
+        producer.abort_transaction(20)
+        producer.close()
+    producer = _producer(bootstrap, txn_id)
+    producer.begin_transaction()
+    producer.send(topic, b"after")
+    producer.commit_transaction(20)
+    producer.close()
+    assert _read(bootstrap, topic, "read_committed", 1) == [b"after"]

@@ -109,3 +109,66 @@ def consume_kafka_python(
     finally:
         consumer.close()
     return out
+
+
+def committed_values_confluent(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed confluent-kafka consumer sees in ``topic``, read from
+    the start of each partition to its end (the last stable offset)."""
+    import uuid
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError
+    from confluent_kafka import TopicPartition as TP
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True})  # fmt: skip
+    consumer.assign([TP(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 30
+    try:
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"read only {len(values)} values of {topic}"
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                at_end.add(message.partition())
+                continue
+            assert error is None, error
+            at_end.discard(message.partition())
+            values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def committed_values_kafka_python(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed kafka-python consumer sees in ``topic``, read from the
+    start of each partition up to its last stable offset."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as TP
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+    )
+    tps = [TP(topic, p) for p in range(partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning()
+    ends = consumer.end_offsets(tps)
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, f"read only {len(values)} values of {topic}"
+            for records in consumer.poll(timeout_ms=200).values():
+                values += [r.value for r in records]
+    finally:
+        consumer.close()
+    return values

@@ -63,6 +63,7 @@ from sluice.client.producer.producer_batch import (
     RecordMetadata,
 )
 from sluice.client.producer.sender import Sender
+from sluice.client.producer.transactions import PreparedTxnState
 from sluice.protocol.records.compression import CompressionType
 
 __all__ = [
@@ -92,6 +93,7 @@ __all__ = [
     "OffsetAndMetadata",
     "PartitionDescription",
     "PartitionInfo",
+    "PreparedTxnState",
     "Producer",
     "ProducerBatch",
     "ReadyCheckResult",

@@ -102,6 +102,9 @@ class Metadata:
         """Ask for an update of ``topic`` (partial when it is new); returns the version."""
         with self._lock:
             if topic in self._new_topics:
+                # as Java's requestUpdateForNewTopics: a topic never fetched does not
+                # wait out the refresh backoff of an update that could not include it
+                self._last_refresh_ms = None
                 self._need_partial_update = True
             else:
                 self._need_full_update = True

@@ -57,6 +57,7 @@ from sluice.client.producer.transaction_manager import (
     TransactionManager,
 )
 from sluice.client.producer.transactions import (
+    PreparedTxnState,
     ProducerTransactions,
     TransactionCoordinatorClient,
 )
@@ -240,14 +241,15 @@ class Producer:
             if txn is not None:
                 if partition == UNKNOWN_PARTITION:  # sticky for the whole transaction
                     partition = txn.sticky.setdefault(topic, random.randrange(count))
-                txn.maybe_add_partition(TopicPartition(topic, partition))
-                callback = _recording(txn, callback)
+                txn.maybe_add_partition(topic, partition)
             result = self._append(
                 topic, partition, timestamp, key, value, header_bytes, callback,
                 self._max_block_ms - waited, now, cluster,
             )  # fmt: skip
         except ApiException as exc:
             log.debug("Exception occurred during message send: %s", exc)
+            if txn is not None:
+                txn.record_failure(exc)
             return self._failed(topic, partition, exc, callback)
         if result.batch_is_full or result.new_batch_created:
             self._wakeup()
@@ -351,6 +353,17 @@ class Producer:
     def begin_transaction(self) -> None:
         """Start a transaction: the records sent until commit or abort belong to it."""
         self._transactions().begin()
+        assert self._transaction_manager is not None
+        self._transaction_manager.failed_batch_error = None
+
+    def _check_batches(self, txn: ProducerTransactions) -> None:
+        """A batch of the transaction that failed makes it uncommittable."""
+        tm = self._transaction_manager
+        if tm is not None and tm.failed_batch_error is not None:
+            error = tm.failed_batch_error
+            txn.record_failure(
+                error if isinstance(error, KafkaException) else KafkaException(str(error))
+            )
 
     def send_offsets_to_transaction(
         self, offsets: Mapping[TopicPartition, int], group_id: str, generation_id: int = -1,
@@ -362,6 +375,33 @@ class Producer:
             offsets, group_id, generation_id, member_id, group_instance_id
         )
 
+    def prepare_transaction(self, timeout: float | None = None) -> PreparedTxnState:
+        """Flush and stop the transaction taking records, without ending it: the first
+        phase of a two-phase commit (KIP-939's name). The returned state lets this
+        producer, or another process's (see :meth:`resume_transaction`), commit or
+        abort it later; until then read_committed consumers of its partitions wait.
+
+        :raises KafkaException: a record of the transaction failed (abort instead).
+        """
+        txn = self._transactions()
+        txn.check_send()
+        self.flush(timeout)
+        self._check_batches(txn)
+        return txn.prepare()
+
+    def resume_transaction(self, prepared: PreparedTxnState) -> None:
+        """Adopt a transaction another producer with the same ``transactional.id``
+        prepared, so that :meth:`commit_transaction` or :meth:`abort_transaction` ends it
+        (Flink's ``resumeTransaction``: EndTxn with the recorded producer id and epoch;
+        Kafka's coordinator does not tie a transaction to a connection). Call it instead
+        of :meth:`init_transactions`, which would abort the transaction. After the end,
+        sending again needs :meth:`init_transactions`.
+
+        :raises ProducerFencedException: on commit or abort, when a newer producer with
+            the id was initialized or the transaction timed out (it was aborted then).
+        """
+        self._transactions().resume(prepared)
+
     def commit_transaction(self, timeout: float | None = None) -> None:
         """Flush, then commit: every record and offset of the transaction becomes visible
         to read_committed consumers, atomically.
@@ -369,16 +409,19 @@ class Producer:
         :raises KafkaException: a record of the transaction failed (abort instead).
         """
         txn = self._transactions()
-        txn.check_send()
-        self.flush(timeout)
+        if txn.state != "PREPARED":
+            txn.check_send()
+            self.flush(timeout)
+            self._check_batches(txn)
         txn.end(commit=True)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Flush what is queued, then abort: read_committed consumers never see the
         transaction's records, and its offsets are not committed."""
         txn = self._transactions()
-        txn.check_send()
-        self.flush(timeout)
+        if txn.state != "PREPARED":
+            txn.check_send()
+            self.flush(timeout)
         txn.end(commit=False)
 
     # -- flush, close, metadata ----------------------------------------------------------
@@ -459,18 +502,6 @@ class Producer:
     @property
     def transaction_manager(self) -> TransactionManager | None:
         return self._transaction_manager
-
-
-def _recording(txn: ProducerTransactions, callback: Callback | None) -> Callback:
-    """Wrap a send callback so a failed record marks the transaction uncommittable."""
-
-    def on_completion(metadata: Any, exception: Any) -> None:
-        if exception is not None:
-            txn.record_failure(exception)
-        if callback is not None:
-            callback(metadata, exception)
-
-    return on_completion
 
 
 def _as_bytes(data: Any, what: str) -> bytes:

@@ -83,6 +83,9 @@ class TransactionManager:
         self._partitions_to_rewrite: set[TopicPartition] = set()
         self._epoch_bump_required = False
         self._fatal_error: KafkaException | None = None
+        # a transactional producer's first batch that failed in the current transaction:
+        # the transaction cannot commit (checked by the producer, reset when it begins)
+        self.failed_batch_error: Exception | None = None
         self.initializing = False
 
     # -- producer id --------------------------------------------------------------
@@ -258,6 +261,8 @@ class TransactionManager:
     ) -> None:
         with self._lock:
             self.remove_in_flight_batch(batch)
+            if self.transactional and self.failed_batch_error is None:
+                self.failed_batch_error = exception
             if self._fatal_error is not None:
                 return
             tp = batch.topic_partition

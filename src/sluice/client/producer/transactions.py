@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from sluice.base import TopicPartition
 from sluice.client.errors import (
@@ -31,7 +31,7 @@ from sluice.client.security import ClientSecurity
 from sluice.protocol import ApiKey
 from sluice.protocol.errors import ErrorCode
 
-__all__ = ["ProducerTransactions", "TransactionCoordinatorClient"]
+__all__ = ["PreparedTxnState", "ProducerTransactions", "TransactionCoordinatorClient"]
 
 _RETRIABLE = frozenset(
     {
@@ -176,11 +176,25 @@ class TransactionCoordinatorClient:
         )  # fmt: skip
 
 
+class PreparedTxnState(NamedTuple):
+    """A transaction whose records are written but which is neither committed nor aborted
+    (KIP-939's name): enough for another process to finish it. Any producer with the same
+    ``transactional.id`` can :meth:`~sluice.client.Producer.resume_transaction` it and
+    commit or abort it, as long as no newer producer with that id was initialized and the
+    transaction did not outlive its ``transaction.timeout.ms``."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+
+
 class ProducerTransactions:
     """The transactional state of one producer (Kafka's ``TransactionManager`` states,
-    reduced to READY / IN_TRANSACTION / FATAL): partitions added to the current
-    transaction, records of it that failed, and the calls a transactional
-    :class:`~sluice.client.producer.producer.Producer` makes."""
+    reduced to READY / IN_TRANSACTION / PREPARED / FATAL): partitions added to the
+    current transaction, records of it that failed, and the calls a transactional
+    :class:`~sluice.client.producer.producer.Producer` makes. PREPARED is an open
+    transaction that takes no more records: prepared by this producer, or resumed from
+    another one's :class:`PreparedTxnState`; only commit or abort may follow."""
 
     def __init__(self, client: TransactionCoordinatorClient, transaction_timeout_ms: int) -> None:
         self.client = client
@@ -188,8 +202,9 @@ class ProducerTransactions:
         self.state = "UNINITIALIZED"
         self.partitions: set[TopicPartition] = set()
         self.sticky: dict[str, int] = {}
-        self.failed: KafkaException | None = None
+        self.failed: Exception | None = None
         self.added_offsets = False
+        self.resumed = False
         self.producer_id, self.epoch = -1, -1
         self._lock = threading.Lock()
 
@@ -207,7 +222,10 @@ class ProducerTransactions:
             self.producer_id, self.epoch = self.client.init_producer_id(self.transaction_timeout_ms)
         except ProducerFencedException as exc:
             raise self._fatal(exc) from None
-        self.state = "READY"
+        # a resumed transaction's producer id and epoch were borrowed: sending again
+        # needs init_transactions
+        self.state = "UNINITIALIZED" if self.resumed else "READY"
+        self.resumed = False
         return self.producer_id, self.epoch
 
     def begin(self) -> None:
@@ -216,13 +234,43 @@ class ProducerTransactions:
         self.sticky.clear()
         self.failed = None
         self.added_offsets = False
+        self.resumed = False
         self.state = "IN_TRANSACTION"
+
+    def prepare(self) -> PreparedTxnState:
+        """Stop taking records (they are flushed already); the state to finish it with."""
+        self._require("IN_TRANSACTION", what="prepare a transaction")
+        if self.failed is not None:
+            raise KafkaException(
+                f"Cannot prepare: a record of the transaction failed ({self.failed}); abort it"
+            )
+        self.state = "PREPARED"
+        return PreparedTxnState(self.client.transactional_id, self.producer_id, self.epoch)
+
+    def resume(self, prepared: PreparedTxnState) -> None:
+        """Take over another producer's prepared transaction (no InitProducerId: that
+        would abort it)."""
+        self._require("UNINITIALIZED", "READY", what="resume a transaction")
+        if prepared.transactional_id != self.client.transactional_id:
+            raise KafkaException(
+                f"Cannot resume a transaction of {prepared.transactional_id!r} with a "
+                f"producer whose transactional.id is {self.client.transactional_id!r}"
+            )
+        self.partitions.clear()
+        self.failed = None
+        self.added_offsets = False
+        self.resumed = True
+        self.producer_id, self.epoch = prepared.producer_id, prepared.epoch
+        self.state = "PREPARED"
 
     def check_send(self) -> None:
         self._require("IN_TRANSACTION", what="send a record outside a transaction")
 
-    def maybe_add_partition(self, tp: TopicPartition) -> None:
-        """AddPartitionsToTxn before the first record of ``tp`` in this transaction."""
+    def maybe_add_partition(self, topic: str, partition: int) -> None:
+        """AddPartitionsToTxn before the first record of a partition in this transaction."""
+        if (topic, partition) in self.partitions:  # TopicPartition is a named tuple
+            return
+        tp = TopicPartition(topic, partition)
         with self._lock:
             if tp in self.partitions:
                 return
@@ -232,7 +280,7 @@ class ProducerTransactions:
                 raise self._fatal(exc) from None
             self.partitions.add(tp)
 
-    def record_failure(self, exc: KafkaException) -> None:
+    def record_failure(self, exc: Exception) -> None:
         if self.failed is None:
             self.failed = exc
 
@@ -252,14 +300,19 @@ class ProducerTransactions:
             raise self._fatal(exc) from None
 
     def end(self, commit: bool) -> None:
-        self._require("IN_TRANSACTION", what="commit" if commit else "abort")
+        self._require("IN_TRANSACTION", "PREPARED", what="commit" if commit else "abort")
         if commit and self.failed is not None:
             raise KafkaException(
                 f"Cannot commit: a record of the transaction failed ({self.failed}); abort it"
             )
         try:
-            if self.partitions or self.added_offsets:  # else nothing to end on the broker
+            # nothing to end on the broker if nothing was added; a resumed transaction's
+            # partitions are known to its coordinator only
+            if self.partitions or self.added_offsets or self.resumed:
                 self.client.end_txn(self.producer_id, self.epoch, commit)
         except ProducerFencedException as exc:
             raise self._fatal(exc) from None
-        self.state = "READY"
+        # a resumed transaction's producer id and epoch were borrowed: sending again
+        # needs init_transactions
+        self.state = "UNINITIALIZED" if self.resumed else "READY"
+        self.resumed = False
