@@ -175,6 +175,21 @@ def test_poll_arrow_returns_what_poll_returns(
     assert sorted(got, key=order) == sorted(expected, key=order)
 
 
+def test_close_drops_a_fetch_in_flight(broker: sluice.EmbeddedBroker, topic: str) -> None:
+    """A consumer whose fetcher long-polls an empty partition (fetch.max.wait.ms 20 s)
+    closes without waiting the poll out: the fetch connection is closed first."""
+    create_topic(broker, topic, partitions=1)
+    c = consumer(broker, fetch_max_wait_ms=20_000)
+    c.assign([TopicPartition(topic, 0)])
+    assert c.poll(0.5) == []
+    wait_until(lambda: bool(c.fetcher.sessions), 5)  # a Fetch was built and sent
+    assert c.fetcher.fetch_count == 0  # and is waiting on the broker
+    began = time.monotonic()
+    c.close()
+    assert time.monotonic() - began < 4  # the fetcher's join gives up after 5 s
+    assert not c.fetcher.is_alive()
+
+
 def test_seek_position_pause_resume_and_out_of_range(
     broker: sluice.EmbeddedBroker, topic: str
 ) -> None:

@@ -519,10 +519,12 @@ class Consumer:
                     self._listener.on_partitions_revoked(self.assignment())
                 self._coordinator.close(leave=self._subscribed is not None)
         finally:
+            # Closing the fetch client first ends a fetch in flight (a long poll of up to
+            # fetch.max.wait.ms) at once, instead of the join waiting it out.
             self.fetcher.stop()
+            self._fetch_client.close()
             self.fetcher.join(5)
             self._client.close()
-            self._fetch_client.close()
 
     def __enter__(self) -> Consumer:
         return self
