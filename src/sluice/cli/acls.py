@@ -24,7 +24,7 @@ from sluice.cli.arguments import (
     UsageError,
     add_bootstrap_argument,
     command_config,
-    fail,
+    tool_command,
     warner,
 )
 from sluice.security import KafkaPrincipal
@@ -98,13 +98,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         help="the ACLs a consumer needs on --topic and --group")  # fmt: skip
     parser.add_argument("--force", action="store_true", help="--remove without asking")
     parser.set_defaults(func=run, action=None)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ToolError as exc:
-        return fail(PROG, exc)
 
 
 def _pattern_type(args: argparse.Namespace) -> PatternType:
@@ -286,3 +279,6 @@ def _list(admin: Admin, args: argparse.Namespace, pattern_type: PatternType) -> 
     for pattern, entries in _by_pattern(found).items():
         _print_acls("Current ACLs", pattern, entries)
     return 0
+
+
+run = tool_command(PROG, _run)

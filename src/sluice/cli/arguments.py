@@ -11,9 +11,11 @@ __all__ = [
     "ToolError",
     "UsageError",
     "add_bootstrap_argument",
+    "add_command_config_argument",
     "fail",
     "parse_assignments",
     "read_properties_file",
+    "tool_command",
     "warner",
 ]
 
@@ -30,6 +32,21 @@ def fail(prog: str, exc: ToolError) -> int:
     """Print ``prog: error: message`` to stderr and return the exit status."""
     print(f"{prog}: error: {exc}", file=sys.stderr)
     return 2 if isinstance(exc, UsageError) else 1
+
+
+def tool_command(
+    prog: str, body: Callable[[argparse.Namespace], int]
+) -> Callable[[argparse.Namespace], int]:
+    """``body`` as a tool's command: a :class:`ToolError` it raises becomes one line on
+    stderr and its exit status (:func:`fail`)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return body(args)
+        except ToolError as exc:
+            return fail(prog, exc)
+
+    return run
 
 
 def warner(prog: str) -> Callable[[str], None]:
@@ -49,6 +66,12 @@ def add_bootstrap_argument(parser: argparse.ArgumentParser, default: object = No
         metavar="HOST:PORT[,...]",
         default=default,
         help="the broker(s) to connect to (required)",
+    )
+
+
+def add_command_config_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--command-config", metavar="FILE", help="a properties file of admin client settings"
     )
 
 

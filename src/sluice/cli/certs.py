@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sluice.cli.arguments import ToolError, fail
+from sluice.cli.arguments import ToolError, tool_command
 
 __all__ = ["add_parser", "run"]
 
@@ -59,13 +59,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ToolError as exc:
-        return fail(PROG, exc)
-
-
 def _run(args: argparse.Namespace) -> int:
     from sluice.security.certificates import write_development_pki
 
@@ -97,3 +90,6 @@ def _run(args: argparse.Namespace) -> int:
         print(f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca.resolve()}")
         print(f"ssl.keystore.type=PEM\nssl.keystore.location={path.resolve()}{password}")
     return 0
+
+
+run = tool_command(PROG, _run)

@@ -39,8 +39,8 @@ from sluice.cli.arguments import (
     UsageError,
     add_bootstrap_argument,
     command_config,
-    fail,
     read_properties_file,
+    tool_command,
     warner,
 )
 from sluice.cli.scram_users import (
@@ -355,13 +355,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(func=run, shorthands=[], entity_names=None)
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ToolError as exc:
-        return fail(PROG, exc)
-
-
 def _entities(args: argparse.Namespace) -> list[Entity]:
     types: list[str] = list(args.entity_type)
     names: list[str | None] = list(args.entity_names or [])
@@ -455,3 +448,6 @@ def _run_on_zookeeper(
         return 0
     print(alter_credentials_in_zookeeper(connect, entity.name, add, delete))
     return 0
+
+
+run = tool_command(PROG, _run)

@@ -18,6 +18,7 @@ from sluice.cli.arguments import (
     fail,
     parse_assignments,
     read_properties_file,
+    tool_command,
     warner,
 )
 
@@ -190,13 +191,6 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--partition must not be negative")
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ToolError as exc:
-        return fail(PROG, exc)
-
-
 def _run(args: argparse.Namespace) -> int:
     _check(args)
     start = _start(args)
@@ -298,3 +292,6 @@ def _consume(
         with contextlib.suppress(OSError, ValueError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, out.fileno())
+
+
+run = tool_command(PROG, _run)

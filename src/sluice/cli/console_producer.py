@@ -15,6 +15,7 @@ from sluice.cli.arguments import (
     fail,
     parse_assignments,
     read_properties_file,
+    tool_command,
     warner,
 )
 
@@ -178,13 +179,6 @@ def _lines(stream: Any) -> Iterator[bytes]:
         yield line
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ToolError as exc:
-        return fail(PROG, exc)
-
-
 def _settings(args: argparse.Namespace) -> dict[str, str]:
     settings: dict[str, str] = {}
     if args.producer_config:
@@ -248,3 +242,6 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if failed or error is not None else 0
+
+
+run = tool_command(PROG, _run)

@@ -14,6 +14,7 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    add_command_config_argument,
     command_config,
     fail,
     warner,
@@ -133,9 +134,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_bootstrap_argument(parser)
-    parser.add_argument(
-        "--command-config", metavar="FILE", help="a properties file of admin client settings"
-    )
+    add_command_config_argument(parser)
     parser.add_argument(
         "--topic",
         metavar="REGEX",

@@ -13,7 +13,7 @@ from sluice.cli.arguments import (
     UsageError,
     add_bootstrap_argument,
     command_config,
-    fail,
+    tool_command,
     warner,
 )
 
@@ -65,13 +65,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--path-to-json-file", metavar="FILE", help="a JSON file naming the partitions"
     )
     parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ToolError as exc:
-        return fail(PROG, exc)
 
 
 def exception_name(code: str) -> str:
@@ -173,3 +166,6 @@ def _run(args: argparse.Namespace) -> int:
     if failed:
         raise ToolError(f"{len(failed)} replica(s) could not be elected")
     return 0
+
+
+run = tool_command(PROG, _run)

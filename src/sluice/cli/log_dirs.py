@@ -10,8 +10,9 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    add_command_config_argument,
     command_config,
-    fail,
+    tool_command,
     warner,
 )
 
@@ -59,17 +60,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="TOPIC,...",
         help="only the partitions of these topics (default: every topic)",
     )
-    parser.add_argument(
-        "--command-config", metavar="FILE", help="a properties file of admin client settings"
-    )
+    add_command_config_argument(parser)
     parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ToolError as exc:
-        return fail(PROG, exc)
 
 
 def _ids(text: str | None, what: str) -> list[int] | None:
@@ -144,3 +136,6 @@ def format_as_json(found: dict[int, list[LogDirInfo]], topics: list[str]) -> str
         ],
     }
     return json.dumps(doc, separators=(",", ":"))
+
+
+run = tool_command(PROG, _run)

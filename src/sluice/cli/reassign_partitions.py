@@ -14,8 +14,9 @@ from sluice.cli.arguments import (
     ToolError,
     UsageError,
     add_bootstrap_argument,
+    add_command_config_argument,
     command_config,
-    fail,
+    tool_command,
     warner,
 )
 
@@ -60,9 +61,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_bootstrap_argument(parser)
-    parser.add_argument(
-        "--command-config", metavar="FILE", help="a properties file of admin client settings"
-    )
+    add_command_config_argument(parser)
     for action, text in (
         ("generate", "propose an assignment for --topics-to-move-json-file over --broker-list"),
         ("execute", "start the reassignment of --reassignment-json-file"),
@@ -94,13 +93,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="refused: Sluice has no replication throttles",
     )
     parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ToolError as exc:
-        return fail(PROG, exc)
 
 
 def _read(path: str) -> str:
@@ -368,3 +360,6 @@ def _list(admin: Admin) -> None:
             f"{topic}-{partition}: replicas: {','.join(map(str, replicas))}. "
             f"adding: {','.join(map(str, adding))}. removing: {','.join(map(str, removing))}."
         )
+
+
+run = tool_command(PROG, _run)

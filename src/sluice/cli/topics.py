@@ -16,8 +16,8 @@ from sluice.cli.arguments import (
     UsageError,
     add_bootstrap_argument,
     command_config,
-    fail,
     parse_assignments,
+    tool_command,
     warner,
 )
 
@@ -149,13 +149,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         )
         _add_options(child, action)
         child.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return _run(args)
-    except ToolError as exc:
-        return fail(PROG, exc)
 
 
 def _action(args: argparse.Namespace) -> str:
@@ -300,3 +293,6 @@ _ACTIONS = {
     "alter": _alter,
     "delete": _delete,
 }
+
+
+run = tool_command(PROG, _run)

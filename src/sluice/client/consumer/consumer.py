@@ -24,7 +24,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from sluice.client.consumer.fetcher import (
     EARLIEST,
@@ -40,6 +40,7 @@ from sluice.client.errors import ConfigException, KafkaException
 from sluice.client.net.consumer_network_client import ConsumerNetworkClient
 from sluice.client.security import SECURITY_CONFIG_DEFAULTS, ClientSecurity
 
+_T = TypeVar("_T")
 __all__ = ["Consumer", "ConsumerRebalanceListener", "ConsumerRecord", "OffsetAndMetadata",
            "TopicPartition"]  # fmt: skip
 
@@ -189,23 +190,13 @@ class Consumer:
         """Records fetched since the last poll (at most ``max.poll.records``), waiting
         up to ``timeout`` seconds for some."""
         self._check_open()
-        deadline = time.monotonic() + max(timeout, 0.0)
-        while True:
-            self._maintain_group(deadline)
-            self._maybe_auto_commit()
-            self._init_positions()
-            with self._subs.lock:
-                undecoded = self._subs.undecoded(columns=False)
-            for completed, position in undecoded:  # decoded while the fetcher goes on
-                completed.take_records(position)
-            with self._subs.lock:
-                self._raise_errors()
-                if self._subs.has_ready_data():
-                    return self._subs.drain(self.max_poll_records)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return []
-                self._subs.changed.wait(min(remaining, 0.1))
+
+        def take() -> list[ConsumerRecord] | None:
+            if not self._subs.has_ready_data():
+                return None
+            return self._subs.drain(self.max_poll_records)
+
+        return self._poll_until(timeout, False, take) or []
 
     def poll_arrow(self, timeout: float = 0.0, max_records: int | None = None) -> list[Any]:
         """:meth:`poll`, with the records as Arrow data: ``pyarrow.RecordBatch`` es of
@@ -218,25 +209,41 @@ class Consumer:
         Needs ``pyarrow`` and ``numpy``."""
         self._check_open()
         limit = self.max_poll_records if max_records is None else max(1, int(max_records))
+
+        def take() -> list[Any] | None:
+            taken = self._subs.drain_columns(limit) if self._subs.has_ready_data() else []
+            return taken or None
+
+        taken = self._poll_until(timeout, True, take) or []
+        return [columns.to_arrow(*tp) for tp, columns in taken]
+
+    def _poll_until(
+        self, timeout: float, columns: bool, take: Callable[[], list[_T] | None]
+    ) -> list[_T] | None:
+        """Keep the group and positions up, decode what the fetcher brought (as records
+        or columns) and ``take`` under the lock until it gives something (not None) or
+        ``timeout`` seconds pass (None)."""
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             self._maintain_group(deadline)
             self._maybe_auto_commit()
             self._init_positions()
             with self._subs.lock:
-                undecoded = self._subs.undecoded(columns=True)
+                undecoded = self._subs.undecoded(columns=columns)
             for completed, position in undecoded:  # decoded while the fetcher goes on
-                completed.take_columns(position)
+                if columns:
+                    completed.take_columns(position)
+                else:
+                    completed.take_records(position)
             with self._subs.lock:
                 self._raise_errors()
-                taken = self._subs.drain_columns(limit) if self._subs.has_ready_data() else []
-                if not taken:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return []
-                    self._subs.changed.wait(min(remaining, 0.1))
-                    continue
-            return [columns.to_arrow(*tp) for tp, columns in taken]
+                got = take()
+                if got is not None:
+                    return got
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._subs.changed.wait(min(remaining, 0.1))
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[ConsumerRecord]:
         """confluent-kafka style: up to ``num_messages`` records within ``timeout``."""
