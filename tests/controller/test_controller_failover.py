@@ -154,3 +154,24 @@ def test_a_new_controller_reads_the_cluster_back(cluster: InProcessCluster) -> N
     assert ctx.partition_leadership_info[TopicPartition("a", 1)].leader_and_isr.leader == 2
     assert cluster.state("a", 0).leader == 2
     assert ctx.partition_state(TopicPartition("b", 0)) is PartitionState.ONLINE_PARTITION
+
+
+def test_a_new_controller_sees_a_restart_it_did_not_witness(cluster: InProcessCluster) -> None:
+    """Broker 1 (controller and leader) dies and registers again before any other broker
+    takes office: the newcomer finds it live, and the partition state still names it
+    leader with the ISR of before its restart. Its log may have lost an unflushed tail,
+    so it must not lead from that state: it is handled as a bounce (failed, then back)."""
+    cluster.create_topic("t", {0: [1, 2, 3]})
+    before = cluster.state("t", 0)
+    assert before.leader == 1
+    cluster.kill(1)
+    cluster.restart(1)  # registered again; no controller has run since the death
+    cluster.sent()
+    cluster.run(first=[2])
+
+    assert cluster.active().broker.id == 2
+    after = cluster.state("t", 0)
+    assert after.leader == 2 and 1 not in after.isr
+    assert after.leader_epoch > before.leader_epoch
+    to_1 = [s for r in leader_and_isr_to(cluster.sent(), 1) for s in r.partition_states]
+    assert to_1 and all(s.leader == 2 for s in to_1)  # back as a follower of the new leader

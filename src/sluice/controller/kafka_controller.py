@@ -372,7 +372,7 @@ class KafkaController:
             zk.get_all_isr_change_notifications(self.isr_change_watch),
             self.context.epoch_zk_version,
         )
-        self._initialize_controller_context()
+        restarted = self._initialize_controller_context()
         topics_to_be_deleted = set(zk.get_topic_deletions(self.topic_deletion_watch))
         ineligible = {
             t
@@ -388,6 +388,12 @@ class KafkaController:
         self.replica_state_machine.startup()
         self.partition_state_machine.startup()
         self.initialize_partition_reassignments()
+        if restarted:  # as process_broker_change does for a bounce it sees
+            ids = {b.id for b in restarted}
+            log.info("brokers registered since their partition states: %s", sorted(ids))
+            self.on_broker_failure(ids)
+            self.context.add_live_brokers(restarted)
+            self.on_broker_startup(ids)
         log.info(
             "controller %d ready to serve with epoch %d", self.controller_id, self.context.epoch
         )
@@ -396,10 +402,13 @@ class KafkaController:
         if self.config.auto_leader_rebalance_enable:
             self._schedule_auto_leader_rebalance(5_000)
 
-    def _initialize_controller_context(self) -> None:
+    def _initialize_controller_context(self) -> dict[Broker, int]:
+        """Load the cluster. Returns the brokers left out of the live set for now: those
+        registered after a partition state that names them as leader or in the ISR was
+        written. A previous controller did not see them restart, and their logs may
+        have lost the tail that state stands for; the caller handles them as a bounce."""
         ctx, zk = self.context, self.zk_client
         brokers = zk.get_all_broker_and_epochs_in_cluster(self.broker_change_watch)
-        ctx.add_live_brokers(brokers)
         for broker in brokers:
             self.channel.add_broker(broker)
         ctx.all_topics = zk.get_all_topics_in_cluster(self.topic_change_watch)
@@ -407,6 +416,13 @@ class KafkaController:
         ctx.partition_leadership_info.clear()
         ctx.shutting_down_broker_ids.clear()
         self.update_leader_and_isr_cache()
+        epochs = {b.id: e for b, e in brokers.items()}
+        restarted_ids: set[int] = set()
+        for info in ctx.partition_leadership_info.values():
+            restarted_ids |= info.names_restarted(epochs)
+        restarted = {b: e for b, e in brokers.items() if b.id in restarted_ids}
+        ctx.add_live_brokers({b: e for b, e in brokers.items() if b.id not in restarted_ids})
+        return restarted
 
     def on_controller_resignation(self) -> None:
         """Leave office: stop timers and state machines, forget the context."""

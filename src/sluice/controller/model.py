@@ -6,7 +6,7 @@ epoch bumped (Kafka's ``newLeaderAndIsr``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 __all__ = [
@@ -62,10 +62,22 @@ class LeaderAndIsr:
 
 @dataclass(frozen=True, slots=True)
 class LeaderIsrAndControllerEpoch:
-    """A LeaderAndIsr with the epoch of the controller that wrote it."""
+    """A LeaderAndIsr with the epoch of the controller that wrote it, and when read
+    from ZooKeeper the zxid of that write (the znode's ``mzxid``; -1 otherwise)."""
 
     leader_and_isr: LeaderAndIsr
     controller_epoch: int
+    written_zxid: int = field(default=-1, compare=False)
+
+    def names_restarted(self, broker_epochs: Mapping[int, int]) -> set[int]:
+        """The leader and ISR members whose registration (broker epoch: its czxid) is
+        newer than this state: they restarted, or lost their session, after it was
+        written, so it may name them on a log tail they no longer have."""
+        if self.written_zxid < 0:
+            return set()
+        lai = self.leader_and_isr
+        named = {*lai.isr, lai.leader} if lai.leader >= 0 else set(lai.isr)
+        return {b for b in named if broker_epochs.get(b, -1) > self.written_zxid}
 
 
 @dataclass(frozen=True, slots=True)

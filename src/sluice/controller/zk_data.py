@@ -259,7 +259,7 @@ class TopicPartitionStateZNode:
             zk_version=stat.version,
             leader_recovery_state=int(value.get("leader_recovery_state", 0)),
         )
-        return LeaderIsrAndControllerEpoch(lai, int(value["controller_epoch"]))
+        return LeaderIsrAndControllerEpoch(lai, int(value["controller_epoch"]), stat.mzxid)
 
 
 class ConfigEntityChangeNotificationZNode:
