@@ -9,6 +9,7 @@ their defaults from the broker's ``log.*`` synonyms, as in Kafka.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -68,12 +69,27 @@ def _parse_list(key: str, raw: str) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+_THROTTLED_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+def _parse_throttled_replicas(key: str, raw: str) -> list[str]:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker,...``."""
+    items = _parse_list(key, raw)
+    if items == ["*"] or all(_THROTTLED_REPLICA.fullmatch(item) for item in items):
+        return items
+    raise ConfigError(
+        f"{key} must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
+
+
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "bool": parse_bool,
     "int": _parse_int,
     "long": _parse_int,
     "double": _parse_float,
     "string": lambda key, raw: raw.strip(),
+    "throttled_replicas": _parse_throttled_replicas,
     "password": lambda key, raw: raw.strip(),  # a string never shown (DescribeConfigs)
     "list": _parse_list,
 }
@@ -408,6 +424,43 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         min=1,
     ),
     ConfigDef("num.replica.fetchers", "int", 1, "Fetchers (connections) per leader.", min=1),
+    ConfigDef(
+        "leader.replication.throttled.rate",
+        "long",
+        LONG_MAX,
+        "Bytes/s this broker, as leader, sends to followers of the replicas named in "
+        "topics' leader.replication.throttled.replicas while they are out of the ISR.",
+        min=0,
+    ),
+    ConfigDef(
+        "follower.replication.throttled.rate",
+        "long",
+        LONG_MAX,
+        "Bytes/s this broker, as follower, fetches for its replicas named in topics' "
+        "follower.replication.throttled.replicas while they are out of the ISR.",
+        min=0,
+    ),
+    ConfigDef(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        "long",
+        LONG_MAX,
+        "Bytes/s copied into future logs when replicas move between log directories.",
+        min=0,
+    ),
+    ConfigDef(
+        "replication.quota.window.num",
+        "int",
+        11,
+        "Samples the replication throttles' byte rates are measured over.",
+        min=1,
+    ),
+    ConfigDef(
+        "replication.quota.window.size.seconds",
+        "int",
+        1,
+        "Length of each sample of the replication throttles' byte rates.",
+        min=1,
+    ),
     ConfigDef("replica.fetch.wait.max.ms", "int", 500, "Follower fetch max wait.", min=0),
     ConfigDef("replica.fetch.min.bytes", "int", 1, "Follower fetch min bytes.", min=1),
     ConfigDef(
@@ -633,6 +686,26 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         ),
         ("min.insync.replicas", ConfigDef("min.insync.replicas", "int", None, "", min=1)),
         ("log.preallocate", ConfigDef("preallocate", "bool", None, "")),
+        (
+            None,
+            ConfigDef(
+                "leader.replication.throttled.replicas",
+                "throttled_replicas",
+                [],
+                "Replicas (partition:broker, or *) whose leader's sends to out-of-ISR "
+                "followers count against leader.replication.throttled.rate.",
+            ),
+        ),
+        (
+            None,
+            ConfigDef(
+                "follower.replication.throttled.replicas",
+                "throttled_replicas",
+                [],
+                "Replicas (partition:broker, or *) whose fetches while out of the ISR "
+                "count against follower.replication.throttled.rate.",
+            ),
+        ),
         ("log.retention.bytes", ConfigDef("retention.bytes", "long", None, "")),
         ("log.retention.ms", ConfigDef("retention.ms", "long", None, "", min=-1)),
         ("log.segment.bytes", ConfigDef("segment.bytes", "int", None, "", min=14)),

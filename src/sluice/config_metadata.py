@@ -54,6 +54,7 @@ _BY_DEFINITION: Final = {
     "long": ConfigType.LONG,
     "double": ConfigType.DOUBLE,
     "list": ConfigType.LIST,
+    "throttled_replicas": ConfigType.LIST,
     "class": ConfigType.CLASS,
     "password": ConfigType.PASSWORD,
 }
@@ -164,6 +165,9 @@ _OTHER = (
     "max.connection.creation.rate", "max.connections.per.ip",
     "max.connections.per.ip.overrides", "producer.id.expiration.ms",
     "transaction.partition.verification.enable", "metric.reporters",
+    # DynamicConfig.Broker: the replication throttles (KIP-73, KIP-113)
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
 )  # fmt: skip
 # ClusterLevelListenerConfigs: listener configs Kafka changes for the whole cluster
 _CLUSTER_LEVEL_LISTENER = ("max.connections", "max.connection.creation.rate",

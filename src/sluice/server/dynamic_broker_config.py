@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_ENTITY",
     "DYNAMIC_CONFIGS",
     "LOG_DEFAULT_CONFIGS",
+    "REPLICATION_THROTTLE_CONFIGS",
     "DynamicBrokerConfig",
     "DynamicConfigManager",
     "broker_entity_path",
@@ -70,9 +71,18 @@ CONNECTION_CONFIGS: Final = frozenset(
     {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}
 )
 
+REPLICATION_THROTTLE_CONFIGS: Final = frozenset(
+    {
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    }
+)
+
 DYNAMIC_CONFIGS: Final = frozenset(
     LOG_DEFAULT_CONFIGS
     | CONNECTION_CONFIGS
+    | REPLICATION_THROTTLE_CONFIGS
     | {"log.cleaner.backoff.ms", "producer.id.expiration.ms"}
 )
 """The broker keys that may be changed while Sluice runs: each is dynamic in Kafka and

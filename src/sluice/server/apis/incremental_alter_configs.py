@@ -86,7 +86,7 @@ def _operations(
         if op == SET:
             overrides[name] = value
             continue
-        if entry is None or entry.type != "list":
+        if entry is None or entry.type not in ("list", "throttled_replicas"):
             raise AlterRejected(
                 ErrorCode.invalid_config,
                 f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.",
