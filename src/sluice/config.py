@@ -33,6 +33,7 @@ __all__ = [
     "parse_listener",
     "parse_properties",
     "parse_security_protocol_map",
+    "parse_throttled_replicas",
     "topic_config_defaults",
 ]
 
@@ -72,7 +73,7 @@ def _parse_list(key: str, raw: str) -> list[str]:
 _THROTTLED_REPLICA = re.compile(r"[0-9]+:[0-9]+")
 
 
-def _parse_throttled_replicas(key: str, raw: str) -> list[str]:
+def parse_throttled_replicas(key: str, raw: str) -> list[str]:
     """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker,...``."""
     items = _parse_list(key, raw)
     if items == ["*"] or all(_THROTTLED_REPLICA.fullmatch(item) for item in items):
@@ -89,7 +90,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "long": _parse_int,
     "double": _parse_float,
     "string": lambda key, raw: raw.strip(),
-    "throttled_replicas": _parse_throttled_replicas,
+    "throttled_replicas": parse_throttled_replicas,
     "password": lambda key, raw: raw.strip(),  # a string never shown (DescribeConfigs)
     "list": _parse_list,
 }

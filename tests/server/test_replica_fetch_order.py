@@ -21,7 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sluice.base import TopicPartition
+from sluice.base.clock import SYSTEM_CLOCK
 from sluice.protocol.codec import decode_request
+from sluice.quota.replication_quota import ReplicationQuotaManager
 from sluice.server.apis import registry
 from sluice.server.replica_fetch_wire import FetchedPartition
 from sluice.server.replica_fetcher import (
@@ -110,7 +112,9 @@ def test_the_request_lists_partitions_in_the_fetchers_order_across_topics() -> N
         cluster=SimpleNamespace(broker_id=2, config={
             "replica.fetch.max.bytes": 1234, "replica.fetch.response.max.bytes": 5678,
             "replica.fetch.wait.max.ms": 500, "replica.fetch.min.bytes": 1,
-        }),
+        }, replica_manager=SimpleNamespace(
+            follower_quota=ReplicationQuotaManager(SYSTEM_CLOCK, 2))),
+        _lag={},
         conn=SimpleNamespace(next_correlation_id=lambda: 9, client_id="follower-2"),
         partitions={
             TopicPartition(t, p): SimpleNamespace(
@@ -120,6 +124,7 @@ def test_the_request_lists_partitions_in_the_fetchers_order_across_topics() -> N
         },
     )  # fmt: skip
     frame = ReplicaFetcher._request(fetcher)  # type: ignore[arg-type]
+    assert frame is not None
     body: Any = decode_request(frame[4:], registry().versions).body
     assert body.replica_id == 2 and body.max_bytes == 5678
     assert [(t.topic, [p.partition for p in t.partitions]) for t in body.topics] == [

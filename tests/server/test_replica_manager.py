@@ -543,3 +543,40 @@ def test_follower_fast_path_matches_the_general_path(tmp_path_factory: Any, step
         for h in harnesses:
             h.rm.shutdown()
             h.log.close()
+
+
+def test_the_leader_throttle_holds_back_an_out_of_sync_follower(h: Harness) -> None:
+    """KIP-73 on the leader: a follower out of the ISR of a partition the leader throttles
+    gets no records while the throttle's rate is over its bound (its fetch waits out
+    max_wait instead of spinning), one in the ISR and consumers always get them, and
+    what is sent for throttled replicas counts against the bound."""
+    from sluice.quota.replication_quota import ReplicationQuotaManager
+
+    configs = {"t": "0:0"}  # partition 0 throttled on broker 0, its leader
+    quota = ReplicationQuotaManager(h.clock, 0, lambda topic: configs.get(topic, ""))
+    h.rm.leader_quota = quota
+    h.partition.replicas = [0, 1]
+    h.partition.isr = {0}
+    h.rm.append_records(1000, 1, {TP: batch(b"x" * 100)}, lambda s: None)
+    follower = FetchParams(1, 500, 1, 1 << 20, FetchIsolation.LOG_END)
+
+    def fetch(params: FetchParams) -> list[Any]:
+        out: list[Any] = []
+        h.rm.fetch_messages(params, [PartitionFetch(TP, 0, 1 << 20)], out.append)
+        return out
+
+    quota.update_bound(1000)
+    first = fetch(follower)  # under the bound: sent, and recorded
+    assert first and first[0][0][1].records.size > 0
+    assert quota.rate() > 0
+    quota.record(20_000)  # now well over 1,000 B/s
+    held = fetch(follower)
+    assert held == [] and h.rm.fetch_purgatory.delayed == 1  # waits, data or not
+    h.expire(500)
+    assert held and held[0][0][1].records is None and held[0][0][1].error == ErrorCode.none
+    assert fetch(fetch_params())[0][0][1].records.size > 0  # a consumer is not throttled
+    h.partition.isr = {0, 1}
+    assert fetch(follower)[0][0][1].records.size > 0  # in the ISR: never held back
+    h.partition.isr = {0}
+    configs["t"] = ""  # no longer throttled
+    assert fetch(follower)[0][0][1].records.size > 0

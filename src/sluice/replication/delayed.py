@@ -131,9 +131,12 @@ class DelayedFetch(DelayedOperation):
 
     def try_complete(self) -> bool:
         accumulated = 0
-        isolation: FetchIsolation = self.params.isolation
+        params = self.params
+        isolation: FetchIsolation = params.isolation
+        rm = self.replica_manager
+        throttling = params.is_from_follower and rm.leader_quota.is_bounded
         for fetch, start in self.partitions:
-            partition = self.replica_manager.get_partition(fetch.tp)
+            partition = rm.get_partition(fetch.tp)
             if partition is None or not partition.is_leader or partition.log.is_offline:
                 return self.force_complete()  # answered NOT_LEADER or KAFKA_STORAGE_ERROR
             end = partition.offset_metadata(isolation)
@@ -141,6 +144,10 @@ class DelayedFetch(DelayedOperation):
                 continue
             if end.message_offset < start.message_offset:
                 return self.force_complete()  # truncated below the fetch offset
+            # A replica the leader throttle holds back is answered with nothing: its
+            # data does not complete the fetch (as Kafka's DelayedFetch).
+            if throttling and rm.should_leader_throttle(fetch.tp, params.replica_id):
+                continue
             if (
                 end.segment_base_offset < 0
                 or start.segment_base_offset < 0

@@ -25,6 +25,7 @@ from sluice.log.transaction_index import AbortedTxn
 from sluice.protocol import ErrorCode
 from sluice.protocol.errors import KafkaError
 from sluice.purgatory import DelayedOperationPurgatory, PurgatoryFactory
+from sluice.quota.replication_quota import ReplicationQuotaManager
 from sluice.replication.delayed import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -162,6 +163,12 @@ class ReplicaManager:
         # Called with (topic, records, bytes) after each client append to a leader log
         # (Kafka's BrokerTopicStats messages and bytes in); None: not counted.
         self.on_client_append: Callable[[str, int, int], None] | None = None
+        # Replication throttles (KIP-73; sluice.quota.replication_quota): what this
+        # broker sends as leader to out-of-ISR followers, fetches as a follower, copies
+        # between its log dirs. Unbounded until the broker configures them.
+        self.leader_quota = ReplicationQuotaManager(clock, broker_id)
+        self.follower_quota = ReplicationQuotaManager(clock, broker_id)
+        self.alter_log_dirs_quota = ReplicationQuotaManager(clock, broker_id, lambda t: "*")
 
     # -- partitions ------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -336,18 +343,45 @@ class ReplicaManager:
     def read_from_local_log(
         self, params: FetchParams, fetches: Iterable[PartitionFetch]
     ) -> list[tuple[PartitionFetch, FetchPartitionData]]:
-        """Read each partition once; the first non-empty partition may exceed its limit."""
+        """Read each partition once; the first non-empty partition may exceed its limit.
+        For a follower, a replica the leader throttle holds back gets no records, and
+        what is sent for throttled replicas is recorded against that throttle."""
         out = []
         remaining = params.max_bytes
         min_one = True
+        throttling = params.is_from_follower and self.leader_quota.is_bounded
+        quota = self.leader_quota if throttling else None
         for fetch in fetches:
-            data = self._read_one(params, fetch, min(fetch.max_bytes, remaining), min_one)
+            if quota is not None and self.should_leader_throttle(fetch.tp, params.replica_id):
+                data = self._throttled(fetch.tp)
+            else:
+                data = self._read_one(params, fetch, min(fetch.max_bytes, remaining), min_one)
             size = data.records.size if data.records is not None else 0
             if size:
                 min_one = False
                 remaining = max(0, remaining - size)
+                if quota is not None and quota.is_throttled(fetch.tp):
+                    quota.record(size)
             out.append((fetch, data))
         return out
+
+    def should_leader_throttle(self, tp: TopicPartition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: ``replica_id`` is out of ``tp``'s ISR, ``tp`` is
+        throttled here as leader and the leader throttle's rate is over its bound."""
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return False
+        return self.leader_quota.holds_back(tp, replica_id in partition.isr)
+
+    def _throttled(self, tp: TopicPartition) -> FetchPartitionData:
+        """A held-back replica's answer: its offsets, no records (as Kafka's empty set)."""
+        partition = self.partitions[tp]
+        return FetchPartitionData(
+            ErrorCode.none,
+            high_watermark=partition.high_watermark,
+            last_stable_offset=partition.last_stable_offset,
+            log_start_offset=partition.log.log_start_offset,
+        )
 
     def _read_one(
         self, params: FetchParams, fetch: PartitionFetch, max_bytes: int, min_one: bool

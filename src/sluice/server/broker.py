@@ -60,6 +60,7 @@ from sluice.server.connection_quotas import ConnectionQuotas
 from sluice.server.dynamic_broker_config import (
     CONNECTION_CONFIGS,
     LOG_DEFAULT_CONFIGS,
+    REPLICATION_THROTTLE_CONFIGS,
     DynamicBrokerConfig,
     DynamicConfigManager,
 )
@@ -280,6 +281,7 @@ class Broker:
             min_isr=lambda tp: self.topic_admin.min_insync_replicas(tp), clock=self.clock,
             log_dir_failure_channel=self.log_dir_failure_channel,
         )  # fmt: skip
+        self._configure_replication_quotas()
         if self.config["log.flush.group.commit"]:
             self._flush_executor = ThreadPoolExecutor(1, f"sluice-flush-{self.broker_id}")
             self.log_manager.flush_group = GroupFlusher(
@@ -413,6 +415,36 @@ class Broker:
                 self.log_manager.update_config(topic, self.topic_admin.log_config_for(topic))
         if changed & CONNECTION_CONFIGS and self.connection_quotas is not None:
             self.connection_quotas.reconfigure(ConnectionQuotas.from_config(self.config))
+        if changed & REPLICATION_THROTTLE_CONFIGS:
+            self._configure_replication_quotas()
+
+    def _configure_replication_quotas(self) -> None:
+        """The replication throttles' bounds from the broker config (dynamic layers
+        included) and their throttled replicas from the topics' configs, read when
+        checked."""
+        config, rm, registry = self.config, self.replica_manager, self.registry
+
+        def entries(key: str) -> Callable[[str], str]:
+            def of(topic: str) -> str:
+                info = registry.get(topic)
+                return info.configs.get(key, "") if info is not None else ""
+
+            return of
+
+        samples = config["replication.quota.window.num"]
+        window_s = config["replication.quota.window.size.seconds"]
+        for quota, rate_key, replicas_key in (
+            (rm.leader_quota, "leader.replication.throttled.rate",
+             "leader.replication.throttled.replicas"),
+            (rm.follower_quota, "follower.replication.throttled.rate",
+             "follower.replication.throttled.replicas"),
+            (rm.alter_log_dirs_quota, "replica.alter.log.dirs.io.max.bytes.per.second", None),
+        ):  # fmt: skip
+            if (samples, window_s) != quota.window:
+                quota.configure(samples, window_s)
+            if replicas_key is not None:
+                quota.topic_entries = entries(replicas_key)
+            quota.update_bound(config[rate_key])
 
     def _file_cache(self) -> FileCache:
         """The cache of the logs' segment descriptors (``log.open.files.max``), made once

@@ -46,6 +46,8 @@ FINAL_COPY_BYTES = 256 * 1024
 when it reaches the current log's end."""
 NOT_HOSTED_RETRY_S = 0.1
 """How often a move whose partition is not hosted (yet) looks again."""
+THROTTLED_RETRY_S = 0.1
+"""How often a move held back by its throttle looks again."""
 
 
 class ReplicaAlterLogDirsManager:
@@ -137,11 +139,17 @@ class ReplicaAlterLogDirsManager:
             self._swap(tp)
             return False
         if step.kind is StepKind.COPY:
+            quota = self.replica_manager.alter_log_dirs_quota
+            if quota.is_quota_exceeded():  # replica.alter.log.dirs.io.max.bytes.per.second
+                await asyncio.sleep(THROTTLED_RETRY_S)
+                return True
             data = current.read(step.offset, COPY_CHUNK_BYTES)
             records = data.records.read() if data.records.size else b""
             if not records:  # nothing whole to copy yet (should not happen below the end)
                 await asyncio.sleep(NOT_HOSTED_RETRY_S)
                 return True
+            if quota.is_bounded:
+                quota.record(len(records))
             if len(records) > FINAL_COPY_BYTES:
                 await self._on_worker(tp, lambda f: f.append_as_follower(records))
                 return True

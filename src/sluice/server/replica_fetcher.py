@@ -72,6 +72,9 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.host, self.port = endpoint.host, endpoint.port
         self.partitions: dict[TopicPartition, Partition] = {}
+        # The leader's high watermark minus our log end after each answer (Kafka's
+        # fetch-state lag): a replica is in sync for the follower throttle at 0.
+        self._lag: dict[TopicPartition, int] = {}
         self._direct_io = bool(cluster.config["replica.direct.io"])
         self.wakeup = asyncio.Event()
         self.conn = cluster.inter_broker.connection(
@@ -85,14 +88,19 @@ class ReplicaFetcher:
         self.task.cancel()
         self.conn.close()
 
-    def _request(self) -> bytes:
+    def _request(self) -> bytes | None:
         """The next Fetch, framed: every partition from its log end offset, in the
         fetcher's order (a topic is repeated rather than its partitions regrouped, as
-        Kafka's followers do, so that the order holds across topics)."""
+        Kafka's followers do, so that the order holds across topics). Replicas the
+        follower throttle holds back are left out; None when that leaves none."""
         config = self.cluster.config
         max_bytes = int(config["replica.fetch.max.bytes"])
+        quota = self.cluster.replica_manager.follower_quota
+        throttling = quota.is_bounded
         topics: list[tuple[str, list[FetchPartitionRequest]]] = []
         for tp, p in self.partitions.items():
+            if throttling and quota.holds_back(tp, self._lag.get(tp, 1) <= 0):
+                continue
             log_ = p.log
             if not topics or topics[-1][0] != tp.topic:
                 topics.append((tp.topic, []))
@@ -105,6 +113,8 @@ class ReplicaFetcher:
                     max_bytes,
                 )
             )
+        if not topics:
+            return None
         return encode_fetch_request(
             self.conn.next_correlation_id(),
             self.conn.client_id,
@@ -185,7 +195,11 @@ class ReplicaFetcher:
                         continue
                 # The answer's records are views into the connection's receive buffer
                 # for large answers, which takes the next answer once they are released.
-                frame = await self.conn.roundtrip(self._request())
+                request = self._request()
+                if request is None:  # every replica held back by the follower throttle
+                    await asyncio.sleep(FETCH_BACKOFF_S)
+                    continue
+                frame = await self.conn.roundtrip(request)
                 _correlation_id, _error, fetched = decode_fetch_response(frame)
                 failures = 0
             except asyncio.CancelledError:
@@ -207,16 +221,22 @@ class ReplicaFetcher:
         could not be applied (back off before the next fetch)."""
         applied = True
         served: list[TopicPartition] = []
+        quota = rm.follower_quota
         for pd in fetched:
             tp = TopicPartition(pd.topic, pd.partition_index)
             partition = self.partitions.get(tp)
             if partition is None or partition.is_leader:
                 continue
+            size = len(pd.records) if pd.records is not None else 0
             if not await self._apply(tp, partition, pd):
                 applied = False
                 continue
-            if pd.records is not None and len(pd.records):
+            if size:
                 served.append(tp)
+                if quota.is_bounded and quota.is_throttled(tp):
+                    quota.record(size)
+            if pd.high_watermark >= 0:
+                self._lag[tp] = pd.high_watermark - partition.log.log_end_offset
             rm.wake(tp, True)
         move_to_back(self.partitions, served)
         return applied
