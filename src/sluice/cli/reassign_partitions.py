@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,9 +26,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "add_parser",
+    "follower_throttles",
     "format_reassignment_json",
+    "leader_throttles",
     "parse_reassignment_json",
     "parse_topics_to_move_json",
+    "proposed_move_map",
+    "reassigning_brokers",
     "run",
 ]
 
@@ -41,16 +46,42 @@ the reassignment of --reassignment-json-file ({"version": 1, "partitions": [{"to
 "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]}]}) after
 printing the current assignment to keep for a rollback; --verify reports whether
 each is complete; --cancel stops those still in progress; --list shows every
-reassignment in progress. Sluice has no replication throttles: --throttle and
---replica-alter-log-dirs-throttle are refused, and reassignments copy at full speed.
+reassignment in progress. --execute --throttle N sets Kafka's replication throttles:
+leader/follower.replication.throttled.rate = N on every broker a moving partition has
+or gets a replica on, and the topics' leader.replication.throttled.replicas (the
+replicas copied from) and follower.replication.throttled.replicas (the replicas being
+added); --additional --execute --throttle N changes them while reassignments run.
+--verify, once no reassignment is in progress, and --cancel clear the throttles of
+every broker and of the file's topics, unless --preserve-throttles. The tool moves no
+replica between a broker's log directories (every log_dirs entry must be "any"), so
+--replica-alter-log-dirs-throttle, which throttles only such moves, is refused.
 """
 
 _EXISTING = (
     "Cannot execute because there is an existing partition assignment.  Use --additional "
-    "to override this and create a new partition assignment in addition to the existing one."
+    "to override this and create a new partition assignment in addition to the existing one. "
+    "The --additional flag can also be used to change the throttle by resubmitting the "
+    "current reassignment."
+)
+_VERIFY_WARNING = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to "
+    "ensure the throttle is removed."
 )
 
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+BROKER_LEVEL_THROTTLES = (LEADER_RATE, FOLLOWER_RATE, ALTER_LOG_DIRS_RATE)
+TOPIC_LEVEL_THROTTLES = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+_BROKER, _TOPIC = 4, 2  # ConfigResource types
+
 Assignment = dict[tuple[str, int], list[int]]
+Ongoing = Mapping[tuple[str, int], tuple[list[int], list[int], list[int]]]
+"""Reassignments in progress: (replicas, adding, removing) by partition."""
+MoveMap = dict[str, dict[int, tuple[frozenset[int], frozenset[int]]]]
+"""topic -> partition -> (sources, destinations) of each moving partition."""
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -85,12 +116,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="--execute even while other reassignments are in progress",
     )
     parser.add_argument(
-        "--throttle", metavar="BYTES/S", help="refused: Sluice has no replication throttles"
+        "--throttle",
+        metavar="BYTES/S",
+        help="with --execute: throttle the movement of partitions between brokers to this "
+        "rate (bytes/s) on each broker concerned; with --additional, change it while a "
+        "reassignment runs",
     )
     parser.add_argument(
         "--replica-alter-log-dirs-throttle",
         metavar="BYTES/S",
-        help="refused: Sluice has no replication throttles",
+        help="refused: the tool moves no replica between a broker's log directories",
+    )
+    parser.add_argument(
+        "--preserve-throttles",
+        action="store_true",
+        help="with --verify or --cancel: leave the broker and topic throttles as they are",
     )
     parser.set_defaults(func=run)
 
@@ -199,12 +239,19 @@ def _broker_list(text: str | None) -> list[int]:
     return brokers
 
 
+def _throttle(text: str | None, flag: str) -> int | None:
+    """A throttle in bytes/s: a whole number, at least 0."""
+    if text is None:
+        return None
+    if re.fullmatch(r"-?[0-9]+", text) is None:
+        raise UsageError(f"{flag} must be a whole number of bytes per second, not {text!r}")
+    value = int(text)
+    if value < 0:
+        raise UsageError(f"{flag} must be at least 0 bytes per second, not {value}")
+    return value
+
+
 def _run(args: argparse.Namespace) -> int:
-    if args.throttle is not None or args.replica_alter_log_dirs_throttle is not None:
-        raise UsageError(
-            "Sluice has no replication throttles (no leader/follower.replication.throttled.* "
-            "configs): reassignments copy at full speed; run without --throttle"
-        )
     actions = [a for a in ("generate", "execute", "verify", "cancel", "list") if getattr(args, a)]
     if len(actions) != 1:
         raise UsageError(
@@ -214,6 +261,17 @@ def _run(args: argparse.Namespace) -> int:
     action = actions[0]
     if not args.bootstrap_server:
         raise UsageError("--bootstrap-server is required")
+    throttle = _throttle(args.throttle, "--throttle")
+    if throttle is not None and action != "execute":
+        raise UsageError("--throttle is only for --execute")
+    if args.replica_alter_log_dirs_throttle is not None:
+        raise UsageError(
+            "--replica-alter-log-dirs-throttle throttles moves between a broker's log "
+            'directories, and this tool makes none (every log_dirs entry must be "any"); '
+            f"set {ALTER_LOG_DIRS_RATE} with sluice configs"
+        )
+    if args.preserve_throttles and action not in ("verify", "cancel"):
+        raise UsageError("--preserve-throttles is only for --verify and --cancel")
     if action == "generate":
         if not args.topics_to_move_json_file:
             raise UsageError("--generate requires --topics-to-move-json-file")
@@ -234,11 +292,11 @@ def _run(args: argparse.Namespace) -> int:
             if action == "generate":
                 _generate(admin, topics, brokers)
             elif action == "execute":
-                _execute(admin, target, args.additional)
+                _execute(admin, target, args.additional, throttle)
             elif action == "verify":
-                _verify(admin, target)
+                _verify(admin, target, args.preserve_throttles)
             elif action == "cancel":
-                _cancel(admin, target)
+                _cancel(admin, target, args.preserve_throttles)
             else:
                 _list(admin)
         finally:
@@ -291,8 +349,85 @@ def _generate(admin: Admin, topics: list[str], brokers: list[int]) -> None:
     print(f"Proposed partition reassignment configuration\n{format_reassignment_json(proposed)}")
 
 
-def _execute(admin: Admin, proposed: Assignment, additional: bool) -> None:
-    if admin.list_partition_reassignments(None) and not additional:
+def proposed_move_map(ongoing: Ongoing, proposed: Assignment, current: Assignment) -> MoveMap:
+    """Every moving partition's sources and destinations, as Kafka's
+    calculateProposedMoveMap: the reassignments in progress (sources: their replicas but
+    the adding ones; destinations: the adding ones), then each proposed partition
+    (sources: those of its reassignment in progress, else its current replicas;
+    destinations: its proposed replicas that are not sources)."""
+    moves: MoveMap = {}
+    for (topic, partition), (replicas, adding, _) in ongoing.items():
+        moves.setdefault(topic, {})[partition] = (
+            frozenset(replicas) - frozenset(adding),
+            frozenset(adding),
+        )
+    for (topic, partition), replicas in proposed.items():
+        by_partition = moves.setdefault(topic, {})
+        if partition in by_partition:
+            sources = by_partition[partition][0]
+        else:
+            sources = frozenset(current[(topic, partition)])
+        by_partition[partition] = (sources, frozenset(replicas) - sources)
+    return moves
+
+
+def _throttled_replicas(by_partition: Mapping[int, frozenset[int]]) -> str:
+    # Kafka sorts the "partition:broker" entries as strings (a TreeSet).
+    return ",".join(sorted(f"{p}:{b}" for p, brokers in by_partition.items() for b in brokers))
+
+
+def leader_throttles(moves: MoveMap) -> dict[str, str]:
+    """Each topic's leader.replication.throttled.replicas: the moves' sources."""
+    return {
+        topic: _throttled_replicas({p: src for p, (src, _) in parts.items()})
+        for topic, parts in moves.items()
+    }
+
+
+def follower_throttles(moves: MoveMap) -> dict[str, str]:
+    """Each topic's follower.replication.throttled.replicas: the moves' destinations."""
+    return {
+        topic: _throttled_replicas({p: dst - src for p, (src, dst) in parts.items()})
+        for topic, parts in moves.items()
+    }
+
+
+def reassigning_brokers(moves: MoveMap) -> list[int]:
+    """Every broker that is a source or a destination of a move."""
+    return sorted({b for parts in moves.values() for s, d in parts.values() for b in s | d})
+
+
+def _set_throttles(admin: Admin, moves: MoveMap, throttle: int) -> None:
+    leaders, followers = leader_throttles(moves), follower_throttles(moves)
+    for topic in sorted(moves):
+        admin.alter_configs(
+            _TOPIC, topic, {LEADER_REPLICAS: leaders[topic], FOLLOWER_REPLICAS: followers[topic]},
+            (),
+        )  # fmt: skip
+    rate = str(throttle)
+    for broker in reassigning_brokers(moves):
+        admin.alter_configs(_BROKER, str(broker), {LEADER_RATE: rate, FOLLOWER_RATE: rate}, ())
+    print(f"The inter-broker throttle limit was set to {throttle} B/s")
+
+
+def _clear_throttles(admin: Admin, target: Assignment) -> None:
+    """Kafka's clearAllThrottles: the broker-level throttles of every live broker and
+    every broker the file names, the topic-level ones of the file's topics."""
+    brokers = sorted(set(admin.broker_ids()) | {b for r in target.values() for b in r})
+    plural = "" if len(brokers) == 1 else "s"
+    print(f"Clearing broker-level throttles on broker{plural} {','.join(map(str, brokers))}")
+    for broker in brokers:
+        admin.alter_configs(_BROKER, str(broker), {}, BROKER_LEVEL_THROTTLES)
+    topics = sorted({t for t, _ in target})
+    plural = "" if len(topics) == 1 else "s"
+    print(f"Clearing topic-level throttles on topic{plural} {','.join(topics)}")
+    for topic in topics:
+        admin.alter_configs(_TOPIC, topic, {}, TOPIC_LEVEL_THROTTLES)
+
+
+def _execute(admin: Admin, proposed: Assignment, additional: bool, throttle: int | None) -> None:
+    ongoing = admin.list_partition_reassignments(None)
+    if ongoing and not additional:
         raise ToolError(_EXISTING)
     current = _current(admin, sorted(proposed))
     existing = set(admin.broker_ids())
@@ -307,6 +442,9 @@ def _execute(admin: Admin, proposed: Assignment, additional: bool) -> None:
         f"{format_reassignment_json(current)}\n\n"
         "Save this to use as the --reassignment-json-file option during rollback"
     )
+    if throttle is not None:
+        print(_VERIFY_WARNING)
+        _set_throttles(admin, proposed_move_map(ongoing, proposed, current), throttle)
     results = admin.alter_partition_reassignments(proposed)
     errors = sorted(tp for tp, (code, _) in results.items() if code is not None)
     if errors:
@@ -316,9 +454,9 @@ def _execute(admin: Admin, proposed: Assignment, additional: bool) -> None:
     print(f"Successfully started partition reassignment{plural} for {_names(sorted(proposed))}")
 
 
-def _verify(admin: Admin, target: Assignment) -> None:
-    ongoing = admin.list_partition_reassignments(sorted(target))
-    current = _current(admin, sorted(target))
+def _verify(admin: Admin, target: Assignment, preserve_throttles: bool) -> None:
+    ongoing = admin.list_partition_reassignments(None)
+    current = _current(admin, sorted(tp for tp in target if tp not in ongoing))
     print("Status of partition reassignment:")
     for tp in sorted(target):
         name = f"{tp[0]}-{tp[1]}"
@@ -332,21 +470,27 @@ def _verify(admin: Admin, target: Assignment) -> None:
                 f"{','.join(map(str, current[tp]))} rather than "
                 f"{','.join(map(str, target[tp]))}."
             )
+    # As Kafka: only once no reassignment at all is in progress, since the throttles of
+    # another one may be the same configs.
+    if not ongoing and not preserve_throttles:
+        _clear_throttles(admin, target)
 
 
-def _cancel(admin: Admin, target: Assignment) -> None:
+def _cancel(admin: Admin, target: Assignment, preserve_throttles: bool) -> None:
     ongoing = admin.list_partition_reassignments(sorted(target))
     active = sorted(tp for tp in target if tp in ongoing)
     if not active:
         print("None of the specified partition reassignments are active.")
-        return
-    results = admin.alter_partition_reassignments(dict.fromkeys(active))
-    errors = sorted(tp for tp, (code, _) in results.items() if code is not None)
-    if errors:
-        lines = [f"{t}-{p}: {results[(t, p)][1] or results[(t, p)][0]}" for t, p in errors]
-        raise ToolError("Error cancelling partition reassignment(s):\n" + "\n".join(lines))
-    plural = "" if len(active) == 1 else "s"
-    print(f"Successfully cancelled partition reassignment{plural} for: {_names(active)}")
+    else:
+        results = admin.alter_partition_reassignments(dict.fromkeys(active))
+        errors = sorted(tp for tp, (code, _) in results.items() if code is not None)
+        if errors:
+            lines = [f"{t}-{p}: {results[(t, p)][1] or results[(t, p)][0]}" for t, p in errors]
+            raise ToolError("Error cancelling partition reassignment(s):\n" + "\n".join(lines))
+        plural = "" if len(active) == 1 else "s"
+        print(f"Successfully cancelled partition reassignment{plural} for: {_names(active)}")
+    if not preserve_throttles:
+        _clear_throttles(admin, target)
 
 
 def _list(admin: Admin) -> None:
