@@ -316,6 +316,29 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef(
         "log.message.timestamp.type", "string", "CreateTime", "Timestamp kind.", choices=_TS_TYPES
     ),
+    ConfigDef(
+        "log.message.timestamp.difference.max.ms",
+        "long",
+        LONG_MAX,
+        "Deprecated in Kafka for the two below: stands for each of them left unset.",
+        min=0,
+    ),
+    ConfigDef(
+        "log.message.timestamp.before.max.ms",
+        "long",
+        LONG_MAX,
+        "How far (ms) before the broker's clock a CreateTime record's timestamp may lie; "
+        "a produce beyond it is refused with INVALID_TIMESTAMP (the batch header's first "
+        "and largest timestamps are checked).",
+        min=0,
+    ),
+    ConfigDef(
+        "log.message.timestamp.after.max.ms",
+        "long",
+        LONG_MAX,
+        "How far (ms) after the broker's clock a CreateTime record's timestamp may lie.",
+        min=0,
+    ),
     ConfigDef("log.cleaner.enable", "bool", True, "Run the log cleaner for compacted topics."),
     ConfigDef("log.cleaner.delete.retention.ms", "long", 86_400_000, "Tombstone retention."),
     ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio.", min=0, max=1),
@@ -652,15 +675,16 @@ TOPIC_CONFIGS: dict[str, tuple[str | None, ConfigDef]] = {
         ("log.index.interval.bytes", ConfigDef("index.interval.bytes", "int", None, "", min=0)),
         ("message.max.bytes", ConfigDef("max.message.bytes", "int", None, "", min=0)),
         (
-            None,
-            ConfigDef(
-                "message.timestamp.difference.max.ms",
-                "long",
-                LONG_MAX,
-                "Kafka refuses a batch whose CreateTime timestamps differ from the broker's "
-                "clock by more than this (ms); Sluice does not check it yet.",
-                min=0,
-            ),
+            "log.message.timestamp.difference.max.ms",
+            ConfigDef("message.timestamp.difference.max.ms", "long", None, "", min=0),
+        ),
+        (
+            "log.message.timestamp.before.max.ms",
+            ConfigDef("message.timestamp.before.max.ms", "long", None, "", min=0),
+        ),
+        (
+            "log.message.timestamp.after.max.ms",
+            ConfigDef("message.timestamp.after.max.ms", "long", None, "", min=0),
         ),
         (
             "log.message.timestamp.type",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sluice.log.config import LogConfig
 from sluice.log.errors import (
     InvalidRecordException,
+    InvalidTimestampException,
     OffsetsOutOfOrderException,
     RecordBatchTooLargeException,
     UnexpectedAppendOffsetException,
@@ -77,6 +78,24 @@ def check_client_batches(headers: list[BatchHeader]) -> None:
                 f"Record batch with producerId {header.producer_id} has an invalid "
                 f"baseSequence {header.base_sequence}"
             )
+
+
+def check_timestamps(
+    headers: list[BatchHeader], first_offset: int, now_ms: int, before_ms: int, after_ms: int
+) -> None:
+    """Kafka's LogValidator.validateTimestamp for CreateTime batches, on what the batch
+    header holds: the first record's timestamp and the largest. A record in the middle
+    older than the first is not seen (the records are not decoded on the way in)."""
+    low, high = now_ms - before_ms, now_ms + after_ms
+    offset = first_offset
+    for header in headers:
+        for timestamp in (header.base_timestamp, header.max_timestamp):
+            if timestamp != NO_TIMESTAMP and not low <= timestamp <= high:
+                raise InvalidTimestampException(
+                    f"Timestamp {timestamp} of message with offset {offset} is out of range. "
+                    f"The timestamp should be within [{low}, {high}]"
+                )
+        offset += header.last_offset_delta + 1
 
 
 def check_follower_offsets(headers: list[BatchHeader]) -> None:
@@ -160,13 +179,18 @@ def prepare_leader_append(
     log_append_time: int,
     log_start_offset: int,
     name: str,
+    now_ms: int = NO_TIMESTAMP,
 ) -> tuple[Buffer | PatchedRecords, list[BatchHeader], LogAppendInfo]:
     """Validate a produce buffer and assign its offsets; returns what to store (the buffer
     itself when writable, else its batches with patched heads, or a copy when the append
-    time must be written), its batch headers (empty: nothing to append) and the append info."""
+    time must be written), its batch headers (empty: nothing to append) and the append info.
+    ``now_ms``: the broker's clock, for topics whose timestamps are bounded."""
     headers = validate_records(records, config.max_message_bytes)
     if origin is AppendOrigin.CLIENT:
         check_client_batches(headers)
+        bounds = config.timestamp_bounds
+        if bounds is not None:
+            check_timestamps(headers, first_offset, now_ms, *bounds)
     if not headers:
         return records, headers, _empty_info(first_offset, log_start_offset)
     _check_segment_size(len(records), config, name)

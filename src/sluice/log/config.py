@@ -36,6 +36,11 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     message_timestamp_type: str = _CREATE_TIME
+    # How far a CreateTime timestamp may lie before or after the broker's clock (KIP-937;
+    # the deprecated difference.max.ms stands for both when they are unset)
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60_000
     preallocate: bool = False  # allocate a new segment's whole file at once (file_records.py)
@@ -56,6 +61,9 @@ class LogConfig:
         _at_least("flush.ms", self.flush_ms, 0)
         _at_least("file.delete.delay.ms", self.file_delete_delay_ms, 0)
         _at_least("retention.ms", self.retention_ms, -1)
+        for side in ("difference", "before", "after"):
+            name = f"message.timestamp.{side}.max.ms"
+            _at_least(name, getattr(self, name.replace(".", "_")), 0)
         if self.message_timestamp_type not in (_CREATE_TIME, _LOG_APPEND_TIME):
             raise ConfigException(
                 f"Invalid value {self.message_timestamp_type!r} for message.timestamp.type: "
@@ -76,6 +84,22 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return "compact" in self.cleanup_policies
+
+    @property
+    def timestamp_bounds(self) -> tuple[int, int] | None:
+        """(before, after) in ms for CreateTime topics whose timestamps are checked, as
+        Kafka's LogConfig reads them; None when neither is bounded."""
+        if self.log_append_time:
+            return None
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        if before == LONG_MAX:
+            before = self.message_timestamp_difference_max_ms
+        if after == LONG_MAX:
+            after = self.message_timestamp_difference_max_ms
+        if before == LONG_MAX and after == LONG_MAX:
+            return None
+        return before, after
 
     @property
     def log_append_time(self) -> bool:

@@ -20,6 +20,7 @@ __all__ = [
     "CorruptRecordException",
     "InvalidOffsetException",
     "InvalidRecordException",
+    "InvalidTimestampException",
     "InvalidTopicException",
     "KafkaStorageException",
     "LogError",
@@ -40,6 +41,13 @@ class RecordBatchTooLargeException(LogError):
     """The records of one append are larger than ``segment.bytes`` and can never fit a segment."""
 
     code = ErrorCode.record_list_too_large
+
+
+class InvalidTimestampException(LogError):
+    """A CreateTime record's timestamp lies outside the topic's
+    ``message.timestamp.before.max.ms`` / ``after.max.ms`` of the broker's clock."""
+
+    code = ErrorCode.invalid_timestamp
 
 
 class OffsetOutOfRangeException(LogError):

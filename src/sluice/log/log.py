@@ -275,9 +275,10 @@ class Log:
         local.check_open()
         config = local.config
         append_time = self._clock.milliseconds() if config.log_append_time else NO_TIMESTAMP
+        now = self._clock.milliseconds() if config.timestamp_bounds is not None else NO_TIMESTAMP
         buf, headers, info = prepare_leader_append(
             records, config, local.log_end_offset, leader_epoch, origin, append_time,
-            self._log_start_offset, self.dir.name,
+            self._log_start_offset, self.dir.name, now,
         )  # fmt: skip
         # Keys and markers are read from the records as received (only offsets changed).
         if headers and config.compact_enabled:  # Kafka: keyless records are INVALID_RECORD
