@@ -77,3 +77,37 @@ def test_controller_and_under_replicated_partitions(cluster: EmbeddedCluster) ->
     cluster.start(stopped)
     wait_until(lambda: total(cluster, everyone, urp) == 0, 30, "back in sync")
     assert total(cluster, alive, expands) >= before + 1
+
+
+def test_replication_bytes_in_and_out(cluster: EmbeddedCluster) -> None:
+    """What leaders send to followers is what followers append, and a replication factor
+    of 3 copies every produced byte twice."""
+    from confluent_kafka import Producer
+
+    everyone = list(cluster.broker_ids)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+    admin.create_topics([NewTopic("replicated", 1, 3)])["replicated"].result(15)
+    wait_until(
+        lambda: len(admin.list_topics(topic="replicated", timeout=5).topics["replicated"]
+                    .partitions[0].isrs) == 3, 30, "three in sync",
+    )  # fmt: skip
+    out_name = "kafka_server_brokertopicmetrics_replicationbytesout_total"
+    in_name = "kafka_server_brokertopicmetrics_replicationbytesin_total"
+    before = total(cluster, everyone, in_name)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "linger.ms": 0, "log_level": 0})  # fmt: skip
+    for i in range(200):
+        producer.produce("replicated", b"%04d" % i + b"x" * 1000, partition=0)
+    assert producer.flush(15) == 0
+    produced = 200 * 1004
+    wait_until(
+        lambda: total(cluster, everyone, in_name) - before >= 2 * produced, 30,
+        "two copies of every produced byte appended by followers",
+    )  # fmt: skip
+    wait_until(
+        lambda: total(cluster, everyone, in_name) == total(cluster, everyone, out_name), 30,
+        "as many bytes appended by followers as leaders sent",
+    )  # fmt: skip
+    rates = ("kafka_server_leaderreplication_byte_rate",
+             "kafka_server_followerreplication_byte_rate")  # fmt: skip
+    assert all(gauge(cluster, everyone[0], name) == 0 for name in rates)  # no throttle set

@@ -403,3 +403,38 @@ def test_a_failed_target_dir_ends_the_move_and_the_partition_serves_on(tmp_path:
     _append(log, b"y")  # the current log serves on
     assert _values(manager.logs[TP]) == [(0, b"x"), (1, b"y")]
     manager.shutdown()
+
+
+def test_a_move_waits_while_its_throttle_is_over_the_bound(tmp_path: Path) -> None:
+    """replica.alter.log.dirs.io.max.bytes.per.second: no copy step while the measured
+    rate is over the bound; the move goes on once it is not, and what it copies counts."""
+    from sluice.base.clock import ManualClock
+    from sluice.quota.replication_quota import ReplicationQuotaManager
+
+    manager, _, b = _two_dirs(tmp_path)
+    rm = _replica_manager()
+    clock = ManualClock(0)
+    rm.alter_log_dirs_quota = quota = ReplicationQuotaManager(clock, 0, lambda t: "*")
+    partition = rm.add_partition(TP, manager.get_or_create_log("t", 0), [0])
+    for i in range(20):
+        _append(partition.log, *(b"%d-%d" % (i, j) for j in range(50)))
+    quota.update_bound(1000)
+    quota.record(1_000_000)  # far over the bound
+
+    async def run() -> tuple[int, float]:
+        moves = ReplicaAlterLogDirsManager(manager, rm)
+        future = manager.create_future_log(TP, b)
+        moves.add(TP)
+        await asyncio.sleep(0.3)
+        held = future.log_end_offset
+        clock.advance(60_000)  # the windows forget it
+        while TP in manager.future_logs:
+            await asyncio.sleep(0.01)
+        await moves.stop()
+        return held, quota.rate()
+
+    held, rate = asyncio.run(run())
+    assert held == 0
+    assert partition.log is manager.logs[TP] and partition.log.dir == b / "t-0"
+    assert rate > 0  # the copy was recorded
+    manager.shutdown()

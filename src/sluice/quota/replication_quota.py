@@ -38,6 +38,7 @@ __all__ = [
     "throttled_partitions",
 ]
 
+INT32_MAX = (1 << 31) - 1
 UNBOUNDED = (1 << 63) - 1
 """The default bound (Kafka's ``Long.MAX_VALUE``): no throttle."""
 
@@ -103,6 +104,13 @@ class ReplicationQuotaManager:
     @property
     def is_bounded(self) -> bool:
         return self.bound < UNBOUNDED
+
+    @property
+    def window_bytes(self) -> int:
+        """What the bound lets through in one window: the most a throttled replica is
+        sent or fetched at a time, so that one large fetch cannot pass the bound by
+        far before the rate sees it (``replica.fetch.max.bytes`` is 8 MiB here)."""
+        return max(1, min(self.bound * self.window[1], INT32_MAX))
 
     def is_quota_exceeded(self) -> bool:
         """Whether the measured rate is over the bound (never when unbounded)."""

@@ -169,6 +169,10 @@ class ReplicaManager:
         self.leader_quota = ReplicationQuotaManager(clock, broker_id)
         self.follower_quota = ReplicationQuotaManager(clock, broker_id)
         self.alter_log_dirs_quota = ReplicationQuotaManager(clock, broker_id, lambda t: "*")
+        # Record bytes sent to followers and appended from leaders (Kafka's
+        # ReplicationBytesOutPerSec / ReplicationBytesInPerSec), as plain counts.
+        self.replication_bytes_out = 0
+        self.replication_bytes_in = 0
 
     # -- partitions ------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -351,18 +355,25 @@ class ReplicaManager:
         min_one = True
         throttling = params.is_from_follower and self.leader_quota.is_bounded
         quota = self.leader_quota if throttling else None
+        sent = 0
         for fetch in fetches:
+            limit = min(fetch.max_bytes, remaining)
             if quota is not None and self.should_leader_throttle(fetch.tp, params.replica_id):
                 data = self._throttled(fetch.tp)
             else:
-                data = self._read_one(params, fetch, min(fetch.max_bytes, remaining), min_one)
+                if quota is not None and self._out_of_sync_throttled(fetch.tp, params.replica_id):
+                    limit = min(limit, quota.window_bytes)
+                data = self._read_one(params, fetch, limit, min_one)
             size = data.records.size if data.records is not None else 0
             if size:
+                sent += size
                 min_one = False
                 remaining = max(0, remaining - size)
                 if quota is not None and quota.is_throttled(fetch.tp):
                     quota.record(size)
             out.append((fetch, data))
+        if params.is_from_follower:
+            self.replication_bytes_out += sent
         return out
 
     def should_leader_throttle(self, tp: TopicPartition, replica_id: int) -> bool:
@@ -372,6 +383,12 @@ class ReplicaManager:
         if partition is None or not partition.is_leader:
             return False
         return self.leader_quota.holds_back(tp, replica_id in partition.isr)
+
+    def _out_of_sync_throttled(self, tp: TopicPartition, replica_id: int) -> bool:
+        partition = self.partitions.get(tp)
+        if partition is None or replica_id in partition.isr:
+            return False
+        return self.leader_quota.is_throttled(tp)
 
     def _throttled(self, tp: TopicPartition) -> FetchPartitionData:
         """A held-back replica's answer: its offsets, no records (as Kafka's empty set)."""

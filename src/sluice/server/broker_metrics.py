@@ -316,6 +316,28 @@ class BrokerStateCollector:
             connections.add_metric([listener.listener_name], listener.connection_count)
         yield connections
         yield from self._throttles()
+        yield from self._replication()
+
+    def _replication(self) -> Iterator[Metric]:
+        """Replication traffic and the replication throttles' measured rates."""
+        rm = self.state.replica_manager
+        for direction, help_text in (("in", "appended from leaders"), ("out", "sent to followers")):
+            family = CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_replicationbytes{direction}",
+                f"Bytes of record batches {help_text} (ReplicationBytes{direction.title()}PerSec)",
+            )
+            family.add_metric([], getattr(rm, f"replication_bytes_{direction}", 0))
+            yield family
+        for name, side in (("leaderreplication", "leader"), ("followerreplication", "follower"),
+                           ("alterlogdirsreplication", "alter_log_dirs")):  # fmt: skip
+            quota = getattr(rm, f"{side}_quota", None)
+            gauge = GaugeMetricFamily(
+                f"kafka_server_{name}_byte_rate",
+                f"Bytes/s of throttled replicas measured by the {side.replace('_', '-')} "
+                "replication throttle (measured while it has a bound)",
+            )
+            gauge.add_metric([], quota.rate() if quota is not None else 0.0)
+            yield gauge
 
     def _replica_manager(self) -> Generator[Metric, None, int]:
         """The replica manager's families (one pass over the partitions); returns how many

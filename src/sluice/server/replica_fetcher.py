@@ -99,8 +99,11 @@ class ReplicaFetcher:
         throttling = quota.is_bounded
         topics: list[tuple[str, list[FetchPartitionRequest]]] = []
         for tp, p in self.partitions.items():
-            if throttling and quota.holds_back(tp, self._lag.get(tp, 1) <= 0):
-                continue
+            partition_max = max_bytes
+            if throttling and self._lag.get(tp, 1) > 0 and quota.is_throttled(tp):
+                if quota.is_quota_exceeded():
+                    continue  # held back (Kafka's shouldFollowerThrottle)
+                partition_max = min(max_bytes, quota.window_bytes)
             log_ = p.log
             if not topics or topics[-1][0] != tp.topic:
                 topics.append((tp.topic, []))
@@ -110,7 +113,7 @@ class ReplicaFetcher:
                     p.leader_epoch,
                     log_.log_end_offset,
                     log_.log_start_offset,
-                    max_bytes,
+                    partition_max,
                 )
             )
         if not topics:
@@ -233,6 +236,7 @@ class ReplicaFetcher:
                 continue
             if size:
                 served.append(tp)
+                rm.replication_bytes_in += size
                 if quota.is_bounded and quota.is_throttled(tp):
                     quota.record(size)
             if pd.high_watermark >= 0:
