@@ -445,13 +445,18 @@ def _execute(admin: Admin, proposed: Assignment, additional: bool, throttle: int
     if throttle is not None:
         print(_VERIFY_WARNING)
         _set_throttles(admin, proposed_move_map(ongoing, proposed, current), throttle)
-    results = admin.alter_partition_reassignments(proposed)
+    _alter(admin, proposed, "Error reassigning partition(s)")
+    plural = "" if len(proposed) == 1 else "s"
+    print(f"Successfully started partition reassignment{plural} for {_names(sorted(proposed))}")
+
+
+def _alter(admin: Admin, targets: Mapping[tuple[str, int], list[int] | None], failed: str) -> None:
+    """AlterPartitionReassignments (None cancels); ToolError naming each refused one."""
+    results = admin.alter_partition_reassignments(targets)
     errors = sorted(tp for tp, (code, _) in results.items() if code is not None)
     if errors:
         lines = [f"{t}-{p}: {results[(t, p)][1] or results[(t, p)][0]}" for t, p in errors]
-        raise ToolError("Error reassigning partition(s):\n" + "\n".join(lines))
-    plural = "" if len(proposed) == 1 else "s"
-    print(f"Successfully started partition reassignment{plural} for {_names(sorted(proposed))}")
+        raise ToolError(f"{failed}:\n" + "\n".join(lines))
 
 
 def _verify(admin: Admin, target: Assignment, preserve_throttles: bool) -> None:
@@ -482,11 +487,7 @@ def _cancel(admin: Admin, target: Assignment, preserve_throttles: bool) -> None:
     if not active:
         print("None of the specified partition reassignments are active.")
     else:
-        results = admin.alter_partition_reassignments(dict.fromkeys(active))
-        errors = sorted(tp for tp, (code, _) in results.items() if code is not None)
-        if errors:
-            lines = [f"{t}-{p}: {results[(t, p)][1] or results[(t, p)][0]}" for t, p in errors]
-            raise ToolError("Error cancelling partition reassignment(s):\n" + "\n".join(lines))
+        _alter(admin, dict.fromkeys(active), "Error cancelling partition reassignment(s)")
         plural = "" if len(active) == 1 else "s"
         print(f"Successfully cancelled partition reassignment{plural} for: {_names(active)}")
     if not preserve_throttles:
