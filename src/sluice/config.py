@@ -20,6 +20,7 @@ from sluice.security.ssl_engine_factory import SSL_SERVER_CONFIGS
 
 __all__ = [
     "BROKER_CONFIGS",
+    "CONSOLE_LISTENER",
     "LISTENER_CONFIG_PREFIXES",
     "LISTENER_PREFIX",
     "SECURITY_PROTOCOLS",
@@ -134,6 +135,10 @@ def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 """Kafka's security protocols, by their wire ids (UpdateMetadata's security_protocol)."""
+CONSOLE_LISTENER = "CONSOLE"
+"""The name under which ``listener.name.console.ssl.*`` set the web console's TLS (when no
+broker listener has that name)."""
+
 LISTENER_PREFIX = "listener.name."
 """``listener.name.<listener>.<config>`` sets a config for one listener (Kafka's prefix)."""
 LISTENER_CONFIG_PREFIXES: tuple[str, ...] = ("ssl.", "sasl.")
@@ -239,6 +244,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = _defs(
         "Sluice: the listener the web console's Kafka clients connect to, whose security "
         "and ACLs apply to it; empty: the first SASL listener, else the first PLAINTEXT "
         "or SSL one.",
+    ),
+    ConfigDef(
+        "console.ssl.enabled",
+        "bool",
+        False,
+        "Sluice: serve the web console over HTTPS, with the broker's ssl.* server settings "
+        "as overridden by listener.name.console.ssl.* (its keystore, protocols, cipher "
+        "suites, ssl.client.auth).",
     ),
     ConfigDef("log.segment.bytes", "int", 1 << 30, "Segment size before a roll.", min=14),
     ConfigDef("log.roll.ms", "long", None, "Segment age before a roll (ms)."),
@@ -875,7 +888,15 @@ class BrokerConfig:
                 )
             if adv_names.count(name) > 1:
                 raise ConfigError(f"advertised.listeners: listener {name} is named twice")
-        for listener in self._listener_overrides:
+        for listener, overrides in self._listener_overrides.items():
+            if listener == CONSOLE_LISTENER and listener not in protocol_map:
+                others = sorted(key for key in overrides if not key.startswith("ssl."))
+                if others:  # the console's own TLS settings (console.ssl.enabled) only
+                    raise ConfigError(
+                        f"{LISTENER_PREFIX}console.*: only ssl.* settings apply to the "
+                        f"web console, not {', '.join(others)}"
+                    )
+                continue
             if listener not in protocol_map:
                 raise ConfigError(
                     f"{LISTENER_PREFIX}{listener.lower()}.*: no listener {listener} in "

@@ -44,9 +44,7 @@ def dev_urls(broker: Broker) -> list[str]:
     if broker.metrics_endpoint is not None:
         urls.append(f"metrics: {broker.metrics_endpoint.url}")
     if broker.console is not None:
-        host = broker.console.http.host
-        urls.append(f"console: http://{'127.0.0.1' if host == '0.0.0.0' else host}:"
-                    f"{broker.console.port}/")  # fmt: skip
+        urls.append(f"console: {broker.console.url}")
     return urls
 
 

@@ -28,6 +28,7 @@ import binascii
 import ipaddress
 import json
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -186,11 +187,12 @@ class Console:
         self.http = HttpServer("console", self.router, max_body_bytes=MAX_BODY_BYTES)
         self.loopback_only = True
 
-    async def start(self, host: str, port: int) -> None:
+    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> None:
+        """Serve on ``host:port``; HTTPS with ``ssl_context`` (``console.ssl.enabled``)."""
         self.loopback_only = _is_loopback(host)
-        await self.http.start(host, port)
+        await self.http.start(host, port, ssl_context)
         login = "HTTP Basic login as SASL " + "/".join(self.listener.mechanisms)
-        log.info("console on http://%s:%d/ (clients on listener %s, %s)",
+        log.info("console on %s://%s:%d/ (clients on listener %s, %s)", self.http.scheme,
                  host or "0.0.0.0", self.http.port, self.listener.name,
                  login if self.listener.login_required else "no login, User:ANONYMOUS")  # fmt: skip
         if not self.loopback_only and not self.listener.login_required:
@@ -203,6 +205,13 @@ class Console:
     @property
     def port(self) -> int:
         return self.http.port
+
+    @property
+    def url(self) -> str:
+        """Where a browser on this machine reaches it."""
+        host = self.http.host
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        return f"{self.http.scheme}://{host}:{self.http.port}/"
 
     async def stop(self) -> None:
         """Stop serving and close every session's clients now (a call still running on

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sluice.base import TopicPartition
 from sluice.base.clock import SYSTEM_CLOCK, Clock
-from sluice.config import BrokerConfig, ConfigError
+from sluice.config import CONSOLE_LISTENER, BrokerConfig, ConfigError
 from sluice.controller.model import Broker as BrokerInfo
 from sluice.controller.model import EndPoint
 from sluice.log import Log, LogDirFailureChannel, LogManager
@@ -666,7 +666,17 @@ class Broker:
             console_listener(self.config, listeners), broker_id=self.broker_id,
             version=__version__, metrics_registry=lambda: getattr(self, "metrics_registry", None),
         )  # fmt: skip
-        await console.start(self.config["console.host"], self.config["console.port"])
+        context = None
+        if self.config["console.ssl.enabled"]:
+            from sluice.security.ssl_engine_factory import SslConfigError, SslEngineFactory
+
+            try:
+                context = SslEngineFactory(
+                    lambda key: self.config.for_listener(CONSOLE_LISTENER, key)
+                ).server_context()
+            except SslConfigError as exc:
+                raise ConfigError(f"console.ssl.enabled: {exc}") from exc
+        await console.start(self.config["console.host"], self.config["console.port"], context)
         self.console = console
 
     async def _stop_console(self) -> None:

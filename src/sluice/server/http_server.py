@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -31,6 +32,8 @@ log = logging.getLogger("sluice.http")
 
 MAX_HEAD_BYTES: Final = 16 * 1024
 _READ_CHUNK: Final = 16 * 1024
+TLS_HANDSHAKE_TIMEOUT_S: Final = 10.0
+"""How long an HTTPS client has to finish its TLS handshake before it is dropped."""
 _TOO_MANY: Final = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
     b"Content-Length: 21\r\nConnection: close\r\n\r\ntoo many connections\n"
@@ -124,9 +127,16 @@ class HttpServer:
         self._rejects = RateLimitedLog(log)
         self.host = ""
         self.port = 0
+        self.scheme = "http"
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._serve, host, port, limit=_READ_CHUNK)
+    async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> None:
+        """Listen on ``host:port`` (0: a free port); HTTPS with ``ssl_context``, whose
+        handshakes must end within ``TLS_HANDSHAKE_TIMEOUT_S``."""
+        self._server = await asyncio.start_server(
+            self._serve, host, port, limit=_READ_CHUNK, ssl=ssl_context,
+            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if ssl_context is not None else None,
+        )  # fmt: skip
+        self.scheme = "https" if ssl_context is not None else "http"
         sockname = self._server.sockets[0].getsockname()
         self.host, self.port = sockname[0], sockname[1]
 
