@@ -143,17 +143,19 @@ def test_a_failed_record_makes_the_transaction_uncommittable(
 ) -> None:
     """The broker rejects the transaction's batch (too large for the topic), or send()
     refuses a record (larger than max.request.size): commit and prepare refuse, abort
-    works. (After a rejected batch the producer is renewed: its partition's sequence has
-    a gap only a new epoch clears.)"""
+    works, and the same producer goes on: the abort bumped its epoch (KIP-360), so the
+    rejected batch's sequence leaves no gap."""
     from sluice.client import Admin, NewTopic
 
     bootstrap, topic = broker.bootstrap_servers, f"t-{uuid.uuid4().hex[:8]}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 1, 1, {"max.message.bytes": "2000"})])
     txn_id = f"tx-{uuid.uuid4().hex[:8]}"
+    producer = _producer(bootstrap, txn_id)
+    epochs = []
     for finish, size in (("commit", 5000), ("prepare", 5000), ("commit", 2_000_000)):
-        producer = _producer(bootstrap, txn_id)
         producer.begin_transaction()
+        producer.send(topic, b"ok-before")
         producer.send(topic, b"x" * size)
         with pytest.raises(KafkaException, match=r"Cannot (commit|prepare)"):
             if finish == "commit":
@@ -161,10 +163,13 @@ def test_a_failed_record_makes_the_transaction_uncommittable(
             else:
                 producer.prepare_transaction(20)
         producer.abort_transaction(20)
-        producer.close()
-    producer = _producer(bootstrap, txn_id)
+        assert producer._transaction_manager is not None
+        epochs.append(producer._transaction_manager.producer_id_and_epoch.epoch)
+    # Rejected by the broker: the epoch went up; refused by send() (never sent): it stays.
+    assert epochs[1] == epochs[0] + 1 and epochs[2] == epochs[1]
     producer.begin_transaction()
     producer.send(topic, b"after")
+    producer.send(topic, b"and-more")
     producer.commit_transaction(20)
     producer.close()
-    assert _read(bootstrap, topic, "read_committed", 1) == [b"after"]
+    assert _read(bootstrap, topic, "read_committed", 2) == [b"after", b"and-more"]

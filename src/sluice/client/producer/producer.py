@@ -417,12 +417,19 @@ class Producer:
 
     def abort_transaction(self, timeout: float | None = None) -> None:
         """Flush what is queued, then abort: read_committed consumers never see the
-        transaction's records, and its offsets are not committed."""
+        transaction's records, and its offsets are not committed. When a batch of the
+        transaction failed (its sequence left a gap), the epoch is bumped after the
+        abort (KIP-360) and every partition's sequence starts again, so the producer
+        goes on with the next transaction."""
         txn = self._transactions()
         if txn.state != "PREPARED":
             txn.check_send()
             self.flush(timeout)
-        txn.end(commit=False)
+        tm = self._transaction_manager
+        assert tm is not None
+        bumped = txn.end(commit=False, bump_epoch=tm.failed_batch_error is not None)
+        if bumped is not None:
+            tm.start_new_epoch(ProducerIdAndEpoch(*bumped))
 
     # -- flush, close, metadata ----------------------------------------------------------
 

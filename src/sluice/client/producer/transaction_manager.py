@@ -102,6 +102,19 @@ class TransactionManager:
             self.producer_id_and_epoch = value
             self.initializing = False
 
+    def start_new_epoch(self, value: ProducerIdAndEpoch) -> None:
+        """A transactional producer's epoch bumped after an aborted transaction (nothing in
+        flight): every partition's sequence starts again at 0, as in Java's client."""
+        with self._lock:
+            log.info("ProducerId set to %d with epoch %d; sequences reset",
+                     value.producer_id, value.epoch)  # fmt: skip
+            self.producer_id_and_epoch = value
+            self._partitions.clear()
+            self._unresolved.clear()
+            self._partitions_to_rewrite.clear()
+            self._epoch_bump_required = False
+            self.failed_batch_error = None
+
     def handle_init_producer_id_response(self, body: Any) -> bool:
         """Apply an InitProducerId response; False if it should be retried."""
         code = ErrorCode(body.error_code)

@@ -116,12 +116,16 @@ class TransactionCoordinatorClient:
             self._wait(deadline, what)
 
     # -- the transaction APIs ----------------------------------------------------------
-    def init_producer_id(self, transaction_timeout_ms: int) -> tuple[int, int]:
+    def init_producer_id(
+        self, transaction_timeout_ms: int, producer_id: int = -1, epoch: int = -1
+    ) -> tuple[int, int]:
+        """A new epoch (and at first a producer id) for the transactional id; with the
+        current ``producer_id`` and ``epoch`` (KIP-360) it bumps that epoch."""
         body = self._call(
             TRANSACTION_KEY_TYPE, self.transactional_id, ApiKey.INIT_PRODUCER_ID, 4,
             lambda b: [ErrorCode(b.error_code)], "InitProducerId",
             transactional_id=self.transactional_id, transaction_timeout=transaction_timeout_ms,
-            producer_id=-1, producer_epoch=-1,
+            producer_id=producer_id, producer_epoch=epoch,
         )  # fmt: skip
         return int(body.producer_id), int(body.producer_epoch)
 
@@ -299,7 +303,11 @@ class ProducerTransactions:
         except ProducerFencedException as exc:
             raise self._fatal(exc) from None
 
-    def end(self, commit: bool) -> None:
+    def end(self, commit: bool, bump_epoch: bool = False) -> tuple[int, int] | None:
+        """EndTxn. ``bump_epoch`` (an abort after a batch the broker rejected, whose
+        sequence left a gap): then bump the epoch (InitProducerId with the current id and
+        epoch, KIP-360) so that sequences start again at 0; returns the new id and epoch
+        then, else None."""
         self._require("IN_TRANSACTION", "PREPARED", what="commit" if commit else "abort")
         if commit and self.failed is not None:
             raise KafkaException(
@@ -312,7 +320,17 @@ class ProducerTransactions:
                 self.client.end_txn(self.producer_id, self.epoch, commit)
         except ProducerFencedException as exc:
             raise self._fatal(exc) from None
+        bumped = None
+        if bump_epoch and not commit and not self.resumed:
+            try:
+                bumped = self.client.init_producer_id(
+                    self.transaction_timeout_ms, self.producer_id, self.epoch
+                )
+            except ProducerFencedException as exc:
+                raise self._fatal(exc) from None
+            self.producer_id, self.epoch = bumped
         # a resumed transaction's producer id and epoch were borrowed: sending again
         # needs init_transactions
         self.state = "UNINITIALIZED" if self.resumed else "READY"
         self.resumed = False
+        return bumped
