@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from sluice.server.http_server import HttpRequest, HttpResponse, HttpServer, Router
 
@@ -113,3 +114,48 @@ async def _bounds_body_connections_idle_and_garbage(server: HttpServer) -> None:
     assert b"200" not in await asyncio.wait_for(reader.read(), 5)
     writer.close()
     assert await _call(server.port, "GET", "/echo?x=ok") == (200, b"GET ok 0")
+
+
+def test_https_handshakes_count_against_the_connection_bound(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Over HTTPS a connection takes its place before its TLS handshake: connections that
+    never handshake fill the bound (the next is closed) until the handshake timeout
+    drops them; then requests are served over TLS again."""
+    import ssl
+
+    from sluice.security.certificates import write_development_pki
+    from sluice.security.ssl_engine_factory import SslEngineFactory
+    from sluice.server import http_server
+
+    monkeypatch.setattr(http_server, "TLS_HANDSHAKE_TIMEOUT_S", 0.5)
+    pki = write_development_pki(tmp_path)
+    server_context = SslEngineFactory({"ssl.keystore.location": str(pki.broker)}).server_context()
+    client_context = ssl.create_default_context(cafile=str(pki.ca))
+
+    def get(port: int) -> tuple[int, bytes]:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=client_context)
+        try:
+            conn.request("GET", "/echo?x=tls")
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    async def run() -> None:
+        srv = HttpServer("test", _router(), max_connections=3)
+        await srv.start("127.0.0.1", 0, server_context)
+        try:
+            assert srv.scheme == "https"
+            assert await asyncio.to_thread(get, srv.port) == (200, b"GET tls 0")
+            silent = [await asyncio.open_connection("127.0.0.1", srv.port) for _ in range(3)]
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # no place: closed
+            writer.close()
+            for silent_reader, _ in silent:  # dropped at the handshake timeout
+                assert await asyncio.wait_for(silent_reader.read(), 5) == b""
+            assert await asyncio.to_thread(get, srv.port) == (200, b"GET tls 0")
+        finally:
+            await srv.stop()
+
+    asyncio.run(run())

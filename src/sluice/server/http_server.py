@@ -128,14 +128,14 @@ class HttpServer:
         self.host = ""
         self.port = 0
         self.scheme = "http"
+        self._ssl_context: ssl.SSLContext | None = None
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> None:
-        """Listen on ``host:port`` (0: a free port); HTTPS with ``ssl_context``, whose
-        handshakes must end within ``TLS_HANDSHAKE_TIMEOUT_S``."""
-        self._server = await asyncio.start_server(
-            self._serve, host, port, limit=_READ_CHUNK, ssl=ssl_context,
-            ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if ssl_context is not None else None,
-        )  # fmt: skip
+        """Listen on ``host:port`` (0: a free port); HTTPS with ``ssl_context``. The TLS
+        handshake starts once a connection has its place under ``max_connections`` and
+        must end within ``TLS_HANDSHAKE_TIMEOUT_S``, so unfinished handshakes count too."""
+        self._ssl_context = ssl_context
+        self._server = await asyncio.start_server(self._serve, host, port, limit=_READ_CHUNK)
         self.scheme = "https" if ssl_context is not None else "http"
         sockname = self._server.sockets[0].getsockname()
         self.host, self.port = sockname[0], sockname[1]
@@ -161,13 +161,19 @@ class HttpServer:
         self._connections.add(task)
         try:
             if len(self._connections) > self._max_connections:
-                # No request read: h11 answers only requests, so the bytes are written here.
-                writer.write(_TOO_MANY)
-                await writer.drain()
+                # No request read: h11 answers only requests, so the bytes are written here
+                # (over HTTPS the connection is only closed: no handshake was made).
+                if self._ssl_context is None:
+                    writer.write(_TOO_MANY)
+                    await writer.drain()
                 self._rejects.event(f"{self.name}: refused connection", client, "too many")
                 return
+            if self._ssl_context is not None:
+                await writer.start_tls(
+                    self._ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S
+                )
             await self._conversation(reader, writer, client)
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError, ssl.SSLError):
             pass
         except h11.ProtocolError as e:
             self._rejects.event(f"{self.name}: closed a connection", client, e)
