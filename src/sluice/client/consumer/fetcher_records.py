@@ -168,6 +168,37 @@ def _decode_legacy(topic: str, partition: int, buf: bytes) -> Iterator[RecordBat
     yield RecordBatchInfo(offset, offset, -1, False, False, [record])
 
 
+class _BatchSelection:
+    """Which batches a consumer returns records of, as Kafka's Fetcher chooses: never
+    control batches; under read_committed, not the batches of transactions the answer
+    lists as aborted (``aborted``: (producer id, first offset) pairs), from their first
+    offset up to the producer's abort marker."""
+
+    def __init__(self, aborted: Iterable[tuple[int, int]], read_committed: bool) -> None:
+        self.read_committed = read_committed
+        self._pending = sorted(aborted, key=lambda a: a[1])
+        self._next = 0
+        self._aborting: set[int] = set()
+
+    def keeps(
+        self, last_offset: int, producer_id: int, is_control: bool, is_transactional: bool,
+        control_type: int | None,
+    ) -> bool:  # fmt: skip
+        """Whether the batch's records are returned; ``control_type``: a control batch's
+        marker type (needed only under read_committed)."""
+        if not self.read_committed:
+            return not is_control
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next][1] <= last_offset:
+            self._aborting.add(pending[self._next][0])
+            self._next += 1
+        if is_control:
+            if control_type == 0:  # an abort marker ends the producer's aborted run
+                self._aborting.discard(producer_id)
+            return False
+        return not (is_transactional and producer_id in self._aborting)
+
+
 def decode_records(
     topic: str,
     partition: int,
@@ -185,20 +216,11 @@ def decode_records(
     """
     out: list[ConsumerRecord] = []
     next_offset = fetch_offset
-    pending = sorted(aborted, key=lambda a: a[1])
-    aborting: set[int] = set()
+    selection = _BatchSelection(aborted, read_committed)
     for batch in iter_batches(topic, partition, data, check_crcs):
         next_offset = max(next_offset, batch.last_offset + 1)
-        if read_committed:
-            while pending and pending[0][1] <= batch.last_offset:
-                aborting.add(pending.pop(0)[0])
-            if batch.is_control:
-                if batch.control_type == 0:
-                    aborting.discard(batch.producer_id)
-                continue
-            if batch.is_transactional and batch.producer_id in aborting:
-                continue
-        elif batch.is_control:
+        if not selection.keeps(batch.last_offset, batch.producer_id, batch.is_control,
+                               batch.is_transactional, batch.control_type):  # fmt: skip
             continue
         for record in batch.records:
             if record.offset >= fetch_offset:
@@ -245,8 +267,7 @@ def decode_columns(
     size = len(buf)
     pos = 0
     next_offset = fetch_offset
-    pending = sorted(aborted, key=lambda a: a[1])
-    aborting: set[int] = set()
+    selection = _BatchSelection(aborted, read_committed)
     selected: list[record_batch.BatchHeader] = []
     while pos + record_batch.LOG_OVERHEAD <= size:
         _base_offset, length = record_batch.read_base_offset_and_length(buf, pos)
@@ -264,16 +285,15 @@ def decode_columns(
         header = record_batch.read_header(buf, pos)
         pos = end
         next_offset = max(next_offset, header.next_offset)
-        if read_committed:
-            while pending and pending[0][1] <= header.last_offset:
-                aborting.add(pending.pop(0)[0])
-            if header.is_control:
-                if _control_type(topic, partition, buf, header, check_crcs) == 0:
-                    aborting.discard(header.producer_id)
-                continue
-            if header.is_transactional and header.producer_id in aborting:
-                continue
-        elif header.is_control:
+        marker = (
+            _control_type(topic, partition, buf, header, check_crcs)
+            if header.is_control and read_committed
+            else None
+        )
+        if not selection.keeps(
+            header.last_offset, header.producer_id, header.is_control, header.is_transactional,
+            marker,
+        ):  # fmt: skip
             continue
         if header.last_offset >= fetch_offset:
             selected.append(header)

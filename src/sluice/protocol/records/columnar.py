@@ -22,18 +22,16 @@ numpy and pyarrow are imported by this module only; the broker never loads it.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import Any, Final
 
-import cramjam
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from .batch import BATCH_HEADER_SIZE, TIMESTAMP_TYPE_MASK, BatchHeader, compute_crc
-from .compression import CompressionType, decompress
+from .batch import TIMESTAMP_TYPE_MASK, BatchHeader
 from .errors import CorruptRecordException
+from .reader import batch_section
 from .varint import read_varint
 
 __all__ = [
@@ -176,31 +174,6 @@ def concat(parts: Sequence[RecordColumns]) -> RecordColumns:
     )
 
 
-def _section(buf: memoryview, header: BatchHeader, check_crc: bool) -> bytes | memoryview:
-    """The batch's records section, CRC-checked and decompressed."""
-    start = header.position
-    size = header.size_in_bytes
-    if len(buf) < start + size:
-        raise CorruptRecordException(f"truncated batch at offset {header.base_offset}")
-    if check_crc:
-        crc = compute_crc(buf, start, size)
-        if crc != header.crc:
-            raise CorruptRecordException(
-                f"record batch at offset {header.base_offset} is corrupt "
-                f"(stored crc = {header.crc}, computed crc = {crc})"
-            )
-    section = buf[start + BATCH_HEADER_SIZE : start + size]
-    codec = header.compression_type
-    if codec == CompressionType.NONE:
-        return section
-    try:
-        return decompress(codec, section)
-    except (ValueError, zlib.error, cramjam.DecompressionError) as exc:
-        raise CorruptRecordException(
-            f"cannot decompress the batch at offset {header.base_offset}: {exc}"
-        ) from exc
-
-
 def _record_heads(data: bytes, pos: int, count: int, heads: list[int]) -> None:
     """Append the positions of ``count`` records' length prefixes, starting at ``pos``:
     the one per-record loop (each record's position depends on the lengths before it)."""
@@ -333,7 +306,7 @@ def read_columns(
     if not batches:
         return RecordColumns.empty()
     view = memoryview(buf)
-    sections = [_section(view, h, check_crc) for h in batches]
+    sections = [batch_section(view, h, check_crc) for h in batches]
     joined = b"".join([*sections, bytes(_PAD)])
     heads: list[int] = []
     bounds = np.empty(len(batches), np.int64)

@@ -27,6 +27,7 @@ __all__ = [
     "CONTROL_TYPE_COMMIT",
     "Record",
     "batch_records",
+    "batch_section",
     "control_type",
     "read_records",
 ]
@@ -92,11 +93,14 @@ def read_records(payload: BytesLike, count: int) -> list[Record]:
     return out
 
 
-def batch_records(buf: BytesLike, header: BatchHeader, check_crc: bool = True) -> list[Record]:
-    """The records of the whole batch ``header`` describes (at ``header.position`` of
+def batch_section(
+    buf: BytesLike, header: BatchHeader, check_crc: bool = True
+) -> bytes | memoryview:
+    """The records section of the batch ``header`` describes (at ``header.position`` of
     ``buf``), decompressed; the CRC is checked first unless ``check_crc`` is false.
 
-    :raises CorruptRecordException: on a CRC mismatch, a bad payload or an unknown codec.
+    :raises CorruptRecordException: on a truncated batch, a CRC mismatch or a payload
+        that does not decompress.
     """
     start = header.position
     size = header.size_in_bytes
@@ -112,14 +116,22 @@ def batch_records(buf: BytesLike, header: BatchHeader, check_crc: bool = True) -
             )
     section = view[start + BATCH_HEADER_SIZE : start + size]
     codec = header.compression_type
-    if codec != CompressionType.NONE:
-        try:
-            section = memoryview(decompress(codec, section))
-        except (ValueError, zlib.error, cramjam.DecompressionError) as exc:
-            raise CorruptRecordException(
-                f"cannot decompress the batch at offset {header.base_offset}: {exc}"
-            ) from exc
-    return read_records(section, header.records_count)
+    if codec == CompressionType.NONE:
+        return section
+    try:
+        return decompress(codec, section)
+    except (ValueError, zlib.error, cramjam.DecompressionError) as exc:
+        raise CorruptRecordException(
+            f"cannot decompress the batch at offset {header.base_offset}: {exc}"
+        ) from exc
+
+
+def batch_records(buf: BytesLike, header: BatchHeader, check_crc: bool = True) -> list[Record]:
+    """The records of the whole batch ``header`` describes (:func:`batch_section`).
+
+    :raises CorruptRecordException: on a CRC mismatch, a bad payload or an unknown codec.
+    """
+    return read_records(memoryview(batch_section(buf, header, check_crc)), header.records_count)
 
 
 def control_type(record: Record) -> int | None:
