@@ -184,13 +184,14 @@ def prepare_leader_append(
     """Validate a produce buffer and assign its offsets; returns what to store (the buffer
     itself when writable, else its batches with patched heads, or a copy when the append
     time must be written), its batch headers (empty: nothing to append) and the append info.
-    ``now_ms``: the broker's clock, for topics whose timestamps are bounded."""
+    ``now_ms``: the broker's clock, given for topics whose timestamps are bounded."""
     headers = validate_records(records, config.max_message_bytes)
     if origin is AppendOrigin.CLIENT:
         check_client_batches(headers)
-        bounds = config.timestamp_bounds
-        if bounds is not None:
-            check_timestamps(headers, first_offset, now_ms, *bounds)
+        if now_ms != NO_TIMESTAMP:  # given only when the topic bounds its timestamps
+            bounds = config.timestamp_bounds
+            if bounds is not None:
+                check_timestamps(headers, first_offset, now_ms, *bounds)
     if not headers:
         return records, headers, _empty_info(first_offset, log_start_offset)
     _check_segment_size(len(records), config, name)

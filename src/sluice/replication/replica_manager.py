@@ -358,12 +358,12 @@ class ReplicaManager:
         sent = 0
         for fetch in fetches:
             limit = min(fetch.max_bytes, remaining)
-            if quota is not None and self.should_leader_throttle(fetch.tp, params.replica_id):
-                data = self._throttled(fetch.tp)
-            else:
-                if quota is not None and self._out_of_sync_throttled(fetch.tp, params.replica_id):
-                    limit = min(limit, quota.window_bytes)
-                data = self._read_one(params, fetch, limit, min_one)
+            if quota is not None and self._out_of_sync_throttled(fetch.tp, params.replica_id):
+                if quota.is_quota_exceeded():  # Kafka's shouldLeaderThrottle
+                    out.append((fetch, self._throttled(fetch.tp)))
+                    continue
+                limit = min(limit, quota.window_bytes)
+            data = self._read_one(params, fetch, limit, min_one)
             size = data.records.size if data.records is not None else 0
             if size:
                 sent += size
@@ -379,14 +379,12 @@ class ReplicaManager:
     def should_leader_throttle(self, tp: TopicPartition, replica_id: int) -> bool:
         """Kafka's shouldLeaderThrottle: ``replica_id`` is out of ``tp``'s ISR, ``tp`` is
         throttled here as leader and the leader throttle's rate is over its bound."""
-        partition = self.partitions.get(tp)
-        if partition is None or not partition.is_leader:
-            return False
-        return self.leader_quota.holds_back(tp, replica_id in partition.isr)
+        return self._out_of_sync_throttled(tp, replica_id) and self.leader_quota.is_quota_exceeded()
 
     def _out_of_sync_throttled(self, tp: TopicPartition, replica_id: int) -> bool:
+        """``tp`` is led here and throttled as leader, and ``replica_id`` is out of its ISR."""
         partition = self.partitions.get(tp)
-        if partition is None or replica_id in partition.isr:
+        if partition is None or not partition.is_leader or replica_id in partition.isr:
             return False
         return self.leader_quota.is_throttled(tp)
 
