@@ -646,12 +646,11 @@ class ClusterManager:
         if fetcher is None:
             fetcher = ReplicaFetcher(self, leader.id, ep)
             self.fetchers[key] = fetcher
-        fetcher.partitions[partition.tp] = partition
-        fetcher.wakeup.set()
+        fetcher.add(partition)
 
     def _remove_from_fetchers(self, tp: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
-            fetcher.partitions.pop(tp, None)
+            fetcher.remove(tp)
 
     # -- ISR changes (leader) --------------------------------------------------------------
     def _write_isr(self, partition: Partition, new_isr: set[int]) -> bool:

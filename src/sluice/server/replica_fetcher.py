@@ -84,6 +84,16 @@ class ReplicaFetcher:
         )
         self.task = asyncio.ensure_future(self._run())
 
+    def add(self, partition: Partition) -> None:
+        """Follow ``partition`` from this leader (its lag unknown until an answer)."""
+        self.partitions[partition.tp] = partition
+        self._lag.pop(partition.tp, None)
+        self.wakeup.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+        self._lag.pop(tp, None)
+
     def stop(self) -> None:
         self.task.cancel()
         self.conn.close()
