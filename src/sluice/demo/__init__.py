@@ -225,8 +225,8 @@ def run_demo(
             say(f"embedded Sluice broker on {bootstrap}")
             served = broker.broker
             if served is not None and served.console is not None:
-                say(f"web console: http://127.0.0.1:{served.console.port}/ (live charts under "
-                    f"Metrics, while the demo runs)")  # fmt: skip
+                say(f"web console: {served.console.url} (live charts under Metrics, while the "
+                    "demo runs)")  # fmt: skip
             if served is not None and served.metrics_endpoint is not None:
                 say(f"Prometheus metrics: {served.metrics_endpoint.url}")
         run_id = uuid.uuid4().hex[:8]
